@@ -1,0 +1,136 @@
+# gpucloud — build, run, test.
+#
+#   make run      install what is missing, build, start the platform (embedded default)
+#   make test     install what is missing, build, start the test world, run every test
+#   make check    formatting, static analysis, banned calls
+#   make fuzz     run each fuzz target for FUZZ_SECONDS (default 60)
+#   make bench    run benchmarks (one: make bench NAME=http)
+#   make world / make world-down   the test world on its own
+#
+# SANITIZER=address or SANITIZER=undefined builds with that sanitizer.
+
+CC      ?= cc
+CLANG   ?= clang
+BUILD   ?= build
+SANITIZER ?=
+
+CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g -I/usr/include/postgresql -Iserver
+OPT     ?= -O2
+CFLAGS  ?= $(OPT)
+ifneq ($(SANITIZER),)
+CFLAGS  += -fsanitize=$(SANITIZER) -fno-omit-frame-pointer
+LDFLAGS += -fsanitize=$(SANITIZER)
+endif
+LIBS    = -levent -levent_openssl -levent_pthreads -lpq -ljansson -lssl -lcrypto \
+          -lhttp_parser -lz -lpthread
+
+# One source list.
+SRCS = server/rc.c server/log.c server/config.c server/crypto.c server/worker.c \
+       server/csv.c server/db.c server/router.c server/http.c server/static.c \
+       server/metrics.c server/auth.c server/api.c server/api_health.c \
+       server/api_auth.c server/api_users.c server/api_tokens.c server/api_audit.c
+MAIN = server/main.c
+
+OBJS      = $(SRCS:server/%.c=$(BUILD)/obj/%.o)
+MAIN_OBJ  = $(BUILD)/obj/main.o
+LIB       = $(BUILD)/libgpucloud.a
+UNIT_SRCS = $(wildcard tests/unit/test_*.c)
+UNIT_BINS = $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/%)
+FUZZ_SRCS = $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BINS = $(FUZZ_SRCS:tests/fuzz/%.c=$(BUILD)/fuzz/%)
+FUZZ_LIB  = $(BUILD)/fuzz/libgpucloud.a
+FUZZ_OBJS = $(SRCS:server/%.c=$(BUILD)/fuzz/obj/%.o)
+FUZZ_SECONDS ?= 60
+
+.PHONY: all deps run test test-build test-in-world unit fuzz-replay integration e2e \
+        check fuzz bench world world-down clean
+
+all: $(BUILD)/gpucloudd
+
+$(BUILD)/obj/%.o: server/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(LIB): $(OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/gpucloudd: $(MAIN_OBJ) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $(MAIN_OBJ) $(LIB) $(LIBS)
+
+# Unit tests #include the .c under test and take the rest from the archive.
+$(BUILD)/test_%: tests/unit/test_%.c $(LIB) tests/unit/harness.h
+	$(CC) $(CFLAGS_BASE) $(CFLAGS) -MMD -MP $(LDFLAGS) -o $@ $< $(LIB) $(LIBS)
+
+# Fuzz targets: clang, libFuzzer, ASan+UBSan, over the same sources.
+$(BUILD)/fuzz/obj/%.o: server/%.c
+	@mkdir -p $(dir $@)
+	$(CLANG) $(CFLAGS_BASE) -O1 -fsanitize=fuzzer-no-link,address,undefined -MMD -MP -c $< -o $@
+
+$(FUZZ_LIB): $(FUZZ_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LIB)
+	$(CLANG) $(CFLAGS_BASE) -O1 -fsanitize=fuzzer,address,undefined -o $@ $< $(FUZZ_LIB) $(LIBS)
+
+deps:
+	@bash deploy/deps.sh
+
+run: deps
+	@$(MAKE) --no-print-directory all
+	@bash deploy/run.sh
+
+test-build: all $(UNIT_BINS) $(FUZZ_BINS)
+
+# The whole suite: dependencies, build, the world up, every test, the world down.
+test: deps
+	@$(MAKE) --no-print-directory test-build
+	@bash deploy/with-world.sh $(MAKE) --no-print-directory test-in-world
+
+test-in-world: unit fuzz-replay integration e2e
+
+unit: $(UNIT_BINS)
+	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t; done
+
+# Replays each committed corpus through its target (no new fuzzing).
+fuzz-replay: $(FUZZ_BINS)
+	@set -e; for f in $(FUZZ_BINS); do n=$${f##*/fuzz_}; \
+	  echo "== $$f (corpus tests/fuzz/corpus/$$n)"; \
+	  $$f tests/fuzz/corpus/$$n/* > $(BUILD)/fuzz/$$n.log 2>&1 || { tail -n 40 $(BUILD)/fuzz/$$n.log; exit 1; }; \
+	  echo "   $$(grep -c '^Executed' $(BUILD)/fuzz/$$n.log) inputs replayed, no crash"; \
+	done
+
+integration: all
+	@ulimit -n 65536 2>/dev/null || true; node --test --test-concurrency=1 tests/integration/
+
+e2e: all
+	@node --test --test-concurrency=1 tests/e2e/
+
+fuzz: $(FUZZ_BINS)
+	@set -e; for f in $(FUZZ_BINS); do n=$${f##*/fuzz_}; \
+	  mkdir -p $(BUILD)/fuzz/corpus-$$n; \
+	  $$f -max_total_time=$(FUZZ_SECONDS) $(BUILD)/fuzz/corpus-$$n tests/fuzz/corpus/$$n; \
+	done
+
+bench: deps
+	@$(MAKE) --no-print-directory all
+	@bash deploy/with-world.sh bash tests/bench/run.sh $(NAME)
+
+world:
+	@bash deploy/world.sh up
+
+world-down:
+	@bash deploy/world.sh down
+
+BANNED = '\b(sprintf|vsprintf|strcpy|strcat|atoi|atol|strtok|gets|system)[[:space:]]*\('
+check:
+	@echo "== banned calls"; ! grep -nE $(BANNED) server/*.c server/*.h tests/unit/*.c tests/fuzz/*.c
+	@echo "== clang-format"; clang-format --dry-run --Werror server/*.c server/*.h
+	@echo "== cppcheck"; cppcheck --quiet --error-exitcode=1 --enable=warning,portability \
+	  --std=c11 -D_GNU_SOURCE --suppress=missingIncludeSystem -I server server/
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(OBJS:.o=.d) $(MAIN_OBJ:.o=.d) $(UNIT_BINS:=.d) $(FUZZ_OBJS:.o=.d)

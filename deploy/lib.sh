@@ -1,0 +1,312 @@
+# shellcheck shell=bash
+# Helpers shared by the deploy scripts: messages, process handling, a private
+# PostgreSQL cluster and private Docker engines. Sourced, never run; the caller
+# sets PROG (message prefix) and runs with `set -euo pipefail`.
+
+PG_BIN=${PG_BIN:-/usr/lib/postgresql/15/bin}
+
+say() { printf '%s: %s\n' "${PROG:-deploy}" "$*" >&2; }
+warn() { printf '%s: warning: %s\n' "${PROG:-deploy}" "$*" >&2; }
+die() {
+	printf '%s: error: %s\n' "${PROG:-deploy}" "$*" >&2
+	exit 1
+}
+
+# Print the last lines of a log file, indented, to help explain a failure.
+show_log() {
+	local file=$1 lines=${2:-30}
+	[[ -r $file ]] || return 0
+	printf '%s: --- last %s lines of %s ---\n' "${PROG:-deploy}" "$lines" "$file" >&2
+	tail -n "$lines" -- "$file" | sed 's/^/    /' >&2 || true
+	printf '%s: ---\n' "${PROG:-deploy}" >&2
+}
+
+need_root() {
+	[[ $(id -u) -eq 0 ]] || die "$1 needs root (run it as root or with sudo)"
+}
+
+# Single-quote a value for a sourceable shell file.
+shquote() {
+	local s=${1//\'/\'\\\'\'}
+	printf "'%s'" "$s"
+}
+
+# A random secret of 64 URL-safe characters (the shape of an NGC API key).
+rand_key() {
+	openssl rand -base64 48 | tr -d '\n=' | tr '+/' '-_'
+}
+
+# True when PID is alive (not a zombie) and its command name is NAME: guards
+# against reuse of a pid recorded in a stale pid file, and against a killed
+# daemon that nobody has reaped yet.
+pid_is() {
+	local pid=$1 name=$2 stat comm state
+	[[ $pid =~ ^[0-9]+$ ]] || return 1
+	stat=$(cat "/proc/$pid/stat" 2>/dev/null) || return 1
+	comm=${stat#*(}
+	comm=${comm%)*}
+	state=${stat##*) }
+	state=${state%% *}
+	[[ $comm == "$name" && $state != Z ]]
+}
+
+# True when PID exists and is not a zombie.
+pid_alive() {
+	local stat state
+	stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+	state=${stat##*) }
+	[[ ${state%% *} != Z ]]
+}
+
+# The pid recorded in FILE, or nothing.
+pid_from_file() {
+	local file=$1 pid=
+	[[ -r $file ]] && read -r pid <"$file" 2>/dev/null
+	[[ $pid =~ ^[0-9]+$ ]] && printf '%s\n' "$pid"
+	return 0
+}
+
+# Wait up to SECONDS for PID to exit; true when it did.
+wait_exit() {
+	local pid=$1 secs=$2 i
+	for ((i = 0; i < secs * 10; i++)); do
+		pid_alive "$pid" || return 0
+		sleep 0.1
+	done
+	! pid_alive "$pid"
+}
+
+# SIGTERM, then SIGKILL after SECONDS. Only ever called with pids this
+# project started (read from its own pid files or found by its own paths).
+stop_pid() {
+	local pid=$1 secs=${2:-10} what=${3:-process}
+	pid_alive "$pid" || return 0
+	kill -TERM "$pid" 2>/dev/null || true
+	if ! wait_exit "$pid" "$secs"; then
+		warn "$what (pid $pid) ignored SIGTERM for ${secs}s; killing it"
+		kill -KILL "$pid" 2>/dev/null || true
+		wait_exit "$pid" 5 || warn "$what (pid $pid) survived SIGKILL"
+	fi
+}
+
+# Pids of processes whose command line contains STRING (our own paths only).
+pids_with_arg() {
+	local needle=$1 d pid cmd
+	for d in /proc/[0-9]*; do
+		pid=${d#/proc/}
+		[[ $pid == "$$" || $pid == "$BASHPID" ]] && continue
+		cmd=$(tr '\0' ' ' 2>/dev/null <"$d/cmdline") || continue
+		[[ $cmd == *"$needle"* ]] && printf '%s\n' "$pid"
+	done
+	return 0
+}
+
+# Children of PID, recursively (deepest last).
+descendants() {
+	local pid=$1 child
+	for child in $(ps -o pid= --ppid "$pid" 2>/dev/null); do
+		printf '%s\n' "$child"
+		descendants "$child"
+	done
+}
+
+# Unmount whatever is still mounted under DIR (deepest first), lazily.
+umount_under() {
+	local dir=$1 mnt
+	[[ -n $dir && $dir == /* ]] || return 0
+	awk -v d="$dir" '$5 == d || index($5, d "/") == 1 { print $5 }' /proc/self/mountinfo |
+		sort -r | while read -r mnt; do
+		umount -l "$mnt" 2>/dev/null || warn "could not unmount '$mnt'"
+	done
+}
+
+# ---------------------------------------------------------------------------
+# PostgreSQL: a private cluster reached only through a unix socket directory.
+
+# Run a PostgreSQL server program as the cluster owner: user postgres when we
+# are root (initdb and postgres refuse to run as root), else ourselves.
+as_pg() {
+	if [[ $(id -u) -eq 0 ]]; then
+		(cd / && runuser -u postgres -- "$@")
+	else
+		"$@"
+	fi
+}
+
+# Create a directory owned by the cluster owner.
+pg_dir() {
+	local mode=$1 dir=$2
+	if [[ $(id -u) -eq 0 ]]; then
+		install -d -o postgres -g postgres -m "$mode" "$dir"
+	else
+		install -d -m "$mode" "$dir"
+	fi
+}
+
+# pg_running SOCKDIR PORT
+pg_running() {
+	"$PG_BIN/pg_isready" -q -h "$1" -p "$2" >/dev/null 2>&1
+}
+
+# pg_up DATADIR SOCKDIR PORT LOGFILE MAXCONN
+# Creates the cluster when missing, then starts it unless it already answers.
+# Settings live in world.conf, rewritten on every start, so edits here take
+# effect without a new initdb.
+pg_up() {
+	local data=$1 sock=$2 port=$3 log=$4 maxconn=$5 pid
+	[[ -x $PG_BIN/initdb ]] || die "PostgreSQL 15 is not installed ($PG_BIN/initdb missing); run deploy/deps.sh"
+	if [[ $(id -u) -eq 0 ]] && ! id postgres >/dev/null 2>&1; then
+		die "user 'postgres' is missing; run deploy/deps.sh"
+	fi
+	pg_dir 0755 "$sock"
+	if pg_running "$sock" "$port"; then
+		return 0
+	fi
+	if [[ ! -s $data/PG_VERSION ]]; then
+		say "initialising PostgreSQL cluster in $data"
+		rm -rf -- "$data"
+		pg_dir 0700 "$data"
+		if ! as_pg "$PG_BIN/initdb" -D "$data" -U postgres -A trust -E UTF8 \
+			--locale=C.UTF-8 --no-sync >"$log.initdb" 2>&1; then
+			show_log "$log.initdb"
+			die "initdb failed for '$data'"
+		fi
+		printf "\ninclude_if_exists = 'world.conf'\n" >>"$data/postgresql.conf"
+	fi
+	cat >"$data/world.conf" <<EOF
+# Written by the deploy scripts on every start; local settings, not for production.
+listen_addresses = ''
+port = $port
+unix_socket_directories = '$sock'
+max_connections = $maxconn
+fsync = off
+synchronous_commit = off
+full_page_writes = off
+log_min_messages = warning
+log_line_prefix = '%m [%p] '
+EOF
+	# A pid file left by a crash whose pid now belongs to something else
+	# would make the postmaster refuse to start.
+	pid=$(head -n 1 "$data/postmaster.pid" 2>/dev/null || true)
+	if [[ -n $pid ]] && ! pid_is "$pid" postgres; then
+		rm -f -- "$data/postmaster.pid"
+	fi
+	say "starting PostgreSQL on $sock port $port"
+	touch "$log"
+	if [[ $(id -u) -eq 0 ]]; then
+		chown postgres:postgres "$data/world.conf" "$log"
+	fi
+	# pg_ctl puts the postmaster in its own session: a terminal's Ctrl-C
+	# does not reach it.
+	if ! as_pg "$PG_BIN/pg_ctl" -D "$data" -l "$log" -w -t 60 start >/dev/null 2>&1 9>&-; then
+		show_log "$log"
+		die "PostgreSQL did not start from '$data'"
+	fi
+}
+
+# pg_sql SOCKDIR PORT ARGS... : psql as the bootstrap superuser.
+pg_sql() {
+	local sock=$1 port=$2
+	shift 2
+	"$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$sock" -p "$port" -U postgres -d postgres "$@"
+}
+
+# pg_bootstrap SOCKDIR PORT DBNAME ROLE : a superuser ROLE that can log in,
+# and database DBNAME owned by it.
+pg_bootstrap() {
+	local sock=$1 port=$2 db=$3 role=$4 have
+	have=$(pg_sql "$sock" "$port" -tAc "SELECT 1 FROM pg_roles WHERE rolname = '$role'")
+	[[ $have == 1 ]] || pg_sql "$sock" "$port" -c "CREATE ROLE \"$role\" SUPERUSER LOGIN"
+	have=$(pg_sql "$sock" "$port" -tAc "SELECT 1 FROM pg_database WHERE datname = '$db'")
+	[[ $have == 1 ]] || pg_sql "$sock" "$port" -c "CREATE DATABASE \"$db\" OWNER \"$role\""
+}
+
+# pg_down DATADIR : fast shutdown; a no-op when the cluster is not running.
+pg_down() {
+	local data=$1 pid
+	[[ -s $data/PG_VERSION ]] || return 0
+	pid=$(head -n 1 "$data/postmaster.pid" 2>/dev/null || true)
+	[[ -n $pid ]] && pid_is "$pid" postgres || return 0
+	if ! as_pg "$PG_BIN/pg_ctl" -D "$data" -m fast -w -t 60 stop >/dev/null 2>&1; then
+		warn "pg_ctl stop failed for '$data'; signalling the postmaster"
+		stop_pid "$pid" 10 postgres
+	fi
+}
+
+# ---------------------------------------------------------------------------
+# Docker engines started by these scripts.
+
+DOCKER_CLI=${DOCKER_CLI:-}
+if [[ -z $DOCKER_CLI ]]; then
+	# The CLI packaged with the engine; any other docker CLI on PATH works too.
+	if [[ -x /usr/bin/docker ]]; then DOCKER_CLI=/usr/bin/docker; else DOCKER_CLI=docker; fi
+fi
+
+# engine_answers SOCKET : the engine behind a unix socket answers /_ping.
+engine_answers() {
+	[[ -S $1 ]] && curl -fsS -m 5 --unix-socket "$1" -o /dev/null http://engine/_ping 2>/dev/null
+}
+
+# dockerd_start PIDFILE LOG ARGS... : start dockerd detached (own session, so
+# a terminal's Ctrl-C does not reach it). Removes a stale pid file first.
+declare -A DOCKERD_LAUNCHED=()
+dockerd_start() {
+	local pidfile=$1 log=$2 pid
+	shift 2
+	pid=$(pid_from_file "$pidfile")
+	if [[ -n $pid ]] && ! pid_is "$pid" dockerd; then
+		rm -f -- "$pidfile"
+	fi
+	: >"$log"
+	setsid dockerd --pidfile "$pidfile" "$@" </dev/null >>"$log" 2>&1 9>&- &
+	# dockerd removes its pid file when it fails; remember the pid ourselves.
+	DOCKERD_LAUNCHED[$pidfile]=$!
+}
+
+# dockerd_wait SOCKET PIDFILE LOG SECONDS NAME : wait until the engine answers.
+dockerd_wait() {
+	local sock=$1 pidfile=$2 log=$3 secs=$4 name=$5 i pid
+	pid=${DOCKERD_LAUNCHED[$pidfile]:-$(pid_from_file "$pidfile")}
+	for ((i = 0; i < secs * 5; i++)); do
+		engine_answers "$sock" && return 0
+		if [[ -n $pid ]] && ! pid_alive "$pid"; then
+			# One last look: it may have answered just before exiting.
+			engine_answers "$sock" && return 0
+			show_log "$log"
+			die "Docker engine '$name' exited during start-up (log: $log)"
+		fi
+		sleep 0.2
+	done
+	show_log "$log"
+	die "Docker engine '$name' did not answer on $sock within ${secs}s (log: $log)"
+}
+
+# dockerd_stop SOCKET PIDFILE EXECROOT DATAROOT NAME [kill|graceful] : with
+# `kill` (the default), kill running containers first (a container whose PID 1
+# ignores SIGTERM would otherwise hold shutdown for its stop timeout); with
+# `graceful`, let dockerd stop them. Then stop dockerd and clean up any
+# containerd or shim that outlived it, and the mounts dockerd leaves behind
+# (it bind-mounts its data root onto itself).
+dockerd_stop() {
+	local sock=$1 pidfile=$2 execroot=$3 dataroot=$4 name=$5 mode=${6:-kill} pid p c ids
+	pid=$(pid_from_file "$pidfile")
+	if [[ $mode == kill ]] && engine_answers "$sock"; then
+		ids=$(timeout 20 "$DOCKER_CLI" -H "unix://$sock" ps -q 2>/dev/null || true)
+		if [[ -n $ids ]]; then
+			# shellcheck disable=SC2086 # one id per word
+			timeout 30 "$DOCKER_CLI" -H "unix://$sock" kill $ids >/dev/null 2>&1 || true
+		fi
+	fi
+	if [[ -n $pid ]] && pid_is "$pid" dockerd; then
+		stop_pid "$pid" 60 "dockerd $name"
+	fi
+	rm -f -- "$pidfile"
+	# containerd and its shims name the exec root on their command lines.
+	for p in $(pids_with_arg "$execroot/"); do
+		for c in $(descendants "$p"); do kill -KILL "$c" 2>/dev/null || true; done
+		stop_pid "$p" 5 "leftover process of engine $name"
+	done
+	umount_under "$execroot"
+	umount_under "$dataroot"
+	rm -f -- "$sock"
+}

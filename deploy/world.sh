@@ -1,0 +1,515 @@
+#!/usr/bin/env bash
+# world.sh up|down|status — the test world under var/world/:
+#   * PostgreSQL 15 on a unix socket only (var/world/pgsock, port 5433);
+#   * two Docker engines, node1 and node2, acting as GPU nodes with declared
+#     (simulated) GPUs: each has its own data root, exec root, bridge and
+#     socket, and also listens on 127.0.0.1 with mutual TLS;
+#   * a docker-registry on 127.0.0.1:5055 with htpasswd credentials, standing
+#     in for nvcr.io (user '$oauthtoken', password an NGC-like API key);
+#   * a small busybox image built locally and pushed to that registry.
+# Addresses and credentials go to var/world/env, a sourceable shell file.
+# `up` is idempotent; `down` stops everything but keeps the data for a fast
+# next `up`. Needs root (dockerd, bridges, initdb as postgres).
+set -euo pipefail
+
+PROG=world
+ROOT=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)
+# shellcheck source=deploy/lib.sh
+. "$ROOT/deploy/lib.sh"
+
+W=$ROOT/var/world
+PG_PORT=5433
+REG_ADDR=127.0.0.1:5055
+# shellcheck disable=SC2016 # the NGC user name is literally $oauthtoken
+REG_USER='$oauthtoken'
+IMAGE_REPO=nvidia/busybox
+IMAGE_TAG=1.36
+IMAGE=$REG_ADDR/$IMAGE_REPO:$IMAGE_TAG
+NODES=(1 2)
+GPUS_PER_NODE=4
+TLS_PORT_BASE=23760 # node N listens with mTLS on 127.0.0.1:$((TLS_PORT_BASE + N))
+
+node_sock() { printf '%s\n' "$W/docker/node$1.sock"; }
+node_pidfile() { printf '%s\n' "$W/docker/node$1.pid"; }
+node_log() { printf '%s\n' "$W/docker/node$1.log"; }
+# Kept short: containerd and shim sockets live below it (108-byte limit).
+node_execroot() { printf '/run/gcw-node%s\n' "$1"; }
+node_bridge() { printf 'gcbr%s\n' "$1"; }
+
+dk() {
+	local n=$1
+	shift
+	"$DOCKER_CLI" --config "$W/dockercfg" -H "unix://$(node_sock "$n")" "$@"
+}
+
+# ---------------------------------------------------------------------------
+# PostgreSQL
+
+postgres_up() {
+	pg_up "$W/pg" "$W/pgsock" "$PG_PORT" "$W/pg.log" 300
+	pg_bootstrap "$W/pgsock" "$PG_PORT" gpucloud root
+}
+
+# ---------------------------------------------------------------------------
+# Docker engines
+
+bridge_up() {
+	local n=$1 br addrs
+	br=$(node_bridge "$n")
+	ip link show "$br" >/dev/null 2>&1 || ip link add "$br" type bridge
+	addrs=$(ip -4 -o addr show dev "$br")
+	[[ $addrs == *" 10.231.$n.1/24 "* ]] || ip addr add "10.231.$n.1/24" dev "$br"
+	ip link set "$br" up
+}
+
+bridge_down() {
+	local n=$1 br table rule
+	local -a words
+	br=$(node_bridge "$n")
+	if ip link show "$br" >/dev/null 2>&1; then
+		ip link del "$br" || warn "could not delete bridge $br"
+	fi
+	# dockerd leaves its rules for the bridge behind; drop exactly those
+	# (they name the bridge or its subnet) so no stale rule outlives the world.
+	command -v iptables >/dev/null || return 0
+	for table in filter nat; do
+		while read -r rule; do
+			read -ra words <<<"$rule"
+			words[0]=-D
+			iptables -w -t "$table" "${words[@]}" 2>/dev/null || true
+		done < <(iptables -w -t "$table" -S 2>/dev/null |
+			grep -E -- "^-A .*( $br( |$)| 10\.231\.$n\.)" || true)
+	done
+}
+
+# A CA, a server certificate for 127.0.0.1 and a client certificate, made
+# once. The engines require the client certificate on their TCP listeners.
+pki_up() {
+	local d=$W/pki
+	[[ -s $d/client-key.pem ]] && return 0
+	say "making test CA and certificates in $d"
+	rm -rf -- "$d"
+	install -d -m 0700 "$d"
+	(
+		cd "$d"
+		umask 077
+		openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+			-keyout ca-key.pem -out ca.pem -days 3650 -subj '/CN=gpucloud test world CA'
+		openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+			-keyout server-key.pem -out server.csr -subj '/CN=127.0.0.1'
+		printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' >server.ext
+		openssl x509 -req -in server.csr -CA ca.pem -CAkey ca-key.pem -CAcreateserial \
+			-days 3650 -extfile server.ext -out server-cert.pem
+		openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+			-keyout client-key.tmp -out client.csr -subj '/CN=gpucloud'
+		printf 'extendedKeyUsage=clientAuth\n' >client.ext
+		openssl x509 -req -in client.csr -CA ca.pem -CAkey ca-key.pem -CAcreateserial \
+			-days 3650 -extfile client.ext -out client-cert.pem
+		rm -f -- *.csr *.ext
+		mv client-key.tmp client-key.pem
+	) >"$W/pki.log" 2>&1 || {
+		show_log "$W/pki.log"
+		die "could not make the test certificates"
+	}
+}
+
+# Fake GPU device nodes: NVIDIA's character major 195, minor = GPU index.
+# Without a driver they cannot be opened, but they can be handed to
+# containers as Devices and the device cgroup tells them apart.
+gpus_up() {
+	local n=$1 i dev
+	install -d -m 0755 "$W/gpus/node$n"
+	for ((i = 0; i < GPUS_PER_NODE; i++)); do
+		dev=$W/gpus/node$n/nvidia$i
+		[[ -c $dev ]] || mknod -m 0666 "$dev" c 195 "$i"
+	done
+}
+
+node_gpus() {
+	local n=$1 i out=
+	for ((i = 0; i < GPUS_PER_NODE; i++)); do
+		out+=${out:+,}$W/gpus/node$n/nvidia$i
+	done
+	printf '%s\n' "$out"
+}
+
+# Starts node N unless it already answers; does not wait (see node_wait).
+node_start() {
+	local n=$1 sock pidfile pid
+	sock=$(node_sock "$n")
+	pidfile=$(node_pidfile "$n")
+	install -d -m 0711 "$W/docker/node$n"
+	bridge_up "$n"
+	gpus_up "$n"
+	if engine_answers "$sock"; then
+		return 0
+	fi
+	pid=$(pid_from_file "$pidfile")
+	if [[ -n $pid ]] && pid_is "$pid" dockerd; then
+		return 0 # still starting; node_wait decides
+	fi
+	say "starting Docker engine node$n"
+	dockerd_start "$pidfile" "$(node_log "$n")" \
+		--data-root "$W/docker/node$n/data" \
+		--exec-root "$(node_execroot "$n")" \
+		-H "unix://$sock" \
+		-H "tcp://127.0.0.1:$((TLS_PORT_BASE + n))" \
+		--tlsverify --tlscacert "$W/pki/ca.pem" \
+		--tlscert "$W/pki/server-cert.pem" --tlskey "$W/pki/server-key.pem" \
+		--bridge "$(node_bridge "$n")" \
+		--default-address-pool "base=10.24$n.0.0/16,size=24" \
+		--containerd-namespace "gcw-node$n" \
+		--containerd-plugins-namespace "gcw-node$n-plugins" \
+		--shutdown-timeout 5
+}
+
+node_wait() {
+	local n=$1
+	dockerd_wait "$(node_sock "$n")" "$(node_pidfile "$n")" "$(node_log "$n")" 90 "node$n"
+}
+
+node_stop() {
+	local n=$1
+	dockerd_stop "$(node_sock "$n")" "$(node_pidfile "$n")" "$(node_execroot "$n")" \
+		"$W/docker/node$n/data" "node$n"
+}
+
+# ---------------------------------------------------------------------------
+# Registry
+
+reg_key() { cat "$W/registry/key"; }
+
+registry_answers() {
+	local code
+	code=$(curl -s -m 3 -o /dev/null -w '%{http_code}' "http://$REG_ADDR/v2/" 2>/dev/null || true)
+	[[ $code == 401 ]]
+}
+
+registry_up() {
+	local d=$W/registry pid i
+	install -d -m 0700 "$d" "$d/data"
+	if [[ ! -s $d/key ]]; then
+		(umask 077 && rand_key >"$d/key.tmp" && mv "$d/key.tmp" "$d/key")
+	fi
+	if [[ ! -s $d/htpasswd || $d/key -nt $d/htpasswd ]]; then
+		(umask 077 && htpasswd -Bbn "$REG_USER" "$(reg_key)" >"$d/htpasswd.tmp" &&
+			mv "$d/htpasswd.tmp" "$d/htpasswd")
+	fi
+	cat >"$d/config.yml" <<EOF
+# Written by deploy/world.sh: a local registry standing in for nvcr.io.
+version: 0.1
+log:
+  level: warn
+  accesslog:
+    disabled: true
+storage:
+  filesystem:
+    rootdirectory: $d/data
+  delete:
+    enabled: true
+http:
+  addr: $REG_ADDR
+  secret: gpucloud-test-world
+auth:
+  htpasswd:
+    realm: gpucloud-test-registry
+    path: $d/htpasswd
+EOF
+	pid=$(pid_from_file "$d/pid")
+	if [[ -n $pid ]] && pid_is "$pid" docker-registry && registry_answers; then
+		return 0
+	fi
+	[[ -n $pid ]] && pid_is "$pid" docker-registry && stop_pid "$pid" 5 docker-registry
+	rm -f -- "$d/pid"
+	if registry_answers; then
+		die "something else already serves $REG_ADDR; stop it first"
+	fi
+	say "starting registry on $REG_ADDR"
+	: >"$d/registry.log"
+	setsid docker-registry serve "$d/config.yml" </dev/null >>"$d/registry.log" 2>&1 9>&- &
+	echo $! >"$d/pid"
+	for ((i = 0; i < 100; i++)); do
+		registry_answers && return 0
+		pid_alive "$(pid_from_file "$d/pid")" || break
+		sleep 0.1
+	done
+	show_log "$d/registry.log"
+	die "registry did not start on $REG_ADDR"
+}
+
+registry_down() {
+	local pid
+	pid=$(pid_from_file "$W/registry/pid")
+	if [[ -n $pid ]] && pid_is "$pid" docker-registry; then
+		stop_pid "$pid" 10 docker-registry
+	fi
+	rm -f -- "$W/registry/pid"
+}
+
+# ---------------------------------------------------------------------------
+# Test image
+
+image_in_registry() {
+	local code
+	code=$(curl -s -m 10 -o /dev/null -w '%{http_code}' -u "$REG_USER:$(reg_key)" \
+		-H 'Accept: application/vnd.docker.distribution.manifest.v2+json' \
+		"http://$REG_ADDR/v2/$IMAGE_REPO/manifests/$IMAGE_TAG" || true)
+	[[ $code == 200 ]]
+}
+
+# A root filesystem of Debian's static busybox and its applet links.
+make_rootfs() {
+	local r=$1 p
+	install -d -m 0755 "$r"/{bin,sbin,usr/bin,usr/sbin,etc,root,home,var/www,dev,proc,sys}
+	install -d -m 1777 "$r/tmp"
+	install -m 0755 /bin/busybox "$r/bin/busybox"
+	while read -r p; do
+		[[ -z $p || $p == bin/busybox ]] && continue
+		install -d -m 0755 "$r/$(dirname -- "$p")"
+		ln -sfn /bin/busybox "$r/$p"
+	done < <(/bin/busybox --list-full)
+	cat >"$r/etc/passwd" <<'EOF'
+root:x:0:0:root:/root:/bin/sh
+user:x:1000:1000:user:/home/user:/bin/sh
+nobody:x:65534:65534:nobody:/nonexistent:/bin/false
+EOF
+	cat >"$r/etc/group" <<'EOF'
+root:x:0:
+users:x:100:user
+user:x:1000:
+nogroup:x:65534:
+EOF
+	install -d -m 0750 -o 1000 -g 1000 "$r/home/user"
+	chmod 0700 "$r/root"
+	printf 'gpucloud test image\n' >"$r/var/www/index.html"
+}
+
+image_up() {
+	local tmp
+	if image_in_registry; then
+		return 0
+	fi
+	say "building $IMAGE from busybox-static and pushing it"
+	[[ -x /bin/busybox ]] || die "/bin/busybox is missing; run deploy/deps.sh (busybox-static)"
+	tmp=$W/image
+	rm -rf -- "$tmp"
+	install -d -m 0700 "$tmp" "$W/dockercfg"
+	make_rootfs "$tmp/rootfs"
+	tar --numeric-owner -C "$tmp/rootfs" -cf "$tmp/rootfs.tar" .
+	dk 1 import \
+		--change 'CMD ["sh"]' \
+		--change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+		--change 'ENV GPUCLOUD_TEST_IMAGE=busybox' \
+		--change 'LABEL org.opencontainers.image.title=gpucloud-test-busybox' \
+		--message 'gpucloud test world image (busybox-static)' \
+		"$tmp/rootfs.tar" "$IMAGE" >/dev/null
+	reg_key | dk 1 login -u "$REG_USER" --password-stdin "$REG_ADDR" >/dev/null 2>&1 ||
+		die "docker login to $REG_ADDR failed"
+	dk 1 push -q "$IMAGE" >/dev/null || die "could not push $IMAGE"
+	# Leave both nodes alike: each has to pull the image from the registry.
+	dk 1 rmi "$IMAGE" >/dev/null
+	rm -rf -- "$tmp"
+	image_in_registry || die "$IMAGE was pushed but the registry does not list it"
+}
+
+# ---------------------------------------------------------------------------
+# Environment file
+
+write_env() {
+	local f=$W/env n
+	{
+		printf '# Test world addresses, written by deploy/world.sh up. Source it.\n'
+		printf 'export GPUCLOUD_WORLD_DIR=%s\n' "$(shquote "$W")"
+		printf 'export PG_BIN=%s\n' "$(shquote "$PG_BIN")"
+		printf 'export GPUCLOUD_TEST_PG_HOST=%s\n' "$(shquote "$W/pgsock")"
+		printf 'export GPUCLOUD_TEST_PG_PORT=%s\n' "$PG_PORT"
+		printf 'export GPUCLOUD_TEST_DB_URL=%s\n' \
+			"$(shquote "postgresql:///gpucloud?host=$W/pgsock&port=$PG_PORT&user=root")"
+		printf 'export GPUCLOUD_WORLD_NODES=%s\n' "$(shquote "${NODES[*]/#/node}")"
+		for n in "${NODES[@]}"; do
+			printf 'export GPUCLOUD_WORLD_DOCKER%s=%s\n' "$n" "$(shquote "unix://$(node_sock "$n")")"
+			printf 'export GPUCLOUD_WORLD_DOCKER%s_TLS=%s\n' "$n" \
+				"$(shquote "tcp://127.0.0.1:$((TLS_PORT_BASE + n))")"
+			printf 'export GPUCLOUD_WORLD_NODE%s_GPUS=%s\n' "$n" "$(shquote "$(node_gpus "$n")")"
+		done
+		printf 'export GPUCLOUD_WORLD_TLS_CA=%s\n' "$(shquote "$W/pki/ca.pem")"
+		printf 'export GPUCLOUD_WORLD_TLS_CERT=%s\n' "$(shquote "$W/pki/client-cert.pem")"
+		printf 'export GPUCLOUD_WORLD_TLS_KEY=%s\n' "$(shquote "$W/pki/client-key.pem")"
+		printf 'export GPUCLOUD_WORLD_REGISTRY=%s\n' "$(shquote "$REG_ADDR")"
+		printf 'export GPUCLOUD_WORLD_REGISTRY_USER=%s\n' "$(shquote "$REG_USER")"
+		printf 'export GPUCLOUD_WORLD_REGISTRY_KEY=%s\n' "$(shquote "$(reg_key)")"
+		printf 'export GPUCLOUD_WORLD_IMAGE=%s\n' "$(shquote "$IMAGE")"
+	} >"$W/env.tmp"
+	chmod 0600 "$W/env.tmp"
+	mv -- "$W/env.tmp" "$f"
+}
+
+# ---------------------------------------------------------------------------
+# Commands
+
+lock() {
+	install -d -m 0755 "$W"
+	exec 9>"$W/.lock"
+	flock -w 300 9 || die "another world.sh holds $W/.lock"
+}
+
+cmd_up() {
+	local n
+	need_root "world.sh up"
+	lock
+	install -d -m 0711 "$W/docker"
+	pki_up
+	# Engines start one after the other: each sets up the shared iptables
+	# chains at start-up, and two doing so at once race and fail. The first
+	# starts while PostgreSQL initialises, the second while the registry does.
+	node_start 1
+	postgres_up
+	node_wait 1
+	node_start 2
+	registry_up
+	node_wait 2
+	image_up
+	write_env
+	say "up; source $W/env"
+}
+
+cmd_down() {
+	local n
+	need_root "world.sh down"
+	[[ -d $W ]] || return 0
+	lock
+	rm -f -- "$W/env"
+	registry_down
+	for n in "${NODES[@]}"; do node_stop "$n" & done
+	wait
+	for n in "${NODES[@]}"; do bridge_down "$n"; done
+	pg_down "$W/pg"
+	say "down"
+}
+
+cmd_status() {
+	local n pid up=0 total=0
+	show() {
+		total=$((total + 1))
+		if [[ $2 == running ]]; then up=$((up + 1)); fi
+		printf '%-10s %-8s %s\n' "$1" "$2" "$3"
+	}
+	if pg_running "$W/pgsock" "$PG_PORT"; then
+		show postgres running "$W/pgsock port $PG_PORT"
+	else
+		show postgres stopped ""
+	fi
+	for n in "${NODES[@]}"; do
+		pid=$(pid_from_file "$(node_pidfile "$n")")
+		if engine_answers "$(node_sock "$n")"; then
+			show "node$n" running "unix://$(node_sock "$n") tcp://127.0.0.1:$((TLS_PORT_BASE + n)) pid $pid"
+		elif [[ -n $pid ]] && pid_is "$pid" dockerd; then
+			show "node$n" starting "pid $pid"
+		else
+			show "node$n" stopped ""
+		fi
+	done
+	pid=$(pid_from_file "$W/registry/pid")
+	if [[ -n $pid ]] && pid_is "$pid" docker-registry && registry_answers; then
+		show registry running "http://$REG_ADDR pid $pid"
+	else
+		show registry stopped ""
+	fi
+	if ((up == total)); then
+		[[ -s $W/env ]] && printf 'env        %s\n' "$W/env"
+		return 0
+	fi
+	((up == 0)) && return 3
+	return 1
+}
+
+# Smoke test of a running world: the database answers; each engine pulls
+# the image through the Engine API only with the right key, and both serve
+# a published loopback port at the same time; mTLS wants the client cert.
+cmd_check() {
+	local n sock auth bad out port fail=0
+	cmd_status >/dev/null || die "the world is not (fully) up; run: $0 up"
+	ok() { printf 'ok   %s\n' "$*"; }
+	ko() {
+		printf 'FAIL %s\n' "$*"
+		fail=1
+	}
+	registry_auth() {
+		printf '{"username":"%s","password":"%s","serveraddress":"%s"}' \
+			"$REG_USER" "$1" "$REG_ADDR" | base64 -w0 | tr '+/' '-_'
+	}
+	check_cleanup() {
+		for n in "${NODES[@]}"; do
+			dk "$n" rm -f "gcw-check-node$n" >/dev/null 2>&1 || true
+		done
+	}
+	trap check_cleanup EXIT
+
+	out=$("$PG_BIN/psql" -X -Atc 'SELECT current_user || current_database()' \
+		"postgresql:///gpucloud?host=$W/pgsock&port=$PG_PORT&user=root" 2>&1) || true
+	if [[ $out == rootgpucloud ]]; then ok "postgres: root@gpucloud"; else ko "postgres: $out"; fi
+
+	auth=$(registry_auth "$(reg_key)")
+	bad=$(registry_auth wrong-key)
+	for n in "${NODES[@]}"; do
+		sock=$(node_sock "$n")
+		dk "$n" rm -f "gcw-check-node$n" >/dev/null 2>&1 || true
+		dk "$n" rmi "$IMAGE" >/dev/null 2>&1 || true
+		out=$(curl -sS -m 60 --unix-socket "$sock" -X POST -H "X-Registry-Auth: $bad" \
+			"http://engine/images/create?fromImage=$REG_ADDR/$IMAGE_REPO&tag=$IMAGE_TAG" 2>&1 || true)
+		if [[ $out == *unauthorized* ]]; then
+			ok "node$n: pull with a wrong key refused"
+		else
+			ko "node$n: pull with a wrong key: $out"
+		fi
+		out=$(curl -sS -m 60 --unix-socket "$sock" -X POST -H "X-Registry-Auth: $auth" \
+			"http://engine/images/create?fromImage=$REG_ADDR/$IMAGE_REPO&tag=$IMAGE_TAG" 2>&1 || true)
+		if [[ $out == *"Downloaded newer image"* || $out == *"Image is up to date"* ]]; then
+			ok "node$n: pull with the key"
+		else
+			ko "node$n: pull with the key: $out"
+		fi
+		port=$((18180 + n))
+		if dk "$n" run -d --name "gcw-check-node$n" -p "127.0.0.1:$port:80" "$IMAGE" \
+			httpd -f -p 80 -h /var/www >/dev/null; then
+			ok "node$n: container started, port 127.0.0.1:$port"
+		else
+			ko "node$n: could not start a container"
+		fi
+	done
+	sleep 0.5
+	for n in "${NODES[@]}"; do
+		port=$((18180 + n))
+		out=$(curl -sS -m 5 "http://127.0.0.1:$port/" 2>&1 || true)
+		if [[ $out == "gpucloud test image" ]]; then
+			ok "node$n: published port answers"
+		else
+			ko "node$n: published port 127.0.0.1:$port: $out"
+		fi
+		port=$((TLS_PORT_BASE + n))
+		out=$(curl -sS -m 5 --cacert "$W/pki/ca.pem" --cert "$W/pki/client-cert.pem" \
+			--key "$W/pki/client-key.pem" "https://127.0.0.1:$port/_ping" 2>&1 || true)
+		if [[ $out == OK ]]; then
+			ok "node$n: mTLS with the client certificate"
+		else
+			ko "node$n: mTLS: $out"
+		fi
+		if curl -fsS -m 5 --cacert "$W/pki/ca.pem" "https://127.0.0.1:$port/_ping" >/dev/null 2>&1; then
+			ko "node$n: TLS port answered without a client certificate"
+		else
+			ok "node$n: TLS port refuses a client without a certificate"
+		fi
+	done
+	return "$fail"
+}
+
+case ${1:-} in
+up) cmd_up ;;
+down) cmd_down ;;
+status) cmd_status ;;
+check) cmd_check ;;
+*)
+	printf 'usage: %s up|down|status|check\n' "$0" >&2
+	exit 2
+	;;
+esac

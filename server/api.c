@@ -1,0 +1,240 @@
+/* api.c — what every REST handler shares: strict JSON bodies (unknown
+ * fields, wrong types and bad UTF-8 are 400s), database error replies,
+ * pagination and ids, and the registration of all route tables.
+ */
+#include "api.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <event2/buffer.h>
+
+#include "db.h"
+#include "log.h"
+
+static const char *type_name(enum jtype t)
+{
+	switch (t) {
+	case J_STRING: return "a string";
+	case J_INT: return "an integer";
+	case J_BOOL: return "a boolean";
+	case J_STRINGS: return "an array of strings";
+	case J_OBJECT: return "an object";
+	}
+	return "?";
+}
+
+static int type_ok(json_t *v, const struct jfield *f, char *err, size_t errlen)
+{
+	switch (f->type) {
+	case J_STRING:
+		if (!json_is_string(v))
+			break;
+		if (f->max_len && json_string_length(v) > f->max_len) {
+			snprintf(err, errlen, "field '%s' is longer than %zu bytes", f->name, f->max_len);
+			return 0;
+		}
+		if (memchr(json_string_value(v), '\0', json_string_length(v))) {
+			snprintf(err, errlen, "field '%s' contains a NUL character", f->name);
+			return 0;
+		}
+		return 1;
+	case J_INT:
+		if (json_is_integer(v))
+			return 1;
+		break;
+	case J_BOOL:
+		if (json_is_boolean(v))
+			return 1;
+		break;
+	case J_STRINGS: {
+		size_t i;
+		json_t *e;
+		if (!json_is_array(v))
+			break;
+		if (f->max_len && json_array_size(v) > f->max_len) {
+			snprintf(err, errlen, "field '%s' has more than %zu elements", f->name, f->max_len);
+			return 0;
+		}
+		json_array_foreach(v, i, e) {
+			if (!json_is_string(e) || json_string_length(e) > 256) {
+				snprintf(err, errlen, "field '%s' must be an array of short strings", f->name);
+				return 0;
+			}
+		}
+		return 1;
+	}
+	case J_OBJECT:
+		if (json_is_object(v))
+			return 1;
+		break;
+	}
+	snprintf(err, errlen, "field '%s' must be %s", f->name, type_name(f->type));
+	return 0;
+}
+
+json_t *api_json_decode(const char *buf, size_t len, const struct jfield *spec,
+			char *err, size_t errlen)
+{
+	json_error_t jerr;
+	json_t *obj, *v;
+	const char *key;
+
+	if (len == 0)
+		obj = json_object();
+	else
+		obj = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!obj) {
+		snprintf(err, errlen, "malformed JSON at line %d column %d: %s", jerr.line,
+			 jerr.column, jerr.text);
+		return NULL;
+	}
+	if (!json_is_object(obj)) {
+		snprintf(err, errlen, "the body must be a JSON object");
+		json_decref(obj);
+		return NULL;
+	}
+	json_object_foreach(obj, key, v) {
+		const struct jfield *f;
+		for (f = spec; f->name; f++)
+			if (strcmp(f->name, key) == 0)
+				break;
+		if (!f->name) {
+			snprintf(err, errlen, "unknown field '%.64s'", key);
+			json_decref(obj);
+			return NULL;
+		}
+		if (json_is_null(v) && !f->required)
+			continue;
+		if (!type_ok(v, f, err, errlen)) {
+			json_decref(obj);
+			return NULL;
+		}
+	}
+	for (const struct jfield *f = spec; f->name; f++)
+		if (f->required && !json_object_get(obj, f->name)) {
+			snprintf(err, errlen, "missing field '%s'", f->name);
+			json_decref(obj);
+			return NULL;
+		}
+	return obj;
+}
+
+json_t *api_json_body(struct http_req *r, const struct jfield *spec)
+{
+	const char *ct = http_header(r, "Content-Type");
+	size_t len = r->body ? evbuffer_get_length(r->body) : 0;
+	char err[256];
+	json_t *obj;
+
+	if (len && (!ct || strncasecmp(ct, "application/json", 16) != 0 ||
+		    (ct[16] != '\0' && ct[16] != ';' && ct[16] != ' '))) {
+		http_reply_error(r, RC_UNSUPPORTED, "send 'Content-Type: application/json'",
+				 "request body must be JSON");
+		return NULL;
+	}
+	obj = api_json_decode(len ? (const char *)evbuffer_pullup(r->body, -1) : "", len, spec,
+			      err, sizeof(err));
+	if (!obj) {
+		http_reply_error(r, RC_INVALID, "check the API documentation at /api/v1/openapi.yaml",
+				 "%s", err);
+		return NULL;
+	}
+	return obj;
+}
+
+void api_reply_db_error(struct http_req *r, enum rc rc, const char *what)
+{
+	if (rc == RC_UNAVAILABLE)
+		http_reply_error(r, RC_UNAVAILABLE, "retry in a few seconds",
+				 "the database is unavailable");
+	else if (rc == RC_CONFLICT)
+		http_reply_error(r, RC_CONFLICT, NULL, "%s", what);
+	else if (rc == RC_INVALID)
+		http_reply_error(r, RC_INVALID, NULL, "%s", what);
+	else
+		http_reply_error(r, RC_DB, NULL, "database error");
+}
+
+void api_db_ignore(PGresult *res, enum rc rc, void *arg)
+{
+	(void)res;
+	(void)arg;
+	if (rc != RC_OK)
+		log_msg(LOG_WARN, "api", NULL, "background statement failed: %s", rc_code(rc));
+}
+
+static int parse_ll(const char *s, long long *out)
+{
+	char *end;
+	long long v;
+
+	if (!*s)
+		return -1;
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno || *end != '\0' || v < 0)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+int api_page(struct http_req *r, int def, int max, int *limit, long long *cursor)
+{
+	char buf[32];
+	long long v;
+
+	*limit = def;
+	*cursor = 0;
+	if (http_query(r, "limit", buf, sizeof(buf)) >= 0) {
+		if (parse_ll(buf, &v) < 0 || v < 1 || v > max) {
+			http_reply_error(r, RC_INVALID, NULL, "limit must be an integer from 1 to %d", max);
+			return -1;
+		}
+		*limit = (int)v;
+	}
+	if (http_query(r, "cursor", buf, sizeof(buf)) >= 0 && *buf) {
+		if (parse_ll(buf, &v) < 0) {
+			http_reply_error(r, RC_INVALID, "pass back next_cursor unchanged", "malformed cursor");
+			return -1;
+		}
+		*cursor = v;
+	}
+	return 0;
+}
+
+int api_id(struct http_req *r, const char *name, long long *id)
+{
+	const char *s = http_param(r, name);
+
+	if (!s || parse_ll(s, id) < 0 || *id <= 0) {
+		http_reply_error(r, RC_NOTFOUND, NULL, "no such %s '%s'", name, s ? s : "");
+		return -1;
+	}
+	return 0;
+}
+
+json_t *api_user_row(const PGresult *res, int row, int col)
+{
+	const char *dn = db_val(res, row, col + 2), *em = db_val(res, row, col + 3);
+
+	return json_pack("{s:I, s:s, s:s, s:s, s:s, s:b, s:s}",
+			 "id", (json_int_t)strtoll(db_val(res, row, col), NULL, 10),
+			 "username", db_val(res, row, col + 1),
+			 "display_name", dn ? dn : "",
+			 "email", em ? em : "",
+			 "role", db_val(res, row, col + 4),
+			 "disabled", strcmp(db_val(res, row, col + 5), "t") == 0,
+			 "created_at", db_val(res, row, col + 6));
+}
+
+void api_register_all(void)
+{
+	router_add(api_health_routes);
+	router_add(api_auth_routes);
+	router_add(api_users_routes);
+	router_add(api_tokens_routes);
+	router_add(api_audit_routes);
+}

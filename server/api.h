@@ -1,0 +1,70 @@
+/* api.h — helpers shared by the api_<resource>.c handlers: strict JSON body
+ * decoding, user JSON from database rows, pagination cursors, and the
+ * registration of every resource's route table.
+ */
+#ifndef GPUCLOUD_API_H
+#define GPUCLOUD_API_H
+
+#include <libpq-fe.h>
+#include <jansson.h>
+#include "http.h"
+
+enum jtype { J_STRING, J_INT, J_BOOL, J_STRINGS, J_OBJECT };
+
+struct jfield {
+	const char *name;    /* NULL ends a spec */
+	enum jtype type;
+	int required;
+	size_t max_len;      /* strings: bytes; arrays: elements; 0 = no limit */
+};
+
+/* Decodes r->body as a JSON object that has only the fields of spec with
+ * the right types (an empty body is {}).  On success returns a new
+ * reference.  On failure replies 400/415 with the JSON error shape and
+ * returns NULL (the request is then finished). */
+json_t *api_json_body(struct http_req *r, const struct jfield *spec);
+
+/* Pure part of the above, for tests and the fuzz target: decodes buf and
+ * checks it.  Returns the object or NULL with a message in err. */
+json_t *api_json_decode(const char *buf, size_t len, const struct jfield *spec,
+			char *err, size_t errlen);
+
+/* Reply for a failed database call: 503 when the database is unavailable,
+ * 409 for conflicts (with msg), else 500. */
+void api_reply_db_error(struct http_req *r, enum rc rc, const char *what);
+
+/* A db_cb for fire-and-forget statements: logs failures only. */
+void api_db_ignore(PGresult *res, enum rc rc, void *arg);
+
+/* Reads ?limit= (default def, capped at max) and ?cursor= (an id; 0 when
+ * absent).  Replies 400 and returns -1 on malformed values. */
+int api_page(struct http_req *r, int def, int max, int *limit, long long *cursor);
+
+/* Parses a positive integer id from a route capture; replies 404 and
+ * returns -1 when it is not one. */
+int api_id(struct http_req *r, const char *name, long long *id);
+
+/* The columns of a user, in the order api_user_row() reads them. */
+#define API_USER_COLS                                                          \
+	"id, username, display_name, email, role, disabled,"                   \
+	" to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
+
+/* User JSON from the API_USER_COLS columns of row, starting at column col.
+ * New reference. */
+json_t *api_user_row(const PGresult *res, int row, int col);
+
+/* Registers the route tables of every resource. */
+void api_register_all(void);
+
+/* Route tables, one per api_<resource>.c. */
+extern const struct route api_auth_routes[];
+extern const struct route api_users_routes[];
+extern const struct route api_tokens_routes[];
+extern const struct route api_health_routes[];
+extern const struct route api_audit_routes[];
+
+/* Seeds the first admin when no admin exists (blocking, start-up only).
+ * Returns 0 or -1. */
+int api_users_seed_admin(const char *db_url);
+
+#endif

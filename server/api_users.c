@@ -1,0 +1,850 @@
+/* api_users.c — /users: list, create, read, update, password reset, CSV
+ * import, and the seeding of the first admin.
+ *
+ * Admin only.  Owns validation of account fields; the database's
+ * constraints are the last word (unique usernames, the role set).
+ */
+#include <ctype.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <event2/buffer.h>
+#include <http_parser.h>
+#include <libpq-fe.h>
+#include <sys/stat.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "api.h"
+#include "auth.h"
+#include "config.h"
+#include "crypto.h"
+#include "csv.h"
+#include "db.h"
+#include "log.h"
+
+#define IMPORT_MAX_ROWS 1000
+
+/* ---- validation ---- */
+
+static const char *check_username(const char *u)
+{
+	size_t n = strlen(u);
+
+	if (n < 2 || n > 32)
+		return "username must be 2 to 32 characters";
+	if (!(u[0] >= 'a' && u[0] <= 'z'))
+		return "username must start with a lower-case letter";
+	for (size_t i = 1; i < n; i++)
+		if (!((u[i] >= 'a' && u[i] <= 'z') || (u[i] >= '0' && u[i] <= '9') || u[i] == '.' ||
+		      u[i] == '_' || u[i] == '-'))
+			return "username may contain only a-z, 0-9, '.', '_' and '-'";
+	return NULL;
+}
+
+static const char *check_email(const char *e)
+{
+	const char *at = strchr(e, '@');
+
+	if (!*e)
+		return NULL;
+	if (strlen(e) > 254)
+		return "email must be at most 254 characters";
+	if (!at || at == e || !at[1] || strchr(at + 1, '@'))
+		return "email must look like name@domain";
+	for (; *e; e++)
+		if (isspace((unsigned char)*e) || (unsigned char)*e < 0x20)
+			return "email must not contain spaces";
+	return NULL;
+}
+
+static const char *check_display_name(const char *d)
+{
+	for (const unsigned char *p = (const unsigned char *)d; *p; p++)
+		if (*p < 0x20 || *p == 0x7f)
+			return "display name must not contain control characters";
+	return strlen(d) > 200 ? "display name must be at most 200 bytes" : NULL;
+}
+
+static const char *str(json_t *o, const char *k)
+{
+	const char *s = json_string_value(json_object_get(o, k));
+	return s ? s : "";
+}
+
+/* ---- list ---- */
+
+static void list_done(PGresult *res, enum rc rc, void *arg)
+{
+	struct http_req *r = arg;
+	json_t *items, *out;
+	int n, limit = (int)(intptr_t)r->data;
+	char cur[24];
+
+	if (rc != RC_OK) {
+		api_reply_db_error(r, rc, "");
+		return;
+	}
+	n = PQntuples(res);
+	items = json_array();
+	for (int i = 0; i < n && i < limit; i++)
+		json_array_append_new(items, api_user_row(res, i, 0));
+	out = json_pack("{s:o}", "items", items);
+	if (n > limit) {
+		snprintf(cur, sizeof(cur), "%s", db_val(res, limit - 1, 0));
+		json_object_set_new(out, "next_cursor", json_string(cur));
+	} else {
+		json_object_set_new(out, "next_cursor", json_null());
+	}
+	http_reply_json(r, 200, out);
+}
+
+static void list(struct http_req *r)
+{
+	int limit;
+	long long cursor;
+	char q[256], role[32], lim[16], cur[24];
+	const char *p[4];
+
+	if (api_page(r, 50, 500, &limit, &cursor) < 0)
+		return;
+	if (http_query(r, "q", q, sizeof(q)) < 0)
+		q[0] = '\0';
+	if (http_query(r, "role", role, sizeof(role)) >= 0 && *role) {
+		if (auth_role_parse(role) < 0) {
+			http_reply_error(r, RC_INVALID, "use admin, teacher, researcher or student",
+					 "unknown role '%s'", role);
+			return;
+		}
+		p[2] = role;
+	} else {
+		p[2] = NULL;
+	}
+	snprintf(lim, sizeof(lim), "%d", limit + 1);
+	snprintf(cur, sizeof(cur), "%lld", cursor);
+	p[0] = cur;
+	p[1] = *q ? q : NULL;
+	p[3] = lim;
+	r->data = (void *)(intptr_t)limit;
+	db_query("SELECT " API_USER_COLS " FROM users WHERE id > $1"
+		 " AND ($2::text IS NULL OR username ILIKE '%' || $2 || '%'"
+		 "  OR display_name ILIKE '%' || $2 || '%' OR email ILIKE '%' || $2 || '%')"
+		 " AND ($3::user_role IS NULL OR role = $3::user_role)"
+		 " ORDER BY id LIMIT $4::int",
+		 4, p, list_done, r);
+}
+
+/* ---- read ---- */
+
+static void one_done(PGresult *res, enum rc rc, void *arg)
+{
+	struct http_req *r = arg;
+
+	if (rc != RC_OK) {
+		api_reply_db_error(r, rc, "");
+		return;
+	}
+	if (PQntuples(res) != 1) {
+		http_reply_error(r, RC_NOTFOUND, NULL, "no such user '%s'", http_param(r, "id"));
+		return;
+	}
+	http_reply_json(r, 200, api_user_row(res, 0, 0));
+}
+
+static void get(struct http_req *r)
+{
+	long long id;
+	char ids[24];
+	const char *p[1] = {ids};
+
+	if (api_id(r, "id", &id) < 0)
+		return;
+	snprintf(ids, sizeof(ids), "%lld", id);
+	db_query("SELECT " API_USER_COLS " FROM users WHERE id = $1", 1, p, one_done, r);
+}
+
+/* ---- create ---- */
+
+struct create {
+	struct http_req *r;
+	json_t *body;
+	char generated[32];
+};
+
+static void create_free(void *p)
+{
+	struct create *c = p;
+
+	json_decref(c->body);
+	free(c);
+}
+
+static void create_done(PGresult *res, enum rc rc, void *arg)
+{
+	struct create *c = arg;
+	struct http_req *r = c->r;
+	json_t *out;
+
+	if (rc == RC_CONFLICT) {
+		http_reply_error(r, RC_CONFLICT, "pick another username", "username '%s' is taken",
+				 str(c->body, "username"));
+		return;
+	}
+	if (rc != RC_OK) {
+		api_reply_db_error(r, rc, "could not create the user");
+		return;
+	}
+	out = json_pack("{s:o}", "user", api_user_row(res, 0, 0));
+	if (*c->generated)
+		json_object_set_new(out, "password", json_string(c->generated));
+	auth_audit(r, r->auth, "user.create", str(c->body, "username"),
+		   json_pack("{s:s}", "role", str(c->body, "role")));
+	http_reply_json(r, 201, out);
+}
+
+static void create_hashed(void *arg, const char *phc)
+{
+	struct create *c = arg;
+	char by[24];
+	const char *p[6];
+
+	if (!phc) {
+		http_reply_error(c->r, RC_INTERNAL, NULL, "could not hash the password");
+		return;
+	}
+	snprintf(by, sizeof(by), "%lld", (long long)c->r->auth->user_id);
+	p[0] = str(c->body, "username");
+	p[1] = str(c->body, "display_name");
+	p[2] = str(c->body, "email");
+	p[3] = str(c->body, "role");
+	p[4] = phc;
+	p[5] = by;
+	db_query("INSERT INTO users (username, display_name, email, role, password_hash, created_by)"
+		 " VALUES ($1, $2, $3, $4::user_role, $5, $6) RETURNING " API_USER_COLS,
+		 6, p, create_done, c);
+}
+
+static const struct jfield create_spec[] = {
+	{"username", J_STRING, 1, 64},
+	{"display_name", J_STRING, 0, 200},
+	{"email", J_STRING, 0, 254},
+	{"role", J_STRING, 1, 16},
+	{"password", J_STRING, 0, 1024},
+	{NULL, 0, 0, 0},
+};
+
+static void create(struct http_req *r)
+{
+	json_t *body = api_json_body(r, create_spec);
+	struct create *c;
+	const char *why, *password;
+
+	if (!body)
+		return;
+	if ((why = check_username(str(body, "username"))) ||
+	    (why = check_email(str(body, "email"))) ||
+	    (why = check_display_name(str(body, "display_name"))) ||
+	    (auth_role_parse(str(body, "role")) < 0 && (why = "role must be admin, teacher, researcher or student")) ||
+	    (json_is_string(json_object_get(body, "password")) &&
+	     (why = auth_password_policy(str(body, "password"), str(body, "username"))))) {
+		json_decref(body);
+		http_reply_error(r, RC_INVALID, NULL, "%s", why);
+		return;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		json_decref(body);
+		http_reply_error(r, RC_NOMEM, NULL, "out of memory");
+		return;
+	}
+	c->r = r;
+	c->body = body;
+	r->data = c;
+	r->data_free = create_free;
+	password = str(body, "password");
+	if (!*password) {
+		if (auth_password_generate(c->generated, sizeof(c->generated)) < 0) {
+			http_reply_error(r, RC_INTERNAL, NULL, "no randomness available");
+			return;
+		}
+		password = c->generated;
+	}
+	if (auth_hash_async(password, create_hashed, c) < 0)
+		http_reply_error(r, RC_UNAVAILABLE, "retry in a few seconds", "server busy");
+}
+
+/* ---- update ---- */
+
+static void update_done(PGresult *res, enum rc rc, void *arg)
+{
+	struct http_req *r = arg;
+	json_t *body = r->data;
+
+	if (rc != RC_OK) {
+		api_reply_db_error(r, rc, "could not update the user");
+		return;
+	}
+	if (PQntuples(res) != 1) {
+		http_reply_error(r, RC_NOTFOUND, NULL, "no such user '%s'", http_param(r, "id"));
+		return;
+	}
+	auth_audit(r, r->auth, "user.update", db_val(res, 0, 1), json_deep_copy(body));
+	http_reply_json(r, 200, api_user_row(res, 0, 0));
+}
+
+static void json_free(void *p)
+{
+	json_decref(p);
+}
+
+static const struct jfield update_spec[] = {
+	{"display_name", J_STRING, 0, 200},
+	{"email", J_STRING, 0, 254},
+	{"role", J_STRING, 0, 16},
+	{"disabled", J_BOOL, 0, 0},
+	{NULL, 0, 0, 0},
+};
+
+static void update(struct http_req *r)
+{
+	json_t *body;
+	long long id;
+	const char *why = NULL, *p[5];
+	json_t *role, *disabled;
+	char ids[24];
+
+	if (api_id(r, "id", &id) < 0)
+		return;
+	body = api_json_body(r, update_spec);
+	if (!body)
+		return;
+	role = json_object_get(body, "role");
+	disabled = json_object_get(body, "disabled");
+	if (json_is_string(json_object_get(body, "email")))
+		why = check_email(str(body, "email"));
+	if (!why && json_is_string(json_object_get(body, "display_name")))
+		why = check_display_name(str(body, "display_name"));
+	if (!why && json_is_string(role) && auth_role_parse(json_string_value(role)) < 0)
+		why = "role must be admin, teacher, researcher or student";
+	if (why) {
+		json_decref(body);
+		http_reply_error(r, RC_INVALID, NULL, "%s", why);
+		return;
+	}
+	if (id == r->auth->user_id && ((json_is_string(role) && strcmp(json_string_value(role), "admin") != 0) ||
+				       json_is_true(disabled))) {
+		json_decref(body);
+		http_reply_error(r, RC_CONFLICT, "ask another admin", "you cannot demote or disable yourself");
+		return;
+	}
+	r->data = body;
+	r->data_free = json_free;
+	snprintf(ids, sizeof(ids), "%lld", id);
+	p[0] = ids;
+	p[1] = json_is_string(json_object_get(body, "display_name")) ? str(body, "display_name") : NULL;
+	p[2] = json_is_string(json_object_get(body, "email")) ? str(body, "email") : NULL;
+	p[3] = json_is_string(role) ? json_string_value(role) : NULL;
+	p[4] = json_is_boolean(disabled) ? (json_is_true(disabled) ? "t" : "f") : NULL;
+	db_query("WITH s AS (UPDATE sessions SET revoked_at = now()"
+		 "  WHERE user_id = $1 AND $5::boolean IS TRUE AND revoked_at IS NULL)"
+		 " UPDATE users SET display_name = COALESCE($2, display_name),"
+		 " email = COALESCE($3, email), role = COALESCE($4::user_role, role),"
+		 " disabled = COALESCE($5::boolean, disabled), updated_at = now()"
+		 " WHERE id = $1 RETURNING " API_USER_COLS,
+		 5, p, update_done, r);
+}
+
+/* ---- password reset ---- */
+
+struct reset {
+	struct http_req *r;
+	long long id;
+	char generated[32];
+};
+
+static void reset_done(PGresult *res, enum rc rc, void *arg)
+{
+	struct reset *s = arg;
+	struct http_req *r = s->r;
+	json_t *out;
+
+	if (rc != RC_OK) {
+		api_reply_db_error(r, rc, "");
+		return;
+	}
+	if (PQntuples(res) != 1) {
+		http_reply_error(r, RC_NOTFOUND, NULL, "no such user '%lld'", s->id);
+		return;
+	}
+	auth_audit(r, r->auth, "password.reset", db_val(res, 0, 0), NULL);
+	out = json_object();
+	if (*s->generated)
+		json_object_set_new(out, "password", json_string(s->generated));
+	http_reply_json(r, 200, out);
+}
+
+static void reset_hashed(void *arg, const char *phc)
+{
+	struct reset *s = arg;
+	char ids[24];
+	const char *p[2] = {ids, phc};
+
+	if (!phc) {
+		http_reply_error(s->r, RC_INTERNAL, NULL, "could not hash the password");
+		return;
+	}
+	snprintf(ids, sizeof(ids), "%lld", s->id);
+	db_query("WITH s AS (UPDATE sessions SET revoked_at = now() WHERE user_id = $1 AND revoked_at IS NULL)"
+		 " UPDATE users SET password_hash = $2, password_changed_at = now(), failed_logins = 0,"
+		 " locked_until = NULL, updated_at = now() WHERE id = $1 RETURNING username",
+		 2, p, reset_done, s);
+}
+
+static const struct jfield reset_spec[] = {
+	{"password", J_STRING, 0, 1024},
+	{NULL, 0, 0, 0},
+};
+
+static void reset_password(struct http_req *r)
+{
+	json_t *body;
+	struct reset *s;
+	const char *pw, *why;
+	long long id;
+
+	if (api_id(r, "id", &id) < 0)
+		return;
+	body = api_json_body(r, reset_spec);
+	if (!body)
+		return;
+	s = calloc(1, sizeof(*s));
+	if (!s) {
+		json_decref(body);
+		http_reply_error(r, RC_NOMEM, NULL, "out of memory");
+		return;
+	}
+	s->r = r;
+	s->id = id;
+	r->data = s;
+	r->data_free = free;
+	pw = str(body, "password");
+	if (*pw) {
+		why = auth_password_policy(pw, NULL);
+		if (why) {
+			json_decref(body);
+			http_reply_error(r, RC_INVALID, NULL, "%s", why);
+			return;
+		}
+	} else if (auth_password_generate(s->generated, sizeof(s->generated)) < 0) {
+		json_decref(body);
+		http_reply_error(r, RC_INTERNAL, NULL, "no randomness available");
+		return;
+	}
+	if (auth_hash_async(*pw ? pw : s->generated, reset_hashed, s) < 0)
+		http_reply_error(r, RC_UNAVAILABLE, "retry in a few seconds", "server busy");
+	json_decref(body);
+}
+
+/* ---- CSV import ---- */
+
+enum col { C_USERNAME, C_DISPLAY, C_EMAIL, C_ROLE, C_PASSWORD, C__N };
+static const char *const col_names[C__N] = {"username", "display_name", "email", "role", "password"};
+
+struct import_row {
+	int line;
+	char *v[C__N];
+	char generated[32];
+	char *phc;
+};
+
+struct import {
+	struct http_req *r;
+	struct import_row *rows;
+	int n;
+	int pending;
+	int failed;
+	json_t *errors;
+};
+
+static void import_free(void *p)
+{
+	struct import *im = p;
+
+	for (int i = 0; i < im->n; i++) {
+		for (int k = 0; k < C__N; k++)
+			free(im->rows[i].v[k]);
+		free(im->rows[i].phc);
+	}
+	free(im->rows);
+	json_decref(im->errors);
+	free(im);
+}
+
+static void import_error(struct import *im, int line, const char *fmt, const char *arg)
+{
+	char msg[1400];
+
+	snprintf(msg, sizeof(msg), fmt, arg ? arg : "");
+	json_array_append_new(im->errors, json_pack("{s:i, s:s}", "line", line, "message", msg));
+}
+
+static void import_reply_errors(struct import *im)
+{
+	json_t *errs = im->errors;
+
+	im->errors = NULL;
+	http_reply_error_details(im->r, RC_INVALID, errs, "fix the listed lines and import again; nothing was created",
+				 "the CSV has errors");
+}
+
+static void import_inserted(PGresult *res, enum rc rc, void *arg)
+{
+	struct import *im = arg;
+	struct http_req *r = im->r;
+	json_t *created;
+
+	if (rc == RC_CONFLICT) {
+		http_reply_error(r, RC_CONFLICT, "import again", "a username was taken meanwhile; nothing was created");
+		return;
+	}
+	if (rc != RC_OK) {
+		api_reply_db_error(r, rc, "could not import users");
+		return;
+	}
+	created = json_array();
+	for (int i = 0; i < PQntuples(res); i++) {
+		const char *u = db_val(res, i, 1);
+		json_t *o = json_pack("{s:I, s:s}", "id", (json_int_t)strtoll(db_val(res, i, 0), NULL, 10),
+				      "username", u);
+		for (int k = 0; k < im->n; k++)
+			if (strcmp(im->rows[k].v[C_USERNAME], u) == 0 && *im->rows[k].generated)
+				json_object_set_new(o, "password", json_string(im->rows[k].generated));
+		json_array_append_new(created, o);
+	}
+	auth_audit(r, r->auth, "user.import", "", json_pack("{s:i}", "count", PQntuples(res)));
+	http_reply_json(r, 200, json_pack("{s:o}", "created", created));
+}
+
+static void import_insert(struct import *im)
+{
+	json_t *arr = json_array();
+	char *doc, by[24];
+	const char *p[2];
+
+	for (int i = 0; i < im->n; i++) {
+		struct import_row *row = &im->rows[i];
+		json_array_append_new(arr, json_pack("{s:s, s:s, s:s, s:s, s:s}",
+						     "username", row->v[C_USERNAME],
+						     "display_name", row->v[C_DISPLAY],
+						     "email", row->v[C_EMAIL],
+						     "role", row->v[C_ROLE], "password_hash", row->phc));
+	}
+	doc = json_dumps(arr, JSON_COMPACT);
+	json_decref(arr);
+	if (!doc) {
+		http_reply_error(im->r, RC_NOMEM, NULL, "out of memory");
+		return;
+	}
+	snprintf(by, sizeof(by), "%lld", (long long)im->r->auth->user_id);
+	p[0] = doc;
+	p[1] = by;
+	/* one statement: all rows or none */
+	db_query("INSERT INTO users (username, display_name, email, role, password_hash, created_by)"
+		 " SELECT x.username, x.display_name, x.email, x.role::user_role, x.password_hash, $2"
+		 " FROM jsonb_to_recordset($1::jsonb) AS x(username text, display_name text, email text,"
+		 " role text, password_hash text) RETURNING id, username",
+		 2, p, import_inserted, im);
+	free(doc);
+}
+
+struct import_job {
+	struct import *im;
+	int i;
+};
+
+static void import_hashed(void *arg, const char *phc)
+{
+	struct import_job *j = arg;
+	struct import *im = j->im;
+
+	if (phc)
+		im->rows[j->i].phc = strdup(phc);
+	if (!phc || !im->rows[j->i].phc)
+		im->failed = 1;
+	free(j);
+	if (--im->pending > 0)
+		return;
+	if (im->failed)
+		http_reply_error(im->r, RC_INTERNAL, NULL, "could not hash passwords; nothing was created");
+	else
+		import_insert(im);
+}
+
+static void import_checked(PGresult *res, enum rc rc, void *arg)
+{
+	struct import *im = arg;
+
+	if (rc != RC_OK) {
+		api_reply_db_error(im->r, rc, "");
+		return;
+	}
+	for (int i = 0; i < PQntuples(res); i++) {
+		const char *u = db_val(res, i, 0);
+		for (int k = 0; k < im->n; k++)
+			if (strcmp(im->rows[k].v[C_USERNAME], u) == 0)
+				import_error(im, im->rows[k].line, "username '%s' already exists", u);
+	}
+	if (json_array_size(im->errors)) {
+		import_reply_errors(im);
+		return;
+	}
+	im->pending = im->n;
+	for (int i = 0; i < im->n; i++) {
+		struct import_row *row = &im->rows[i];
+		struct import_job *j = calloc(1, sizeof(*j));
+		const char *pw = *row->v[C_PASSWORD] ? row->v[C_PASSWORD] : NULL;
+		if (!pw && auth_password_generate(row->generated, sizeof(row->generated)) == 0)
+			pw = row->generated;
+		if (!j || !pw) {
+			free(j);
+			im->failed = 1;
+			if (--im->pending == 0)
+				http_reply_error(im->r, RC_INTERNAL, NULL, "could not prepare passwords");
+			continue;
+		}
+		j->im = im;
+		j->i = i;
+		if (auth_hash_async(pw, import_hashed, j) < 0) {
+			free(j);
+			im->failed = 1;
+			if (--im->pending == 0)
+				http_reply_error(im->r, RC_UNAVAILABLE, "retry in a few seconds", "server busy");
+		}
+	}
+}
+
+/* Parses and validates the whole CSV; 0 when every row is fine. */
+static int import_parse(struct import *im, const char *buf, size_t len)
+{
+	struct csv_field f[16];
+	int map[16], line = 0, have[C__N] = {0};
+	size_t nf, off = 0, ncols = 0;
+	char val[1100];
+
+	if (len >= 3 && memcmp(buf, "\xef\xbb\xbf", 3) == 0)
+		off = 3; /* spreadsheet byte-order mark */
+	while (off < len) {
+		ssize_t used = csv_parse_record(buf + off, len - off, 1, f, 16, &nf);
+		line++;
+		if (used <= 0) {
+			import_error(im, line, "malformed CSV line%s", "");
+			return -1;
+		}
+		off += (size_t)used;
+		if (nf == 1 && f[0].len == 0)
+			continue; /* blank line */
+		if (line == 1) {
+			ncols = nf;
+			for (size_t i = 0; i < nf; i++) {
+				map[i] = -1;
+				if (csv_field_copy(&f[i], val, sizeof(val)) < 0)
+					continue;
+				for (char *c = val; *c; c++)
+					*c = (char)tolower((unsigned char)*c);
+				for (int k = 0; k < C__N; k++)
+					if (strcmp(val, col_names[k]) == 0 && !have[k]) {
+						map[i] = k;
+						have[k] = 1;
+					}
+				if (map[i] < 0) {
+					import_error(im, line, "unknown column '%.64s' (use username, display_name, email, role, password)", val);
+					return -1;
+				}
+			}
+			if (!have[C_USERNAME] || !have[C_ROLE]) {
+				import_error(im, line, "the header row must name at least the columns username and role%s", "");
+				return -1;
+			}
+			continue;
+		}
+		if (nf != ncols) {
+			import_error(im, line, "expected as many fields as the header row has%s", "");
+			continue;
+		}
+		if (im->n >= IMPORT_MAX_ROWS) {
+			import_error(im, line, "at most 1000 users per import%s", "");
+			return -1;
+		}
+		struct import_row *row = &im->rows[im->n++];
+		row->line = line;
+		for (size_t i = 0; i < nf; i++) {
+			ssize_t n = csv_field_copy(&f[i], val, sizeof(val));
+			if (n < 0 || memchr(val, '\0', (size_t)n) || n > 1024) {
+				import_error(im, line, "field %s is too long", col_names[map[i]]);
+				break;
+			}
+			free(row->v[map[i]]);
+			row->v[map[i]] = strdup(val);
+		}
+		for (int k = 0; k < C__N; k++)
+			if (!row->v[k] && !(row->v[k] = strdup(""))) {
+				import_error(im, line, "out of memory%s", "");
+				return -1;
+			}
+		const char *why;
+		if ((why = check_username(row->v[C_USERNAME])) ||
+		    (why = check_email(row->v[C_EMAIL])) ||
+		    (why = check_display_name(row->v[C_DISPLAY])) ||
+		    (auth_role_parse(row->v[C_ROLE]) < 0 &&
+		     (why = "role must be admin, teacher, researcher or student")) ||
+		    (*row->v[C_PASSWORD] &&
+		     (why = auth_password_policy(row->v[C_PASSWORD], row->v[C_USERNAME])))) {
+			import_error(im, line, "%s", why);
+			continue;
+		}
+		for (int k = 0; k < im->n - 1; k++)
+			if (strcmp(im->rows[k].v[C_USERNAME], row->v[C_USERNAME]) == 0) {
+				import_error(im, line, "username '%s' appears twice in the file", row->v[C_USERNAME]);
+				break;
+			}
+	}
+	if (line == 0)
+		import_error(im, 1, "the CSV is empty%s", "");
+	else if (im->n == 0 && json_array_size(im->errors) == 0)
+		import_error(im, line, "the CSV has a header row but no users%s", "");
+	return json_array_size(im->errors) ? -1 : 0;
+}
+
+static void import(struct http_req *r)
+{
+	const char *ct = http_header(r, "Content-Type");
+	struct import *im;
+	size_t len = evbuffer_get_length(r->body);
+	json_t *names;
+	char *doc;
+	const char *p[1];
+
+	if (!ct || strncasecmp(ct, "text/csv", 8) != 0) {
+		http_reply_error(r, RC_UNSUPPORTED, "send the file with 'Content-Type: text/csv'",
+				 "the import expects CSV");
+		return;
+	}
+	im = calloc(1, sizeof(*im));
+	if (!im || !(im->rows = calloc(IMPORT_MAX_ROWS, sizeof(*im->rows))) ||
+	    !(im->errors = json_array())) {
+		if (im)
+			import_free(im);
+		http_reply_error(r, RC_NOMEM, NULL, "out of memory");
+		return;
+	}
+	im->r = r;
+	r->data = im;
+	r->data_free = import_free;
+	if (import_parse(im, (const char *)evbuffer_pullup(r->body, -1), len) < 0) {
+		import_reply_errors(im);
+		return;
+	}
+	names = json_array();
+	for (int i = 0; i < im->n; i++)
+		json_array_append_new(names, json_string(im->rows[i].v[C_USERNAME]));
+	doc = json_dumps(names, JSON_COMPACT);
+	json_decref(names);
+	p[0] = doc;
+	db_query("SELECT username FROM users WHERE username IN (SELECT jsonb_array_elements_text($1::jsonb))",
+		 1, p, import_checked, im);
+	free(doc);
+}
+
+/* ---- seeding the first admin (start-up, blocking) ---- */
+
+static int write_secret_file(const char *path, const char *content)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	size_t n = strlen(content);
+
+	if (fd < 0)
+		return -1;
+	if (fchmod(fd, 0600) < 0 || write(fd, content, n) != (ssize_t)n || write(fd, "\n", 1) != 1) {
+		close(fd);
+		return -1;
+	}
+	return close(fd);
+}
+
+int api_users_seed_admin(const char *db_url)
+{
+	PGconn *conn = PQconnectdb(db_url);
+	PGresult *res = NULL;
+	char generated[32] = "", phc[CRYPTO_PHC_MAX], path[1024];
+	const char *pw, *p[2];
+	int rc = -1;
+
+	if (PQstatus(conn) != CONNECTION_OK) {
+		log_msg(LOG_ERROR, "users", NULL, "cannot connect to seed the admin: %s", PQerrorMessage(conn));
+		goto out;
+	}
+	res = PQexec(conn, "SELECT 1 FROM users WHERE role = 'admin' LIMIT 1");
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		log_msg(LOG_ERROR, "users", NULL, "cannot look for an admin: %s", PQerrorMessage(conn));
+		goto out;
+	}
+	if (PQntuples(res) > 0) {
+		rc = 0;
+		goto out;
+	}
+	PQclear(res);
+	res = NULL;
+	if (check_username(cfg.admin_username)) {
+		log_msg(LOG_ERROR, "users", NULL, "admin_username '%s': %s", cfg.admin_username,
+			check_username(cfg.admin_username));
+		goto out;
+	}
+	pw = cfg.admin_password;
+	if (!pw || !*pw) {
+		if (auth_password_generate(generated, sizeof(generated)) < 0)
+			goto out;
+		pw = generated;
+	}
+	if (crypto_password_hash(pw, cfg.scrypt_ln, phc, sizeof(phc)) < 0)
+		goto out;
+	p[0] = cfg.admin_username;
+	p[1] = phc;
+	res = PQexecParams(conn,
+			   "INSERT INTO users (username, display_name, role, password_hash)"
+			   " VALUES ($1, 'Administrator', 'admin', $2)"
+			   " ON CONFLICT (username) DO UPDATE SET role = 'admin', disabled = false,"
+			   " password_hash = EXCLUDED.password_hash",
+			   2, NULL, p, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+		log_msg(LOG_ERROR, "users", NULL, "cannot seed the admin: %s", PQerrorMessage(conn));
+		goto out;
+	}
+	if (*generated) {
+		snprintf(path, sizeof(path), "%s/admin-password", cfg.state_dir);
+		if (write_secret_file(path, generated) < 0)
+			log_msg(LOG_WARN, "users", NULL, "could not write %s", path);
+		/* shown once, on the terminal, never in the log stream */
+		fprintf(stdout, "\n  Admin account created: user '%s', password '%s'\n"
+				"  (also saved in %s, mode 0600)\n\n",
+			cfg.admin_username, generated, path);
+		fflush(stdout);
+	}
+	log_msg(LOG_INFO, "users", NULL, "seeded admin account '%s'", cfg.admin_username);
+	rc = 0;
+out:
+	PQclear(res);
+	PQfinish(conn);
+	return rc;
+}
+
+const struct route api_users_routes[] = {
+	{HTTP_GET, "/api/v1/users", list, ROLE_ADMIN, 0, 0, NULL},
+	{HTTP_POST, "/api/v1/users", create, ROLE_ADMIN, 0, 16384, NULL},
+	{HTTP_POST, "/api/v1/users/import", import, ROLE_ADMIN, ROUTE_RAW_BODY, 1 << 20, NULL},
+	{HTTP_GET, "/api/v1/users/{id}", get, ROLE_ADMIN, 0, 0, NULL},
+	{HTTP_PATCH, "/api/v1/users/{id}", update, ROLE_ADMIN, 0, 16384, NULL},
+	{HTTP_POST, "/api/v1/users/{id}/password", reset_password, ROLE_ADMIN, 0, 8192, NULL},
+	{0, NULL, NULL, 0, 0, 0, NULL},
+};

@@ -1,0 +1,476 @@
+/* auth.c — resolving the caller of a request.
+ *
+ * Owns: the authentication hook (session cookie or Bearer token, one
+ * indexed query each), CSRF and Origin checks for cookie-authenticated
+ * mutations, scope and role checks, lazy last-seen updates, and audit
+ * records.  Login, logout and password changes live in api_auth.c; this file
+ * only reads credentials.
+ */
+#include "auth.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <http_parser.h>
+
+#include "api.h"
+#include "config.h"
+#include "crypto.h"
+#include "db.h"
+#include "log.h"
+#include "worker.h"
+
+#include <openssl/crypto.h>
+
+static void wipe(char *s)
+{
+	OPENSSL_cleanse(s, strlen(s));
+}
+
+#define TOKEN_PREFIX "gct_"
+
+static const char *const role_names[] = {"student", "researcher", "teacher", "admin"};
+
+int auth_role_parse(const char *s)
+{
+	for (int i = 0; i < 4; i++)
+		if (s && strcmp(s, role_names[i]) == 0)
+			return 1 << i;
+	return -1;
+}
+
+const char *auth_role_name(int role)
+{
+	for (int i = 0; i < 4; i++)
+		if (role == (1 << i))
+			return role_names[i];
+	return NULL;
+}
+
+const char *auth_cookie_name(int tls)
+{
+	return tls ? "__Host-gc_session" : "gc_session";
+}
+
+int auth_cookie_value(const struct http_req *r, char *out, size_t outlen)
+{
+	const char *name = auth_cookie_name(r->tls);
+	size_t nlen = strlen(name);
+
+	/* several Cookie headers may arrive; look at each */
+	for (int i = 0; i < r->nhdr; i++) {
+		const char *p;
+		if (strcasecmp(r->hdr[i].name, "Cookie") != 0)
+			continue;
+		p = r->hdr[i].value;
+		while (p && *p) {
+			const char *end;
+			size_t len;
+			while (*p == ' ' || *p == ';')
+				p++;
+			end = strchr(p, ';');
+			len = end ? (size_t)(end - p) : strlen(p);
+			if (len > nlen && strncmp(p, name, nlen) == 0 && p[nlen] == '=') {
+				size_t vlen = len - nlen - 1;
+				if (vlen + 1 > outlen)
+					return -1;
+				memcpy(out, p + nlen + 1, vlen);
+				out[vlen] = '\0';
+				return 0;
+			}
+			p = end;
+		}
+	}
+	return -1;
+}
+
+void auth_info_free(struct auth_info *a)
+{
+	if (!a)
+		return;
+	free(a->display_name);
+	free(a->email);
+	free(a);
+}
+
+json_t *auth_user_json(const struct auth_info *a)
+{
+	return json_pack("{s:I, s:s, s:s, s:s, s:s, s:b, s:s}", "id", (json_int_t)a->user_id,
+			 "username", a->username, "display_name", a->display_name ? a->display_name : "",
+			 "email", a->email ? a->email : "", "role", auth_role_name(a->role),
+			 "disabled", 0, "created_at", a->created_at);
+}
+
+void auth_audit(const struct http_req *r, const struct auth_info *actor,
+		const char *action, const char *target, json_t *details)
+{
+	char actor_id[24] = "";
+	char *d = NULL;
+	const char *params[7];
+
+	if (actor)
+		snprintf(actor_id, sizeof(actor_id), "%lld", (long long)actor->user_id);
+	d = json_dumps(details ? details : json_object(), JSON_COMPACT);
+	if (!details)
+		details = NULL;
+	params[0] = actor ? actor_id : NULL;
+	params[1] = actor ? actor->username : "";
+	params[2] = action;
+	params[3] = target ? target : "";
+	params[4] = r ? r->peer : "";
+	params[5] = r ? r->reqid : "";
+	params[6] = d ? d : "{}";
+	db_query("INSERT INTO audit_log (actor_id, actor_name, action, target, ip, request_id, details)"
+		 " VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb)",
+		 7, params, api_db_ignore, NULL);
+	log_msg(LOG_INFO, "audit", r ? r->reqid : NULL, "%s by %s target=%s", action,
+		actor ? actor->username : "-", target ? target : "");
+	free(d);
+	json_decref(details);
+}
+
+/* ---- the hook ---- */
+
+static const char *const lookup_session_sql =
+	"SELECT s.id, s.csrf_token, (s.last_seen_at < now() - interval '60 seconds'),"
+	" u.id, u.username, u.display_name, u.email, u.role,"
+	" to_char(u.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
+	" FROM sessions s JOIN users u ON u.id = s.user_id"
+	" WHERE s.token_hash = $1 AND s.revoked_at IS NULL AND s.expires_at > now()"
+	" AND s.last_seen_at > now() - make_interval(secs => $2::int) AND NOT u.disabled";
+
+static const char *const lookup_token_sql =
+	"SELECT t.id, array_to_string(t.scopes, ','),"
+	" (t.last_used_at IS NULL OR t.last_used_at < now() - interval '60 seconds'),"
+	" u.id, u.username, u.display_name, u.email, u.role,"
+	" to_char(u.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
+	" FROM api_tokens t JOIN users u ON u.id = t.user_id"
+	" WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND t.expires_at > now()"
+	" AND NOT u.disabled";
+
+static int is_safe_method(int m)
+{
+	return m == HTTP_GET || m == HTTP_HEAD || m == HTTP_OPTIONS;
+}
+
+/* The Origin (or Referer) of a cookie-authenticated mutation must be ours. */
+static int origin_ok(const struct http_req *r)
+{
+	const char *origin = http_header(r, "Origin");
+	const char *referer = http_header(r, "Referer");
+	const char *host = http_header(r, "Host");
+	char expect[512];
+	size_t n;
+
+	if (cfg.public_url && *cfg.public_url) {
+		n = strlen(cfg.public_url);
+		while (n && cfg.public_url[n - 1] == '/')
+			n--;
+		if (n >= sizeof(expect))
+			return 0;
+		memcpy(expect, cfg.public_url, n);
+		expect[n] = '\0';
+	} else {
+		if (!host)
+			return 0;
+		snprintf(expect, sizeof(expect), "%s://%s", r->tls ? "https" : "http", host);
+	}
+	n = strlen(expect);
+	if (origin)
+		return strcmp(origin, expect) == 0;
+	if (referer)
+		return strncmp(referer, expect, n) == 0 && (referer[n] == '/' || referer[n] == '\0');
+	return 0;
+}
+
+static struct auth_info *info_from_row(PGresult *res)
+{
+	struct auth_info *a = calloc(1, sizeof(*a));
+	const char *v;
+
+	if (!a)
+		return NULL;
+	a->user_id = strtoll(db_val(res, 0, 3), NULL, 10);
+	snprintf(a->username, sizeof(a->username), "%s", db_val(res, 0, 4));
+	a->display_name = strdup((v = db_val(res, 0, 5)) ? v : "");
+	a->email = strdup((v = db_val(res, 0, 6)) ? v : "");
+	a->role = auth_role_parse(db_val(res, 0, 7));
+	snprintf(a->created_at, sizeof(a->created_at), "%s", (v = db_val(res, 0, 8)) ? v : "");
+	if (!a->display_name || !a->email || a->role < 0) {
+		auth_info_free(a);
+		return NULL;
+	}
+	return a;
+}
+
+/* Role, scope and CSRF checks once the caller is known. */
+static void authorize(struct http_req *r)
+{
+	struct auth_info *a = r->auth;
+	const struct route *rt = r->route;
+
+	if (!(rt->roles & (unsigned)a->role)) {
+		http_reply_error(r, RC_FORBIDDEN, NULL, "this action needs the %s role",
+				 (rt->roles & ~(unsigned)ROLE_ADMIN) ? "teacher or admin" : "admin");
+		return;
+	}
+	if (a->token_id) {
+		unsigned need = is_safe_method(r->method) ? SCOPE_READ : SCOPE_WRITE;
+		if (!(a->scopes & need)) {
+			http_reply_error(r, RC_FORBIDDEN, "create a token with the 'write' scope",
+					 "this token lacks the '%s' scope",
+					 need == SCOPE_READ ? "read" : "write");
+			return;
+		}
+	} else if (!is_safe_method(r->method) && !(rt->flags & ROUTE_NO_CSRF)) {
+		const char *t = http_header(r, "X-CSRF-Token");
+		size_t n = strlen(a->csrf);
+		if (!t || strlen(t) != n || !crypto_equal(t, a->csrf, n)) {
+			http_reply_error(r, RC_FORBIDDEN, "send the csrf_token from login or /me in X-CSRF-Token",
+					 "missing or wrong CSRF token");
+			return;
+		}
+		if (!origin_ok(r)) {
+			http_reply_error(r, RC_FORBIDDEN, NULL,
+					 "request origin does not match this site");
+			return;
+		}
+	}
+	http_resume(r);
+}
+
+static void session_done(PGresult *res, enum rc rc, void *arg)
+{
+	struct http_req *r = arg;
+	struct auth_info *a;
+
+	if (rc != RC_OK) {
+		http_reply_error(r, rc == RC_UNAVAILABLE ? RC_UNAVAILABLE : RC_DB,
+				 "retry in a few seconds", "cannot check the session now");
+		return;
+	}
+	if (PQntuples(res) != 1) {
+		http_reply_error(r, RC_UNAUTHORIZED, "log in again", "session expired or revoked");
+		return;
+	}
+	a = info_from_row(res);
+	if (!a) {
+		http_reply_error(r, RC_NOMEM, NULL, "out of memory");
+		return;
+	}
+	a->session_id = strtoll(db_val(res, 0, 0), NULL, 10);
+	snprintf(a->csrf, sizeof(a->csrf), "%s", db_val(res, 0, 1));
+	a->scopes = SCOPE_READ | SCOPE_WRITE;
+	r->auth = a;
+	if (strcmp(db_val(res, 0, 2), "t") == 0) {
+		const char *p[1] = {db_val(res, 0, 0)};
+		db_query("UPDATE sessions SET last_seen_at = now() WHERE id = $1", 1, p, api_db_ignore, NULL);
+	}
+	if (!http_req_alive(r)) {
+		http_resume(r); /* frees it */
+		return;
+	}
+	authorize(r);
+}
+
+static void token_done(PGresult *res, enum rc rc, void *arg)
+{
+	struct http_req *r = arg;
+	struct auth_info *a;
+	const char *scopes;
+
+	if (rc != RC_OK) {
+		http_reply_error(r, rc == RC_UNAVAILABLE ? RC_UNAVAILABLE : RC_DB,
+				 "retry in a few seconds", "cannot check the token now");
+		return;
+	}
+	if (PQntuples(res) != 1) {
+		http_reply_error(r, RC_UNAUTHORIZED, "create a new API token",
+				 "API token unknown, expired or revoked");
+		return;
+	}
+	a = info_from_row(res);
+	if (!a) {
+		http_reply_error(r, RC_NOMEM, NULL, "out of memory");
+		return;
+	}
+	a->token_id = strtoll(db_val(res, 0, 0), NULL, 10);
+	scopes = db_val(res, 0, 1);
+	if (strstr(scopes, "read"))
+		a->scopes |= SCOPE_READ;
+	if (strstr(scopes, "write"))
+		a->scopes |= SCOPE_WRITE | SCOPE_READ;
+	r->auth = a;
+	if (strcmp(db_val(res, 0, 2), "t") == 0) {
+		const char *p[1] = {db_val(res, 0, 0)};
+		db_query("UPDATE api_tokens SET last_used_at = now() WHERE id = $1", 1, p, api_db_ignore, NULL);
+	}
+	if (!http_req_alive(r)) {
+		http_resume(r);
+		return;
+	}
+	authorize(r);
+}
+
+void auth_request(struct http_req *r)
+{
+	const char *authz = http_header(r, "Authorization");
+	char cookie[128], hash[65], idle[24];
+	const char *params[2];
+
+	if (authz) {
+		const char *tok;
+		if (strncasecmp(authz, "Bearer ", 7) != 0) {
+			http_reply_error(r, RC_UNAUTHORIZED, "send 'Authorization: Bearer <token>'",
+					 "unsupported authorization scheme");
+			return;
+		}
+		tok = authz + 7;
+		while (*tok == ' ')
+			tok++;
+		if (strncmp(tok, TOKEN_PREFIX, strlen(TOKEN_PREFIX)) != 0 || strlen(tok) > 100) {
+			http_reply_error(r, RC_UNAUTHORIZED, NULL, "malformed API token");
+			return;
+		}
+		crypto_sha256_hex(tok, strlen(tok), hash);
+		params[0] = hash;
+		db_query(lookup_token_sql, 1, params, token_done, r);
+		return;
+	}
+	if (auth_cookie_value(r, cookie, sizeof(cookie)) < 0 || !*cookie) {
+		http_reply_error(r, RC_UNAUTHORIZED, "log in first", "authentication required");
+		return;
+	}
+	crypto_sha256_hex(cookie, strlen(cookie), hash);
+	snprintf(idle, sizeof(idle), "%d", cfg.session_idle_timeout);
+	params[0] = hash;
+	params[1] = idle;
+	db_query(lookup_session_sql, 2, params, session_done, r);
+}
+
+/* ---- passwords, off the loop ---- */
+
+/* A well-formed hash of a random password: verifying against it costs the
+ * same as a real one, so unknown usernames cannot be told apart by time. */
+static const char dummy_phc[] =
+	"$scrypt$ln=17,r=8,p=1$c2FsdHNhbHRzYWx0c2FsdA$"
+	"ZHVtbXlkdW1teWR1bW15ZHVtbXlkdW1teWR1bW15ZHU";
+
+const char *auth_password_policy(const char *password, const char *username)
+{
+	size_t n = strlen(password);
+
+	if (n < 8)
+		return "password must be at least 8 characters";
+	if (n > 256)
+		return "password must be at most 256 bytes";
+	if (username && strcmp(password, username) == 0)
+		return "password must differ from the username";
+	return NULL;
+}
+
+int auth_password_generate(char *out, size_t outlen)
+{
+	return crypto_token(out, outlen, 16);
+}
+
+struct pwjob {
+	char *password;
+	char *phc;
+	char *new_password;
+	int ok;
+	char out[CRYPTO_PHC_MAX];
+	char new_phc[CRYPTO_PHC_MAX];
+	int ln;
+	void (*hash_cb)(void *arg, const char *phc);
+	void (*verify_cb)(void *arg, int ok, const char *new_phc);
+	void *arg;
+};
+
+static void pwjob_free(struct pwjob *j)
+{
+	if (!j)
+		return;
+	if (j->password)
+		wipe(j->password);
+	if (j->new_password)
+		wipe(j->new_password);
+	free(j->password);
+	free(j->phc);
+	free(j->new_password);
+	free(j);
+}
+
+static void hash_work(void *arg)
+{
+	struct pwjob *j = arg;
+
+	j->ok = crypto_password_hash(j->password, j->ln, j->out, sizeof(j->out)) == 0;
+}
+
+static void hash_done(void *arg)
+{
+	struct pwjob *j = arg;
+
+	j->hash_cb(j->arg, j->ok ? j->out : NULL);
+	pwjob_free(j);
+}
+
+int auth_hash_async(const char *password, void (*cb)(void *arg, const char *phc), void *arg)
+{
+	struct pwjob *j = calloc(1, sizeof(*j));
+
+	if (!j || !(j->password = strdup(password))) {
+		pwjob_free(j);
+		return -1;
+	}
+	j->ln = cfg.scrypt_ln;
+	j->hash_cb = cb;
+	j->arg = arg;
+	if (worker_submit(hash_work, hash_done, j) < 0) {
+		pwjob_free(j);
+		return -1;
+	}
+	return 0;
+}
+
+static void verify_work(void *arg)
+{
+	struct pwjob *j = arg;
+
+	j->ok = crypto_password_verify(j->password, j->phc ? j->phc : dummy_phc);
+	if (!j->phc && j->ok == 1)
+		j->ok = 0;
+	if (j->ok == 1 && j->new_password &&
+	    crypto_password_hash(j->new_password, j->ln, j->new_phc, sizeof(j->new_phc)) < 0)
+		j->ok = -1;
+}
+
+static void verify_done(void *arg)
+{
+	struct pwjob *j = arg;
+
+	j->verify_cb(j->arg, j->ok, j->ok == 1 && j->new_password ? j->new_phc : NULL);
+	pwjob_free(j);
+}
+
+int auth_verify_async(const char *password, const char *phc, const char *new_password,
+		      void (*cb)(void *arg, int ok, const char *new_phc), void *arg)
+{
+	struct pwjob *j = calloc(1, sizeof(*j));
+
+	if (!j || !(j->password = strdup(password)) || (phc && !(j->phc = strdup(phc))) ||
+	    (new_password && !(j->new_password = strdup(new_password)))) {
+		pwjob_free(j);
+		return -1;
+	}
+	j->ln = cfg.scrypt_ln;
+	j->verify_cb = cb;
+	j->arg = arg;
+	if (worker_submit(verify_work, verify_done, j) < 0) {
+		pwjob_free(j);
+		return -1;
+	}
+	return 0;
+}

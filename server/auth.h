@@ -1,0 +1,75 @@
+/* auth.h — who is calling: sessions (cookie + CSRF), API tokens (Bearer),
+ * roles and scopes.
+ *
+ * auth_request() is the http layer's authentication hook: it resolves the
+ * caller with one indexed query, checks CSRF and Origin for cookie-
+ * authenticated mutations, the token's scope and the route's roles, then
+ * calls http_resume() or replies 401/403.
+ */
+#ifndef GPUCLOUD_AUTH_H
+#define GPUCLOUD_AUTH_H
+
+#include <stdint.h>
+#include <jansson.h>
+#include "http.h"
+
+enum auth_scope { SCOPE_READ = 1 << 0, SCOPE_WRITE = 1 << 1 };
+
+struct auth_info {
+	int64_t user_id;
+	char username[40];
+	char *display_name;
+	char *email;
+	int role;                /* one ROLE_* bit */
+	char created_at[40];
+	int64_t session_id;      /* 0 when authenticated by token */
+	int64_t token_id;        /* 0 when authenticated by session */
+	unsigned scopes;         /* SCOPE_* (sessions have all) */
+	char csrf[64];           /* session only */
+};
+
+/* The http auth hook. */
+void auth_request(struct http_req *r);
+void auth_info_free(struct auth_info *a);
+
+/* "admin" etc. <-> ROLE_* bit; -1 / NULL when unknown. */
+int auth_role_parse(const char *s);
+const char *auth_role_name(int role);
+
+/* Name of the session cookie: "__Host-gc_session" under TLS, else "gc_session". */
+const char *auth_cookie_name(int tls);
+/* Value of the session cookie in r's Cookie header into out; 0 or -1. */
+int auth_cookie_value(const struct http_req *r, char *out, size_t outlen);
+
+/* The browser-visible user object from auth info. New reference. */
+json_t *auth_user_json(const struct auth_info *a);
+
+/* Records an audit entry (fire and forget; failures are logged).  actor may
+ * be NULL (anonymous); details is stolen and may be NULL. */
+void auth_audit(const struct http_req *r, const struct auth_info *actor,
+		const char *action, const char *target, json_t *details);
+
+
+
+/* ---- passwords, off the loop ---- */
+
+/* Checks a new password against the policy (length 8..256 bytes, not the
+ * username).  Returns NULL when fine, else a message for the user. */
+const char *auth_password_policy(const char *password, const char *username);
+
+/* Writes a random 22-character password into out (>= 23 bytes). 0 or -1. */
+int auth_password_generate(char *out, size_t outlen);
+
+/* Hashes password (copied) on a worker thread with cfg.scrypt_ln; then
+ * cb(arg, phc) on the loop, phc NULL on failure.  Returns 0, or -1 when the
+ * pool is full (cb will not be called). */
+int auth_hash_async(const char *password, void (*cb)(void *arg, const char *phc), void *arg);
+
+/* Verifies password against phc (both copied) on a worker, and when
+ * new_password is not NULL also hashes it; then cb(arg, ok, new_phc) on the
+ * loop: ok 1 match, 0 mismatch, -1 error; new_phc NULL unless ok == 1 and a
+ * new password was given.  A NULL phc verifies against a dummy hash (same
+ * cost) and reports 0.  Returns 0 or -1 as above. */
+int auth_verify_async(const char *password, const char *phc, const char *new_password,
+		      void (*cb)(void *arg, int ok, const char *new_phc), void *arg);
+#endif

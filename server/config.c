@@ -1,0 +1,273 @@
+/* config.c — the settings table: defaults, config file, environment, flags.
+ *
+ * Owns struct config cfg and its parsing; does not interpret the values.
+ * Adding a setting means one field in config.h and one row below.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct config cfg;
+
+enum type { T_STR, T_INT, T_I64 };
+
+struct setting {
+	const char *name;
+	enum type type;
+	size_t off;
+	const char *def;
+	long long min, max;
+	int secret;
+	const char *help;
+};
+
+#define S(n, d, h) {#n, T_STR, offsetof(struct config, n), d, 0, 0, 0, h}
+#define SECRET(n, d, h) {#n, T_STR, offsetof(struct config, n), d, 0, 0, 1, h}
+#define I(n, d, lo, hi, h) {#n, T_INT, offsetof(struct config, n), d, lo, hi, 0, h}
+#define L(n, d, lo, hi, h) {#n, T_I64, offsetof(struct config, n), d, lo, hi, 0, h}
+
+static const struct setting table[] = {
+	S(listen, "127.0.0.1", "address to listen on (IPv4 or IPv6 literal)"),
+	I(port, "8080", 0, 65535, "TCP port; 0 picks a free one"),
+	S(port_file, "", "write the bound port to this file once listening"),
+	S(public_url, "", "URL browsers use to reach the API (Origin checks); default http(s)://<Host>"),
+	S(tls_cert, "", "PEM certificate chain; enables TLS with tls_key"),
+	S(tls_key, "", "PEM private key for tls_cert"),
+	I(max_connections, "10000", 16, 1000000, "open client connections at most"),
+	I(max_header_bytes, "16384", 1024, 1048576, "request line plus headers, bytes"),
+	I(max_headers, "100", 8, 1000, "header fields per request"),
+	I(max_url, "8192", 256, 65536, "request target length, bytes"),
+	L(max_body, "1048576", 0, 1LL << 40, "default request body limit for JSON routes, bytes"),
+	I(header_timeout, "10", 1, 3600, "seconds to receive a request's headers"),
+	I(body_timeout, "30", 1, 3600, "seconds of silence allowed while a body is read"),
+	I(keepalive_timeout, "60", 1, 3600, "seconds an idle keep-alive connection is kept"),
+	I(write_timeout, "30", 1, 3600, "seconds a client may stall reading a response"),
+	I(shutdown_timeout, "10", 0, 3600, "seconds in-flight requests get on SIGTERM"),
+	S(web_root, "web", "directory of the static frontend"),
+	S(migrations_dir, "db/migrations", "directory of NNNN_*.sql migrations"),
+	S(openapi_file, "server/openapi.yaml", "the API description served at /api/v1/openapi.yaml"),
+	S(state_dir, "var/state", "writable directory for generated state (admin password file)"),
+	SECRET(db_url, "postgresql:///gpucloud", "libpq connection URL (may hold a password)"),
+	I(db_pool_size, "8", 1, 256, "PostgreSQL connections in the pool"),
+	I(db_queue_max, "10000", 1, 10000000, "queries waiting for a connection at most"),
+	I(workers, "2", 1, 64, "worker threads for blocking work (password hashing)"),
+	I(scrypt_ln, "17", 10, 20, "log2 of scrypt N for new password hashes"),
+	I(session_idle_timeout, "28800", 60, 31536000, "seconds a session may stay unused"),
+	I(session_max_age, "604800", 300, 31536000, "seconds a session lives at most"),
+	I(login_free_failures, "5", 1, 100, "failed logins before backoff starts (per account and per IP)"),
+	I(login_max_delay, "60", 1, 3600, "longest login backoff, seconds (60 keeps failures under 100/hour)"),
+	S(admin_username, "admin", "user seeded as admin when no admin exists"),
+	SECRET(admin_password, "", "password for the seeded admin; generated and written to state_dir/admin-password when empty"),
+	S(log_level, "info", "debug, info, warn or error"),
+};
+
+#define NSETTINGS (sizeof(table) / sizeof(table[0]))
+
+static const struct setting *find(const char *name)
+{
+	char norm[64];
+	size_t i;
+
+	for (i = 0; name[i] && i + 1 < sizeof(norm); i++)
+		norm[i] = name[i] == '-' ? '_' : name[i];
+	norm[i] = '\0';
+	for (i = 0; i < NSETTINGS; i++)
+		if (strcmp(table[i].name, norm) == 0)
+			return &table[i];
+	return NULL;
+}
+
+static int apply(const struct setting *s, const char *value, char *err,
+		 size_t errlen)
+{
+	char *p = (char *)&cfg + s->off;
+	char *end;
+	long long v;
+
+	if (s->type == T_STR) {
+		char *copy = strdup(value);
+		if (!copy) {
+			snprintf(err, errlen, "out of memory");
+			return -1;
+		}
+		free(*(char **)p);
+		*(char **)p = copy;
+		return 0;
+	}
+	errno = 0;
+	v = strtoll(value, &end, 10);
+	if (errno || end == value || *end != '\0') {
+		snprintf(err, errlen, "setting '%s': '%s' is not a number",
+			 s->name, s->secret ? "***" : value);
+		return -1;
+	}
+	if (v < s->min || v > s->max) {
+		snprintf(err, errlen, "setting '%s': %lld is out of range [%lld, %lld]",
+			 s->name, v, s->min, s->max);
+		return -1;
+	}
+	if (s->type == T_INT)
+		*(int *)p = (int)v;
+	else
+		*(int64_t *)p = v;
+	return 0;
+}
+
+int config_set(const char *name, const char *value, char *err, size_t errlen)
+{
+	const struct setting *s = find(name);
+
+	if (!s) {
+		snprintf(err, errlen, "unknown setting '%s' (see --help-config)", name);
+		return -1;
+	}
+	return apply(s, value, err, errlen);
+}
+
+static char *trim(char *s)
+{
+	char *e;
+
+	while (*s == ' ' || *s == '\t')
+		s++;
+	e = s + strlen(s);
+	while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\n' || e[-1] == '\r'))
+		*--e = '\0';
+	return s;
+}
+
+static int load_file(const char *path)
+{
+	char line[4096], err[256];
+	FILE *f = fopen(path, "r");
+	int lineno = 0, rc = 0;
+
+	if (!f) {
+		fprintf(stderr, "gpucloudd: cannot open config file '%s': %s\n", path,
+			strerror(errno));
+		return -1;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		char *s = trim(line), *eq;
+		lineno++;
+		if (*s == '\0' || *s == '#')
+			continue;
+		eq = strchr(s, '=');
+		if (!eq) {
+			fprintf(stderr, "gpucloudd: %s:%d: expected 'name = value'\n", path, lineno);
+			rc = -1;
+			break;
+		}
+		*eq = '\0';
+		if (config_set(trim(s), trim(eq + 1), err, sizeof(err)) < 0) {
+			fprintf(stderr, "gpucloudd: %s:%d: %s\n", path, lineno, err);
+			rc = -1;
+			break;
+		}
+	}
+	fclose(f);
+	return rc;
+}
+
+static void env_name(const char *name, char *out, size_t outlen)
+{
+	size_t n = (size_t)snprintf(out, outlen, "GPUCLOUD_");
+	for (; *name && n + 1 < outlen; name++)
+		out[n++] = (char)(*name >= 'a' && *name <= 'z' ? *name - 32 : *name);
+	out[n] = '\0';
+}
+
+void config_help(FILE *f)
+{
+	char env[80];
+
+	fprintf(f, "%-22s %-6s %-28s %-32s %s\n", "SETTING", "TYPE", "DEFAULT",
+		"ENVIRONMENT", "MEANING");
+	for (size_t i = 0; i < NSETTINGS; i++) {
+		const struct setting *s = &table[i];
+		env_name(s->name, env, sizeof(env));
+		fprintf(f, "%-22s %-6s %-28s %-32s %s%s\n", s->name,
+			s->type == T_STR ? "string" : "int",
+			*s->def ? s->def : "\"\"", env, s->help,
+			s->secret ? " [secret]" : "");
+	}
+	fprintf(f, "\nPrecedence: default < --config=FILE (name = value) < "
+		   "environment < --name=value flags.\n");
+}
+
+int config_load(int argc, char **argv)
+{
+	char err[256], env[80];
+	const char *file = NULL;
+
+	memset(&cfg, 0, sizeof(cfg));
+	for (size_t i = 0; i < NSETTINGS; i++)
+		if (apply(&table[i], table[i].def, err, sizeof(err)) < 0) {
+			fprintf(stderr, "gpucloudd: bad default: %s\n", err);
+			return -1;
+		}
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--help-config") == 0) {
+			config_help(stdout);
+			return 1;
+		}
+		if (strncmp(argv[i], "--config=", 9) == 0)
+			file = argv[i] + 9;
+	}
+	if (!file)
+		file = getenv("GPUCLOUD_CONFIG");
+	if (file && *file && load_file(file) < 0)
+		return -1;
+	for (size_t i = 0; i < NSETTINGS; i++) {
+		const char *v;
+		env_name(table[i].name, env, sizeof(env));
+		v = getenv(env);
+		if (v && apply(&table[i], v, err, sizeof(err)) < 0) {
+			fprintf(stderr, "gpucloudd: %s: %s\n", env, err);
+			return -1;
+		}
+	}
+	for (int i = 1; i < argc; i++) {
+		char name[64];
+		const char *a = argv[i], *eq;
+		size_t n;
+		if (strncmp(a, "--", 2) != 0) {
+			fprintf(stderr, "gpucloudd: unexpected argument '%s'\n", a);
+			return -1;
+		}
+		a += 2;
+		if (strncmp(a, "config=", 7) == 0)
+			continue;
+		eq = strchr(a, '=');
+		if (!eq) {
+			fprintf(stderr, "gpucloudd: flag '--%s' needs a value (--name=value)\n", a);
+			return -1;
+		}
+		n = (size_t)(eq - a);
+		if (n >= sizeof(name)) {
+			fprintf(stderr, "gpucloudd: unknown flag '--%.*s'\n", (int)n, a);
+			return -1;
+		}
+		memcpy(name, a, n);
+		name[n] = '\0';
+		if (config_set(name, eq + 1, err, sizeof(err)) < 0) {
+			fprintf(stderr, "gpucloudd: %s\n", err);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+void config_free(void)
+{
+	for (size_t i = 0; i < NSETTINGS; i++)
+		if (table[i].type == T_STR) {
+			char **p = (char **)((char *)&cfg + table[i].off);
+			free(*p);
+			*p = NULL;
+		}
+}

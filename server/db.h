@@ -1,0 +1,82 @@
+/* db.h — PostgreSQL through libpq, non-blocking, on the event loop.
+ *
+ * A small pool of connections, each driven by an event on PQsocket()
+ * (PQsendQueryParams, PQconsumeInput, PQisBusy, PQgetResult).  Queries wait in
+ * a FIFO when every connection is busy.  When PostgreSQL goes away, in-flight
+ * and queued queries complete with RC_UNAVAILABLE at once, the pool reconnects
+ * in the background (PQconnectStart/PQconnectPoll, backoff up to 2 s) and new
+ * queries fail fast with RC_UNAVAILABLE until a connection is back.
+ * All SQL is parameterised; parameters are text (NULL = SQL NULL).
+ * Migrations run once, blocking, at start-up, before the loop runs.
+ */
+#ifndef GPUCLOUD_DB_H
+#define GPUCLOUD_DB_H
+
+#include <libpq-fe.h>
+#include <event2/event.h>
+#include "rc.h"
+
+/* Completion of a query.  Always fires exactly once, on the loop thread, never
+ * from inside db_query() itself (failures are deferred to the loop).
+ * rc: RC_OK            res is PGRES_TUPLES_OK or PGRES_COMMAND_OK
+ *     RC_CONFLICT      unique or exclusion violation (SQLSTATE 23505/23P01)
+ *     RC_INVALID       other integrity/data error (class 22, 23)
+ *     RC_UNAVAILABLE   no connection / connection lost / pool shut down
+ *     RC_DB            any other error (logged with its SQLSTATE)
+ * res is borrowed (freed after cb returns); it is NULL for RC_UNAVAILABLE. */
+typedef void (*db_cb)(PGresult *res, enum rc rc, void *arg);
+
+struct db_conn;
+
+/* Connection released to the caller by db_acquire(); see below. */
+typedef void (*db_acquire_cb)(struct db_conn *c, enum rc rc, void *arg);
+
+struct db_stats {
+	int size;      /* configured connections */
+	int up;        /* connected */
+	int busy;      /* running a query or held by db_acquire */
+	int waiting;   /* queries queued for a connection */
+	long long queries;  /* completed since start */
+	long long errors;   /* completed with rc != RC_OK */
+};
+
+/* Starts the pool: opens pool_size connections asynchronously.  queue_max
+ * bounds the FIFO (beyond it, RC_UNAVAILABLE).  Returns 0, or -1 if url is
+ * unusable. */
+int db_init(struct event_base *base, const char *url, int pool_size, int queue_max);
+
+/* Runs one statement on any free connection. */
+void db_query(const char *sql, int nparams, const char *const *params,
+	      db_cb cb, void *arg);
+
+/* Pins one connection for a sequence of statements (a transaction: send
+ * "BEGIN", ..., "COMMIT").  cb fires with rc RC_OK and a connection, or rc
+ * RC_UNAVAILABLE and c NULL.  The holder must call db_release() exactly once;
+ * if a transaction is still open then (or the connection broke), the pool
+ * rolls back / reconnects before reuse. */
+void db_acquire(db_acquire_cb cb, void *arg);
+void db_conn_query(struct db_conn *c, const char *sql, int nparams,
+		   const char *const *params, db_cb cb, void *arg);
+void db_release(struct db_conn *c);
+
+/* 1 when at least one connection is up. */
+int db_ready(void);
+void db_get_stats(struct db_stats *s);
+
+/* Fails everything queued with RC_UNAVAILABLE (callbacks fire from the loop)
+ * and closes connections. */
+void db_shutdown(void);
+
+/* Blocking, for start-up only: connects to url, takes an advisory lock so two
+ * replicas never migrate at once, creates schema_migrations, applies every
+ * dir/NNNN_*.sql not yet recorded, in name order, each in its own transaction
+ * together with its schema_migrations row.  Returns 0, or -1 (logged). */
+int db_migrate(const char *url, const char *dir);
+
+/* Helpers over results. */
+/* Value of (row, col) or NULL when SQL NULL or out of range. */
+const char *db_val(const PGresult *res, int row, int col);
+/* SQLSTATE of an error result, or "" */
+const char *db_sqlstate(const PGresult *res);
+
+#endif

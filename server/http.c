@@ -1,0 +1,1235 @@
+/* http.c — HTTP/1.1 connections on libevent bufferevents, parsed by
+ * http-parser.
+ *
+ * Owns: accepting (plain and TLS), one http_parser per connection, limits
+ * (URL, header bytes and count, body per route), phase timeouts (header
+ * deadline, body silence, keep-alive idle, write stall), routing, the auth
+ * hook, buffered or streamed request bodies, responses (whole or streamed
+ * with backpressure), pipelining and graceful shutdown.
+ * Does not own: what handlers do, users, sessions, the database.
+ *
+ * Pipelining: the parser is paused after each message's headers and after
+ * each complete message, so exactly one request per connection is being
+ * handled at a time; bytes of the next request wait in the input buffer
+ * (bounded by a read watermark) until the response is complete.
+ * Parser callbacks only record; the driving loop (drive()) acts after
+ * http_parser_execute returns, so nothing re-enters the parser.
+ * Connections are freed only from event callbacks, never inside a handler.
+ */
+#include "http.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/listener.h>
+#include <http_parser.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
+#include "config.h"
+#include "crypto.h"
+#include "log.h"
+
+enum phase {
+	PH_HEADERS = 0,  /* reading request line and headers */
+	PH_HEADERS_DONE, /* parser paused after headers */
+	PH_AUTH,         /* waiting for the auth hook */
+	PH_BODY,         /* reading the body */
+	PH_MSG_DONE,     /* parser paused after the message */
+	PH_HANDLER,      /* handler owns the request */
+	PH_ERROR,        /* an error reply is due (parse/limit) */
+};
+
+#define READ_HIGH_WATERMARK (256 * 1024)
+#define STREAM_LOW_WATERMARK (64 * 1024)
+
+struct http_server {
+	struct event_base *base;
+	struct evconnlistener *lis;
+	SSL_CTX *ssl;
+	struct http_server_opts opts;
+	int port;
+	int draining;
+	struct http_conn *conns;
+	void (*drain_done)(void *arg);
+	void *drain_arg;
+	struct event *drain_timer;
+};
+
+struct http_conn {
+	struct http_server *srv;
+	struct bufferevent *bev;
+	http_parser parser;
+	struct http_req *req;
+	struct event *timer;     /* header deadline */
+	struct event *kick;      /* deferred drive() / close */
+	char peer[64];
+	int tls;
+	int paused;              /* parser paused, waiting for hook/handler/reply */
+	int closing;             /* close once the output is flushed */
+	int keep_alive;
+	enum rc err_rc;          /* error recorded by a parser callback */
+	struct http_conn *prev, *next;
+};
+
+static struct http_stats stats;
+static struct http_parser_settings settings;
+static struct route fallback_route;
+
+static void drive(struct http_conn *c);
+static int http_header_out_has(const struct http_req *r, const char *name);
+static void conn_free(struct http_conn *c);
+static void request_done(struct http_req *r);
+
+/* ---- small helpers ---- */
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static const char *date_header(void)
+{
+	static char buf[64];
+	static time_t last;
+	time_t t = time(NULL);
+	struct tm tm;
+
+	if (t != last) {
+		gmtime_r(&t, &tm);
+		strftime(buf, sizeof(buf), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+		last = t;
+	}
+	return buf;
+}
+
+const char *http_reason(int status)
+{
+	switch (status) {
+	case 100: return "Continue";
+	case 101: return "Switching Protocols";
+	case 200: return "OK";
+	case 201: return "Created";
+	case 202: return "Accepted";
+	case 204: return "No Content";
+	case 206: return "Partial Content";
+	case 301: return "Moved Permanently";
+	case 302: return "Found";
+	case 303: return "See Other";
+	case 304: return "Not Modified";
+	case 307: return "Temporary Redirect";
+	case 400: return "Bad Request";
+	case 401: return "Unauthorized";
+	case 403: return "Forbidden";
+	case 404: return "Not Found";
+	case 405: return "Method Not Allowed";
+	case 408: return "Request Timeout";
+	case 409: return "Conflict";
+	case 410: return "Gone";
+	case 411: return "Length Required";
+	case 413: return "Content Too Large";
+	case 414: return "URI Too Long";
+	case 415: return "Unsupported Media Type";
+	case 416: return "Range Not Satisfiable";
+	case 422: return "Unprocessable Content";
+	case 429: return "Too Many Requests";
+	case 431: return "Request Header Fields Too Large";
+	case 500: return "Internal Server Error";
+	case 501: return "Not Implemented";
+	case 502: return "Bad Gateway";
+	case 503: return "Service Unavailable";
+	case 504: return "Gateway Timeout";
+	case 507: return "Insufficient Storage";
+	default: return "Unknown";
+	}
+}
+
+static void set_read_timeout(struct http_conn *c, int seconds)
+{
+	struct timeval rt = {seconds, 0}, wt = {cfg.write_timeout, 0};
+	bufferevent_set_timeouts(c->bev, seconds > 0 ? &rt : NULL, &wt);
+}
+
+static void kick(struct http_conn *c)
+{
+	event_active(c->kick, EV_TIMEOUT, 0);
+}
+
+/* ---- requests ---- */
+
+static struct http_req *req_new(struct http_conn *c)
+{
+	struct http_req *r = calloc(1, sizeof(*r));
+	unsigned char id[8];
+
+	if (!r)
+		return NULL;
+	r->conn = c;
+	r->srv = c->srv;
+	r->content_length = -1;
+	r->t_start = now_s();
+	r->tls = c->tls;
+	memcpy(r->peer, c->peer, sizeof(r->peer));
+	if (crypto_random(id, sizeof(id)) < 0)
+		memset(id, 0, sizeof(id));
+	for (int i = 0; i < 8; i++)
+		snprintf(r->reqid + 2 * i, 3, "%02x", id[i]);
+	stats.requests_total++;
+	return r;
+}
+
+static void req_free(struct http_req *r)
+{
+	if (!r)
+		return;
+	if (r->data_free)
+		r->data_free(r->data);
+	for (int i = 0; i < r->nhdr; i++) {
+		free(r->hdr[i].name);
+		free(r->hdr[i].value);
+	}
+	free(r->hdr);
+	free(r->hname);
+	free(r->url);
+	free(r->path);
+	free(r->query);
+	router_params_free(&r->params);
+	if (r->body)
+		evbuffer_free(r->body);
+	if (r->out_hdrs)
+		evbuffer_free(r->out_hdrs);
+	free(r);
+}
+
+static void req_release(struct http_server *srv, struct http_req *r)
+{
+	if (r->auth && srv && srv->opts.auth_free)
+		srv->opts.auth_free(r->auth);
+	r->auth = NULL;
+	req_free(r);
+}
+
+const char *http_header(const struct http_req *r, const char *name)
+{
+	for (int i = 0; i < r->nhdr; i++)
+		if (strcasecmp(r->hdr[i].name, name) == 0)
+			return r->hdr[i].value;
+	return NULL;
+}
+
+const char *http_param(const struct http_req *r, const char *name)
+{
+	return router_param(&r->params, name);
+}
+
+long http_query(const struct http_req *r, const char *name, char *out, size_t outlen)
+{
+	const char *p = r->query;
+	size_t nlen = strlen(name);
+
+	while (p && *p) {
+		const char *amp = strchr(p, '&');
+		const char *end = amp ? amp : p + strlen(p);
+		const char *eq = memchr(p, '=', (size_t)(end - p));
+		const char *kend = eq ? eq : end;
+		if ((size_t)(kend - p) == nlen && memcmp(p, name, nlen) == 0) {
+			if (!eq) {
+				if (outlen)
+					out[0] = '\0';
+				return 0;
+			}
+			return router_decode(eq + 1, (size_t)(end - eq - 1), out, outlen, 1);
+		}
+		p = amp ? amp + 1 : NULL;
+	}
+	return -1;
+}
+
+int http_req_alive(const struct http_req *r)
+{
+	return !r->closed;
+}
+
+void http_req_on_close(struct http_req *r, void (*cb)(struct http_req *r, void *arg), void *arg)
+{
+	r->on_close = cb;
+	r->on_close_arg = arg;
+}
+
+/* ---- parser callbacks: they only record ---- */
+
+static int append(char **dst, const char *at, size_t len)
+{
+	size_t old = *dst ? strlen(*dst) : 0;
+	char *n = realloc(*dst, old + len + 1);
+
+	if (!n)
+		return -1;
+	memcpy(n + old, at, len);
+	n[old + len] = '\0';
+	*dst = n;
+	return 0;
+}
+
+static int fail(struct http_conn *c, enum rc rc)
+{
+	c->err_rc = rc;
+	return 1;
+}
+
+static int count_bytes(struct http_conn *c, size_t len)
+{
+	c->req->hdr_bytes += len;
+	return c->req->hdr_bytes > (size_t)cfg.max_header_bytes;
+}
+
+static int on_message_begin(http_parser *p)
+{
+	struct http_conn *c = p->data;
+	struct timeval tv = {cfg.header_timeout, 0};
+
+	c->req = req_new(c);
+	if (!c->req)
+		return fail(c, RC_NOMEM);
+	evtimer_add(c->timer, &tv);
+	set_read_timeout(c, cfg.header_timeout);
+	return 0;
+}
+
+static int on_url(http_parser *p, const char *at, size_t len)
+{
+	struct http_conn *c = p->data;
+	struct http_req *r = c->req;
+
+	if ((r->url ? strlen(r->url) : 0) + len > (size_t)cfg.max_url)
+		return fail(c, RC_URITOOLONG);
+	if (count_bytes(c, len))
+		return fail(c, RC_HEADERS);
+	return append(&r->url, at, len) < 0 ? fail(c, RC_NOMEM) : 0;
+}
+
+static int on_header_field(http_parser *p, const char *at, size_t len)
+{
+	struct http_conn *c = p->data;
+	struct http_req *r = c->req;
+
+	if (count_bytes(c, len))
+		return fail(c, RC_HEADERS);
+	if (r->last_was_value || !r->hname) {
+		if (r->last_was_value) {
+			/* previous header complete; start a new name */
+			free(r->hname);
+			r->hname = NULL;
+		}
+		r->last_was_value = 0;
+	}
+	return append(&r->hname, at, len) < 0 ? fail(c, RC_NOMEM) : 0;
+}
+
+static int on_header_value(http_parser *p, const char *at, size_t len)
+{
+	struct http_conn *c = p->data;
+	struct http_req *r = c->req;
+
+	if (count_bytes(c, len))
+		return fail(c, RC_HEADERS);
+	if (!r->last_was_value) {
+		struct http_header *n;
+		if (r->nhdr >= cfg.max_headers)
+			return fail(c, RC_HEADERS);
+		n = realloc(r->hdr, sizeof(*n) * (size_t)(r->nhdr + 1));
+		if (!n)
+			return fail(c, RC_NOMEM);
+		r->hdr = n;
+		r->hdr[r->nhdr].name = r->hname ? r->hname : strdup("");
+		r->hdr[r->nhdr].value = NULL;
+		r->hname = NULL;
+		r->nhdr++;
+		r->last_was_value = 1;
+		if (!r->hdr[r->nhdr - 1].name)
+			return fail(c, RC_NOMEM);
+	}
+	return append(&r->hdr[r->nhdr - 1].value, at, len) < 0 ? fail(c, RC_NOMEM) : 0;
+}
+
+static int on_headers_complete(http_parser *p)
+{
+	struct http_conn *c = p->data;
+	struct http_req *r = c->req;
+
+	/* a header with an empty value never reached on_header_value */
+	if (r->hname && !r->last_was_value) {
+		if (on_header_value(p, "", 0))
+			return 1;
+		if (r->hdr[r->nhdr - 1].value == NULL &&
+		    append(&r->hdr[r->nhdr - 1].value, "", 0) < 0)
+			return fail(c, RC_NOMEM);
+	}
+	evtimer_del(c->timer);
+	r->method = (int)p->method;
+	if ((p->flags & F_CONTENTLENGTH) && !(p->flags & F_CHUNKED))
+		r->content_length = (int64_t)p->content_length;
+	c->keep_alive = http_should_keep_alive(p);
+	r->phase = PH_HEADERS_DONE;
+	http_parser_pause(p, 1);
+	return 0;
+}
+
+static int on_body(http_parser *p, const char *at, size_t len)
+{
+	struct http_conn *c = p->data;
+	struct http_req *r = c->req;
+	int64_t limit = r->route->max_body ? r->route->max_body : cfg.max_body;
+
+	r->body_bytes += (int64_t)len;
+	if (r->body_bytes > limit)
+		return fail(c, RC_TOOLARGE);
+	if (r->route->flags & ROUTE_STREAM) {
+		enum rc rc = r->route->on_body(r, at, len);
+		if (rc != RC_OK)
+			return fail(c, rc);
+		return 0;
+	}
+	if (evbuffer_add(r->body, at, len) < 0)
+		return fail(c, RC_NOMEM);
+	return 0;
+}
+
+static int on_message_complete(http_parser *p)
+{
+	struct http_conn *c = p->data;
+
+	c->req->phase = PH_MSG_DONE;
+	http_parser_pause(p, 1);
+	return 0;
+}
+
+/* ---- responses ---- */
+
+void http_add_header(struct http_req *r, const char *name, const char *value)
+{
+	if (!r->out_hdrs)
+		r->out_hdrs = evbuffer_new();
+	if (r->out_hdrs)
+		evbuffer_add_printf(r->out_hdrs, "%s: %s\r\n", name, value);
+}
+
+static int wants_close(struct http_req *r)
+{
+	struct http_conn *c = r->conn;
+
+	return !c || !c->keep_alive || c->srv->draining || r->close_after ||
+	       r->phase != PH_HANDLER;
+}
+
+/* Writes the status line and headers.  length < 0: chunked; length == -2:
+ * no body framing (1xx/204/304). */
+static void write_head(struct http_req *r, int status, const char *ctype, int64_t length)
+{
+	struct evbuffer *out = bufferevent_get_output(r->conn->bev);
+	int close = wants_close(r);
+
+	r->status = status;
+	if (close)
+		r->close_after = 1;
+	evbuffer_add_printf(out,
+			    "HTTP/1.1 %d %s\r\nDate: %s\r\nX-Request-Id: %s\r\n",
+			    status, http_reason(status), date_header(), r->reqid);
+	if (ctype)
+		evbuffer_add_printf(out, "Content-Type: %s\r\n", ctype);
+	if (length >= 0)
+		evbuffer_add_printf(out, "Content-Length: %lld\r\n", (long long)length);
+	else if (length == -1)
+		evbuffer_add_printf(out, "Transfer-Encoding: chunked\r\n");
+	if (close)
+		evbuffer_add_printf(out, "Connection: close\r\n");
+	else if (r->conn->parser.http_major == 1 && r->conn->parser.http_minor == 0)
+		evbuffer_add_printf(out, "Connection: keep-alive\r\n");
+	if (r->out_hdrs)
+		evbuffer_add_buffer(out, r->out_hdrs);
+	evbuffer_add(out, "\r\n", 2);
+}
+
+static int no_body_status(int status)
+{
+	return status == 204 || status == 304 || (status >= 100 && status < 200);
+}
+
+void http_reply_evbuffer(struct http_req *r, int status, const char *ctype,
+			 struct evbuffer *body)
+{
+	size_t len = body ? evbuffer_get_length(body) : 0;
+
+	if (r->conn && !r->closed) {
+		if (no_body_status(status)) {
+			write_head(r, status, NULL, -2);
+		} else {
+			write_head(r, status, ctype, (int64_t)len);
+			if (body && r->method != HTTP_HEAD) {
+				r->out_bytes += len;
+				evbuffer_add_buffer(bufferevent_get_output(r->conn->bev), body);
+			}
+		}
+	}
+	if (body)
+		evbuffer_drain(body, evbuffer_get_length(body));
+	r->status = status;
+	request_done(r);
+}
+
+void http_reply(struct http_req *r, int status, const char *ctype,
+		const void *body, size_t len)
+{
+	if (r->conn && !r->closed) {
+		if (no_body_status(status)) {
+			write_head(r, status, NULL, -2);
+		} else {
+			write_head(r, status, ctype, (int64_t)len);
+			if (len && r->method != HTTP_HEAD) {
+				r->out_bytes += len;
+				evbuffer_add(bufferevent_get_output(r->conn->bev), body, len);
+			}
+		}
+	}
+	r->status = status;
+	request_done(r);
+}
+
+void http_reply_json(struct http_req *r, int status, json_t *j)
+{
+	char *s;
+
+	if (!j) {
+		http_reply(r, status, NULL, NULL, 0);
+		return;
+	}
+	s = json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII);
+	json_decref(j);
+	if (!s) {
+		http_reply_error(r, RC_NOMEM, NULL, "could not encode the response");
+		return;
+	}
+	http_add_header(r, "Cache-Control", "no-store");
+	http_reply(r, status, "application/json", s, strlen(s));
+	free(s);
+}
+
+void http_reply_error_details(struct http_req *r, enum rc rc, json_t *details,
+			      const char *hint, const char *message)
+{
+	json_t *err = json_pack("{s:s, s:s}", "code", rc_code(rc), "message",
+				message ? message : rc_code(rc));
+	int status = rc_http_status(rc);
+
+	if (err && hint)
+		json_object_set_new(err, "hint", json_string(hint));
+	if (err && details)
+		json_object_set_new(err, "details", details);
+	else
+		json_decref(details);
+	if (status == 503 && !http_header_out_has(r, "Retry-After"))
+		http_add_header(r, "Retry-After", "2");
+	if (status == 405 || status == 413 || status == 414 || status == 431 ||
+	    status == 408 || status == 400)
+		r->close_after = r->close_after || r->phase != PH_HANDLER;
+	log_msg(status >= 500 ? LOG_WARN : LOG_DEBUG, "http", r->reqid,
+		"%d %s: %s", status, rc_code(rc), message ? message : "");
+	http_reply_json(r, status, err ? json_pack("{s:o}", "error", err)
+				       : json_pack("{s:{s:s}}", "error", "code", "internal"));
+}
+
+void http_reply_error(struct http_req *r, enum rc rc, const char *hint,
+		      const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	http_reply_error_details(r, rc, NULL, hint, msg);
+}
+
+static int http_header_out_has(const struct http_req *r, const char *name)
+{
+	struct evbuffer_ptr p;
+	size_t n = strlen(name);
+	char line[128];
+
+	if (!r->out_hdrs || n + 2 >= sizeof(line))
+		return 0;
+	snprintf(line, sizeof(line), "%s:", name);
+	p = evbuffer_search(r->out_hdrs, line, n + 1, NULL);
+	return p.pos >= 0;
+}
+
+void http_stream_begin(struct http_req *r, int status, const char *ctype, int64_t length)
+{
+	r->streaming = 1;
+	r->stream_chunked = length < 0;
+	r->status = status;
+	if (!r->conn || r->closed)
+		return;
+	write_head(r, status, ctype, length < 0 ? -1 : length);
+	bufferevent_setwatermark(r->conn->bev, EV_WRITE, STREAM_LOW_WATERMARK, 0);
+}
+
+int http_stream_write(struct http_req *r, const void *data, size_t len)
+{
+	struct evbuffer *out;
+
+	if (!r->conn || r->closed)
+		return -1;
+	if (len == 0 || r->method == HTTP_HEAD)
+		return 0;
+	out = bufferevent_get_output(r->conn->bev);
+	if (r->stream_chunked)
+		evbuffer_add_printf(out, "%zx\r\n", len);
+	evbuffer_add(out, data, len);
+	if (r->stream_chunked)
+		evbuffer_add(out, "\r\n", 2);
+	r->out_bytes += len;
+	return 0;
+}
+
+size_t http_stream_backlog(const struct http_req *r)
+{
+	if (!r->conn || r->closed)
+		return 0;
+	return evbuffer_get_length(bufferevent_get_output(r->conn->bev));
+}
+
+void http_stream_on_drain(struct http_req *r, void (*cb)(struct http_req *r, void *arg), void *arg)
+{
+	r->on_drain = cb;
+	r->on_drain_arg = arg;
+}
+
+void http_stream_end(struct http_req *r)
+{
+	if (r->conn && !r->closed) {
+		if (r->stream_chunked && r->method != HTTP_HEAD)
+			evbuffer_add(bufferevent_get_output(r->conn->bev), "0\r\n\r\n", 5);
+		bufferevent_setwatermark(r->conn->bev, EV_WRITE, 0, 0);
+	}
+	request_done(r);
+}
+
+/* The response is complete (or the client is gone): account, free, and
+ * let the connection go on with the next request or close. */
+static void request_done(struct http_req *r)
+{
+	struct http_conn *c = r->conn;
+	struct http_server *srv = r->srv;
+	double dt = now_s() - r->t_start;
+
+	if (r->srv->opts.observe)
+		r->srv->opts.observe(r, r->status, dt);
+	if (c) {
+		log_msg(LOG_INFO, "http", r->reqid,
+			"%s %s %d %.1fms %llu bytes peer=%s",
+			http_method_str((enum http_method)r->method),
+			r->path ? r->path : "-", r->status, dt * 1000.0,
+			(unsigned long long)r->out_bytes, r->peer);
+		c->req = NULL;
+		if (r->close_after || !c->keep_alive || srv->draining) {
+			c->closing = 1;
+			bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
+		} else {
+			c->paused = 0;
+			c->err_rc = RC_OK;
+			http_parser_pause(&c->parser, 0);
+			set_read_timeout(c, cfg.keepalive_timeout);
+			bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
+		}
+		kick(c);
+	}
+	req_release(srv, r);
+}
+
+/* ---- driving the parser ---- */
+
+static void error_reply(struct http_conn *c, enum rc rc, const char *msg)
+{
+	struct http_req *r = c->req;
+
+	if (!r) {
+		r = req_new(c);
+		if (!r) {
+			c->closing = 1;
+			kick(c);
+			return;
+		}
+		c->req = r;
+	}
+	r->phase = PH_ERROR;
+	r->close_after = 1;
+	evtimer_del(c->timer);
+	c->paused = 1;
+	http_reply_error(r, rc, NULL, "%s", msg);
+}
+
+static int parse_target(struct http_req *r)
+{
+	struct http_parser_url u;
+	const char *url = r->url ? r->url : "";
+
+	http_parser_url_init(&u);
+	if (http_parser_parse_url(url, strlen(url), r->method == HTTP_CONNECT, &u) != 0)
+		return -1;
+	if (!(u.field_set & (1 << UF_PATH)))
+		return -1;
+	if (u.field_set & (1 << UF_SCHEMA))
+		return -1; /* absolute-form is for proxies, not origin servers */
+	r->path = strndup(url + u.field_data[UF_PATH].off, u.field_data[UF_PATH].len);
+	if (!r->path || r->path[0] != '/')
+		return -1;
+	if (u.field_set & (1 << UF_QUERY)) {
+		r->query = strndup(url + u.field_data[UF_QUERY].off, u.field_data[UF_QUERY].len);
+		if (!r->query)
+			return -1;
+	}
+	return 0;
+}
+
+/* Called once headers are parsed: route, limits, auth. */
+static void headers_ready(struct http_conn *c)
+{
+	struct http_req *r = c->req;
+	const char *expect;
+	int64_t limit;
+	enum rc why = RC_NOTFOUND;
+
+	if (parse_target(r) < 0) {
+		error_reply(c, RC_INVALID, "malformed request target");
+		return;
+	}
+	r->route = router_match(r->method, r->path, &r->params, &why);
+	if (!r->route) {
+		if (why == RC_NOTFOUND && (r->method == HTTP_GET || r->method == HTTP_HEAD) &&
+		    c->srv->opts.fallback && strncmp(r->path, "/api/", 5) != 0) {
+			r->route = &fallback_route;
+		} else {
+			r->phase = PH_ERROR;
+			r->close_after = 1;
+			if (why == RC_METHOD)
+				http_reply_error(r, RC_METHOD, NULL, "method %s is not allowed on '%s'",
+						 http_method_str((enum http_method)r->method), r->path);
+			else if (why == RC_INVALID)
+				http_reply_error(r, RC_INVALID, "encode path segments as UTF-8 with %%XX escapes",
+						 "malformed path '%s'", r->path);
+			else
+				http_reply_error(r, RC_NOTFOUND, NULL, "no such endpoint '%s'", r->path);
+			return;
+		}
+	}
+	limit = r->route->max_body ? r->route->max_body : cfg.max_body;
+	if (r->content_length > limit) {
+		error_reply(c, RC_TOOLARGE, "request body is larger than this endpoint accepts");
+		return;
+	}
+	if (!(r->route->flags & ROUTE_STREAM)) {
+		r->body = evbuffer_new();
+		if (!r->body) {
+			error_reply(c, RC_NOMEM, "out of memory");
+			return;
+		}
+	}
+	expect = http_header(r, "Expect");
+	if (expect && strcasecmp(expect, "100-continue") != 0) {
+		error_reply(c, RC_INVALID, "unsupported Expect header");
+		return;
+	}
+	if (r->route->roles != ROLES_PUBLIC && c->srv->opts.auth) {
+		r->phase = PH_AUTH;
+		set_read_timeout(c, 0);
+		c->srv->opts.auth(r);
+		return;
+	}
+	http_resume(r);
+}
+
+void http_resume(struct http_req *r)
+{
+	struct http_conn *c = r->conn;
+	const char *expect;
+
+	if (!c || r->closed) {
+		/* the client left while the hook ran */
+		request_done(r);
+		return;
+	}
+	r->phase = PH_BODY;
+	expect = http_header(r, "Expect");
+	if (expect && r->content_length != 0)
+		evbuffer_add_printf(bufferevent_get_output(c->bev), "HTTP/1.1 100 Continue\r\n\r\n");
+	set_read_timeout(c, cfg.body_timeout);
+	c->paused = 0;
+	http_parser_pause(&c->parser, 0);
+	kick(c);
+}
+
+static void run_handler(struct http_conn *c)
+{
+	struct http_req *r = c->req;
+
+	r->phase = PH_HANDLER;
+	set_read_timeout(c, 0);
+	r->route->handler(r);
+}
+
+static enum rc parser_rc(enum http_errno e)
+{
+	if (e == HPE_HEADER_OVERFLOW)
+		return RC_HEADERS;
+	return RC_INVALID;
+}
+
+static void drive(struct http_conn *c)
+{
+	struct evbuffer *in = bufferevent_get_input(c->bev);
+
+	while (!c->paused && !c->closing) {
+		struct evbuffer_iovec v;
+		size_t nparsed;
+		enum http_errno e;
+
+		if (evbuffer_peek(in, -1, NULL, &v, 1) < 1 || v.iov_len == 0)
+			break;
+		nparsed = http_parser_execute(&c->parser, &settings, v.iov_base, v.iov_len);
+		evbuffer_drain(in, nparsed);
+		e = HTTP_PARSER_ERRNO(&c->parser);
+		if (e == HPE_PAUSED) {
+			c->paused = 1;
+			if (c->req->phase == PH_HEADERS_DONE)
+				headers_ready(c);
+			else if (c->req->phase == PH_MSG_DONE)
+				run_handler(c);
+			continue;
+		}
+		if (e != HPE_OK) {
+			enum rc rc = c->err_rc != RC_OK ? c->err_rc : parser_rc(e);
+			const char *msg = rc == RC_HEADERS ? "request headers are too large"
+					: rc == RC_URITOOLONG ? "request target is too long"
+					: rc == RC_TOOLARGE ? "request body is larger than this endpoint accepts"
+					: rc == RC_NOMEM ? "out of memory"
+					: c->err_rc != RC_OK ? "request body rejected"
+					: http_errno_description(e);
+			if (c->req && c->req->phase >= PH_AUTH && c->req->route &&
+			    (c->req->route->flags & ROUTE_STREAM) && c->err_rc != RC_OK &&
+			    rc != RC_TOOLARGE && rc != RC_NOMEM)
+				msg = "upload rejected";
+			error_reply(c, rc, msg);
+			return;
+		}
+		if (nparsed < v.iov_len) {
+			error_reply(c, RC_INVALID, "unexpected data after the request");
+			return;
+		}
+	}
+}
+
+/* ---- connection events ---- */
+
+static void conn_unlink(struct http_conn *c)
+{
+	struct http_server *s = c->srv;
+
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		s->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	c->prev = c->next = NULL;
+}
+
+static void conn_free(struct http_conn *c)
+{
+	struct http_server *s = c->srv;
+	struct http_req *r = c->req;
+
+	if (r) {
+		c->req = NULL;
+		r->conn = NULL;
+		r->closed = 1;
+		if (r->phase == PH_AUTH || r->phase == PH_HANDLER) {
+			stats.orphaned++;
+			/* the hook or handler still owns it: it frees on reply */
+			if (r->on_close)
+				r->on_close(r, r->on_close_arg);
+		} else {
+			req_release(s, r);
+		}
+	}
+	conn_unlink(c);
+	event_free(c->timer);
+	event_free(c->kick);
+	bufferevent_free(c->bev);
+	free(c);
+	stats.connections_open--;
+	if (s->draining && !s->conns && s->drain_done) {
+		void (*done)(void *) = s->drain_done;
+		s->drain_done = NULL;
+		done(s->drain_arg);
+	}
+}
+
+static void maybe_close(struct http_conn *c)
+{
+	if (c->closing && evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
+		conn_free(c);
+}
+
+static void on_kick(evutil_socket_t fd, short what, void *arg)
+{
+	struct http_conn *c = arg;
+
+	(void)fd;
+	(void)what;
+	if (c->closing) {
+		maybe_close(c);
+		return;
+	}
+	drive(c);
+	if (c->closing)
+		maybe_close(c);
+}
+
+static void on_read(struct bufferevent *bev, void *arg)
+{
+	struct http_conn *c = arg;
+
+	(void)bev;
+	if (c->closing) {
+		evbuffer_drain(bufferevent_get_input(c->bev),
+			       evbuffer_get_length(bufferevent_get_input(c->bev)));
+		return;
+	}
+	drive(c);
+	if (c->closing)
+		maybe_close(c);
+}
+
+static void on_write(struct bufferevent *bev, void *arg)
+{
+	struct http_conn *c = arg;
+	struct http_req *r = c->req;
+
+	(void)bev;
+	if (c->closing) {
+		maybe_close(c);
+		return;
+	}
+	if (r && r->streaming && r->on_drain)
+		r->on_drain(r, r->on_drain_arg);
+}
+
+static void on_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct http_conn *c = arg;
+	struct http_req *r = c->req;
+
+	(void)bev;
+	if ((what & BEV_EVENT_TIMEOUT) && (what & BEV_EVENT_READING) && !c->closing) {
+		if (r && (r->phase == PH_HEADERS || r->phase == PH_BODY)) {
+			log_msg(LOG_INFO, "http", r->reqid, "client too slow, closing (peer=%s)", c->peer);
+			error_reply(c, RC_TIMEDOUT_CLIENT, "the request was not received in time");
+			return;
+		}
+	}
+	if ((what & BEV_EVENT_EOF) && r && (r->phase == PH_HANDLER || r->phase == PH_AUTH) &&
+	    !(what & BEV_EVENT_ERROR) && !c->closing) {
+		/* half-closed client: finish this response, then close */
+		r->close_after = 1;
+		bufferevent_disable(c->bev, EV_READ);
+		return;
+	}
+	conn_free(c);
+}
+
+static void on_header_deadline(evutil_socket_t fd, short what, void *arg)
+{
+	struct http_conn *c = arg;
+
+	(void)fd;
+	(void)what;
+	if (c->closing || !c->req || c->req->phase != PH_HEADERS)
+		return;
+	log_msg(LOG_INFO, "http", c->req->reqid, "headers not received in time (peer=%s)", c->peer);
+	error_reply(c, RC_TIMEDOUT_CLIENT, "the request headers were not received in time");
+	if (c->closing)
+		maybe_close(c);
+}
+
+static void conn_start(struct http_server *s, evutil_socket_t fd, const struct sockaddr *sa)
+{
+	struct http_conn *c = NULL;
+	struct bufferevent *bev = NULL;
+	int one = 1;
+
+	if (stats.connections_open >= cfg.max_connections || s->draining) {
+		evutil_closesocket(fd);
+		return;
+	}
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	evutil_make_socket_nonblocking(fd);
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		goto fail;
+	if (s->ssl) {
+		SSL *ssl = SSL_new(s->ssl);
+		if (!ssl)
+			goto fail;
+		bev = bufferevent_openssl_socket_new(s->base, fd, ssl, BUFFEREVENT_SSL_ACCEPTING,
+						     BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+		if (!bev) {
+			SSL_free(ssl);
+			goto fail;
+		}
+		bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
+		c->tls = 1;
+	} else {
+		bev = bufferevent_socket_new(s->base, fd, BEV_OPT_CLOSE_ON_FREE);
+		if (!bev)
+			goto fail;
+	}
+	c->srv = s;
+	c->bev = bev;
+	c->timer = evtimer_new(s->base, on_header_deadline, c);
+	c->kick = event_new(s->base, -1, 0, on_kick, c);
+	if (!c->timer || !c->kick)
+		goto fail_bev;
+	if (sa && sa->sa_family == AF_INET)
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, c->peer, sizeof(c->peer));
+	else if (sa && sa->sa_family == AF_INET6)
+		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, c->peer, sizeof(c->peer));
+	else
+		snprintf(c->peer, sizeof(c->peer), "local");
+	http_parser_init(&c->parser, HTTP_REQUEST);
+	c->parser.data = c;
+	c->next = s->conns;
+	if (s->conns)
+		s->conns->prev = c;
+	s->conns = c;
+	stats.connections_open++;
+	stats.connections_total++;
+	bufferevent_setcb(bev, on_read, on_write, on_event, c);
+	bufferevent_setwatermark(bev, EV_READ, 0, READ_HIGH_WATERMARK);
+	set_read_timeout(c, cfg.keepalive_timeout);
+	bufferevent_enable(bev, EV_READ | EV_WRITE);
+	return;
+fail_bev:
+	if (c->timer)
+		event_free(c->timer);
+	if (c->kick)
+		event_free(c->kick);
+	bufferevent_free(bev);
+	free(c);
+	return;
+fail:
+	free(c);
+	evutil_closesocket(fd);
+}
+
+static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
+		      int salen, void *arg)
+{
+	(void)l;
+	(void)salen;
+	conn_start(arg, fd, sa);
+}
+
+static void on_accept_error(struct evconnlistener *l, void *arg)
+{
+	(void)l;
+	(void)arg;
+	log_msg(LOG_WARN, "http", NULL, "accept failed: %s", strerror(errno));
+}
+
+void http_server_adopt(struct http_server *s, int fd)
+{
+	conn_start(s, fd, NULL);
+}
+
+static void init_settings(void)
+{
+	memset(&settings, 0, sizeof(settings));
+	settings.on_message_begin = on_message_begin;
+	settings.on_url = on_url;
+	settings.on_header_field = on_header_field;
+	settings.on_header_value = on_header_value;
+	settings.on_headers_complete = on_headers_complete;
+	settings.on_body = on_body;
+	settings.on_message_complete = on_message_complete;
+}
+
+static SSL_CTX *tls_context(void)
+{
+	SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+
+	if (!ctx)
+		return NULL;
+	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+	SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE);
+	if (SSL_CTX_use_certificate_chain_file(ctx, cfg.tls_cert) != 1 ||
+	    SSL_CTX_use_PrivateKey_file(ctx, cfg.tls_key, SSL_FILETYPE_PEM) != 1 ||
+	    SSL_CTX_check_private_key(ctx) != 1) {
+		char buf[256];
+		ERR_error_string_n(ERR_get_error(), buf, sizeof(buf));
+		log_msg(LOG_ERROR, "http", NULL, "cannot load TLS certificate '%s' / key '%s': %s",
+			cfg.tls_cert, cfg.tls_key, buf);
+		SSL_CTX_free(ctx);
+		return NULL;
+	}
+	return ctx;
+}
+
+struct http_server *http_server_new_unbound(struct event_base *base,
+					    const struct http_server_opts *opts)
+{
+	struct http_server *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	init_settings();
+	s->base = base;
+	s->opts = *opts;
+	fallback_route.method = HTTP_GET;
+	fallback_route.pattern = "(static)";
+	fallback_route.handler = opts->fallback;
+	fallback_route.roles = ROLES_PUBLIC;
+	return s;
+}
+
+struct http_server *http_server_new(struct event_base *base,
+				    const struct http_server_opts *opts)
+{
+	struct http_server *s = http_server_new_unbound(base, opts);
+	struct sockaddr_storage ss;
+	int sslen = sizeof(ss);
+	socklen_t len = sizeof(ss);
+	char addr[128];
+
+	if (!s)
+		return NULL;
+	if (cfg.tls_cert && *cfg.tls_cert) {
+		s->ssl = tls_context();
+		if (!s->ssl)
+			goto fail;
+	}
+	if (strchr(cfg.listen, ':'))
+		snprintf(addr, sizeof(addr), "[%s]:%d", cfg.listen, cfg.port);
+	else
+		snprintf(addr, sizeof(addr), "%s:%d", cfg.listen, cfg.port);
+	memset(&ss, 0, sizeof(ss));
+	if (evutil_parse_sockaddr_port(addr, (struct sockaddr *)&ss, &sslen) < 0) {
+		log_msg(LOG_ERROR, "http", NULL, "cannot parse listen address '%s'", addr);
+		goto fail;
+	}
+	s->lis = evconnlistener_new_bind(base, on_accept, s,
+					 LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
+					 1024, (struct sockaddr *)&ss, sslen);
+	if (!s->lis) {
+		log_msg(LOG_ERROR, "http", NULL, "cannot listen on %s: %s", addr, strerror(errno));
+		goto fail;
+	}
+	evconnlistener_set_error_cb(s->lis, on_accept_error);
+	if (getsockname(evconnlistener_get_fd(s->lis), (struct sockaddr *)&ss, &len) == 0)
+		s->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+							 : ((struct sockaddr_in *)&ss)->sin_port);
+	return s;
+fail:
+	if (s->ssl)
+		SSL_CTX_free(s->ssl);
+	free(s);
+	return NULL;
+}
+
+int http_server_port(const struct http_server *s)
+{
+	return s->port;
+}
+
+static void on_drain_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	struct http_server *s = arg;
+
+	(void)fd;
+	(void)what;
+	log_msg(LOG_WARN, "http", NULL, "shutdown timeout: closing remaining connections");
+	while (s->conns) {
+		struct http_conn *c = s->conns;
+		conn_free(c); /* calls drain_done when the last one goes */
+	}
+	if (s->drain_done) {
+		void (*done)(void *) = s->drain_done;
+		s->drain_done = NULL;
+		done(s->drain_arg);
+	}
+}
+
+void http_server_shutdown(struct http_server *s, void (*done)(void *arg), void *arg)
+{
+	struct http_conn *c, *next;
+	struct timeval tv = {cfg.shutdown_timeout, 0};
+
+	s->draining = 1;
+	s->drain_done = done;
+	s->drain_arg = arg;
+	if (s->lis) {
+		evconnlistener_free(s->lis);
+		s->lis = NULL;
+	}
+	for (c = s->conns; c; c = next) {
+		next = c->next;
+		if (!c->req) {
+			/* idle keep-alive connection */
+			c->closing = 1;
+			kick(c);
+		}
+	}
+	if (!s->conns) {
+		s->drain_done = NULL;
+		done(arg);
+		return;
+	}
+	s->drain_timer = evtimer_new(s->base, on_drain_timeout, s);
+	if (s->drain_timer)
+		evtimer_add(s->drain_timer, &tv);
+}
+
+void http_server_free(struct http_server *s)
+{
+	if (!s)
+		return;
+	s->drain_done = NULL;
+	while (s->conns)
+		conn_free(s->conns);
+	if (s->lis)
+		evconnlistener_free(s->lis);
+	if (s->drain_timer)
+		event_free(s->drain_timer);
+	if (s->ssl)
+		SSL_CTX_free(s->ssl);
+	free(s);
+}
+
+void http_get_stats(struct http_stats *st)
+{
+	*st = stats;
+}

@@ -1,0 +1,168 @@
+/* http.h — the HTTP/1.1 connection layer (libevent bufferevents + http-parser).
+ *
+ * Owns client connections: accepting (plain or TLS), parsing with
+ * http-parser, limits and timeouts, routing, the authentication hook, request
+ * bodies (buffered up to the route's limit, or streamed to the route), and
+ * writing responses (whole, or streamed with backpressure), keep-alive,
+ * pipelining and graceful shutdown.  It knows nothing of users or the
+ * database: authentication is a hook set at start-up.
+ *
+ * Request lifetime: a request is created when its first byte arrives and is
+ * freed when its response is complete.  A handler may reply later (after a
+ * database or worker completion).  If the client goes away first, the
+ * request is marked closed (http_req_alive() == 0), the on_close callback
+ * fires, and the eventual reply call frees it without writing anything.
+ * Exactly one reply (http_reply*, or http_stream_begin ... http_stream_end)
+ * must be made for every request handed to a handler or hook.
+ */
+#ifndef GPUCLOUD_HTTP_H
+#define GPUCLOUD_HTTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdarg.h>
+#include <event2/event.h>
+#include <jansson.h>
+
+#include "rc.h"
+#include "router.h"
+
+struct http_server;
+struct http_conn;
+struct auth_info;
+
+struct http_header {
+	char *name;
+	char *value;
+};
+
+struct http_req {
+	struct http_conn *conn;     /* NULL once the client is gone */
+	int method;                 /* enum http_method */
+	char *url;                  /* request target as sent */
+	char *path;                 /* path part of url, raw (not decoded) */
+	char *query;                /* query part without '?', or NULL */
+	struct http_header *hdr;
+	int nhdr;
+	char reqid[17];             /* random hex id, also in logs and X-Request-Id */
+	char peer[64];              /* client IP address */
+	int tls;
+	int64_t content_length;     /* -1 when absent or chunked */
+	const struct route *route;
+	struct route_params params;
+	struct evbuffer *body;      /* whole body, for non-stream routes */
+	struct auth_info *auth;     /* set by the auth hook; freed with the request */
+	void *data;                 /* handler state */
+	void (*data_free)(void *data); /* called when the request is freed */
+
+	/* Internal below. */
+	struct http_server *srv;
+	int status;
+	struct evbuffer *out_hdrs;  /* extra response header lines */
+	int phase;
+	int closed;
+	int close_after;
+	int streaming;
+	int stream_chunked;
+	int64_t body_bytes;
+	uint64_t out_bytes;
+	double t_start;
+	char *hname;                /* header being parsed */
+	size_t hdr_bytes;
+	int last_was_value;
+	void (*on_drain)(struct http_req *r, void *arg);
+	void *on_drain_arg;
+	void (*on_close)(struct http_req *r, void *arg);
+	void *on_close_arg;
+};
+
+/* Authentication hook: called for every route whose roles are not
+ * ROLES_PUBLIC, after the headers and before the body is read.  It must end
+ * with either http_resume(r) (allowed: r->auth set) or an http_reply*()
+ * error.  It may complete asynchronously. */
+typedef void (*http_auth_hook)(struct http_req *r);
+
+/* Called when no route matches a GET/HEAD (static files); may be NULL. */
+typedef void (*http_fallback_hook)(struct http_req *r);
+
+/* Called once per finished request for metrics: route pattern (or "-"),
+ * method, status, seconds, bytes written. */
+typedef void (*http_observe_hook)(const struct http_req *r, int status,
+				  double seconds);
+
+struct http_server_opts {
+	http_auth_hook auth;
+	void (*auth_free)(struct auth_info *a);
+	http_fallback_hook fallback;
+	http_observe_hook observe;
+};
+
+/* Binds cfg.listen:cfg.port (TLS when cfg.tls_cert is set) and starts
+ * accepting.  Returns NULL on error (logged). */
+struct http_server *http_server_new(struct event_base *base,
+				    const struct http_server_opts *opts);
+/* Port actually bound (useful with port 0). */
+int http_server_port(const struct http_server *s);
+/* Graceful shutdown: stop accepting, close idle connections, let in-flight
+ * requests finish (then close), and call done() once no connection is left or
+ * after cfg.shutdown_timeout seconds. */
+void http_server_shutdown(struct http_server *s, void (*done)(void *arg), void *arg);
+void http_server_free(struct http_server *s);
+
+struct http_stats {
+	long long connections_open;
+	long long connections_total;
+	long long requests_total;
+	long long orphaned;         /* requests whose client left mid-handler */
+};
+void http_get_stats(struct http_stats *st);
+
+/* Continue after the auth hook allowed the request. */
+void http_resume(struct http_req *r);
+
+/* Request accessors. */
+const char *http_header(const struct http_req *r, const char *name);
+const char *http_param(const struct http_req *r, const char *name);
+/* Decoded value of query parameter name into out; returns its length, or -1
+ * when absent or malformed. */
+long http_query(const struct http_req *r, const char *name, char *out, size_t outlen);
+int http_req_alive(const struct http_req *r);
+void http_req_on_close(struct http_req *r, void (*cb)(struct http_req *r, void *arg), void *arg);
+
+/* Response.  Headers added with http_add_header go out with the reply. */
+void http_add_header(struct http_req *r, const char *name, const char *value);
+void http_reply(struct http_req *r, int status, const char *ctype,
+		const void *body, size_t len);
+/* Moves the content of body into the response. */
+void http_reply_evbuffer(struct http_req *r, int status, const char *ctype,
+			 struct evbuffer *body);
+/* Steals j (may be NULL for an empty 204-style reply with no body). */
+void http_reply_json(struct http_req *r, int status, json_t *j);
+/* {"error":{"code":rc_code(rc),"message":...,"hint":...}} with
+ * rc_http_status(rc).  hint may be NULL. */
+void http_reply_error(struct http_req *r, enum rc rc, const char *hint,
+		      const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* Same, with an extra "details" member (stolen). */
+void http_reply_error_details(struct http_req *r, enum rc rc, json_t *details,
+			      const char *hint, const char *message);
+
+/* Streaming responses.  length -1 means chunked transfer encoding.
+ * http_stream_write returns 0, or -1 when the client is gone (then call
+ * http_stream_end and stop producing).  Use http_stream_backlog and
+ * http_stream_on_drain to stop producing while the client is slow. */
+void http_stream_begin(struct http_req *r, int status, const char *ctype, int64_t length);
+int http_stream_write(struct http_req *r, const void *data, size_t len);
+size_t http_stream_backlog(const struct http_req *r);
+void http_stream_on_drain(struct http_req *r, void (*cb)(struct http_req *r, void *arg), void *arg);
+void http_stream_end(struct http_req *r);
+
+/* Status reason phrase. */
+const char *http_reason(int status);
+
+/* For the fuzz target and unit tests: serve one already-connected socket. */
+void http_server_adopt(struct http_server *s, int fd);
+/* A server without a listener (fuzzing, tests). */
+struct http_server *http_server_new_unbound(struct event_base *base,
+					    const struct http_server_opts *opts);
+
+#endif

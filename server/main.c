@@ -1,0 +1,198 @@
+/* main.c — gpucloudd: argv and configuration, start-up (migrations, the
+ * first admin), wiring of the modules onto one event loop, and orderly
+ * shutdown on SIGTERM/SIGINT.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+#include <http_parser.h>
+
+#include "api.h"
+#include "auth.h"
+#include "config.h"
+#include "db.h"
+#include "http.h"
+#include "log.h"
+#include "metrics.h"
+#include "static.h"
+#include "worker.h"
+
+#define VERSION "0.1.0"
+
+static struct event_base *base;
+static struct http_server *server;
+static int stopping;
+
+static void print_route(const struct route *rt, void *arg)
+{
+	static const char *const roles[] = {"student", "researcher", "teacher", "admin"};
+	char who[64] = "";
+	size_t n = 0;
+
+	(void)arg;
+	if (rt->roles == ROLES_PUBLIC)
+		snprintf(who, sizeof(who), "public");
+	else if (rt->roles == ROLES_ALL)
+		snprintf(who, sizeof(who), "any");
+	else
+		for (int i = 0; i < 4; i++)
+			if (rt->roles & (1u << i))
+				n += (size_t)snprintf(who + n, sizeof(who) - n, "%s%s", n ? "," : "", roles[i]);
+	printf("%s %s %s\n", http_method_str((enum http_method)rt->method), rt->pattern, who);
+}
+
+static void drained(void *arg)
+{
+	(void)arg;
+	log_msg(LOG_INFO, "main", NULL, "all connections closed");
+	event_base_loopexit(base, NULL);
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+	(void)what;
+	(void)arg;
+	if (stopping) {
+		log_msg(LOG_WARN, "main", NULL, "second signal: exiting now");
+		event_base_loopbreak(base);
+		return;
+	}
+	stopping = 1;
+	log_msg(LOG_INFO, "main", NULL, "signal %d: shutting down (in-flight requests get %d s)",
+		(int)sig, cfg.shutdown_timeout);
+	http_server_shutdown(server, drained, NULL);
+}
+
+static void raise_fd_limit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+static int write_port_file(int port)
+{
+	char tmp[1100];
+	FILE *f;
+
+	if (!cfg.port_file || !*cfg.port_file)
+		return 0;
+	snprintf(tmp, sizeof(tmp), "%s.tmp", cfg.port_file);
+	f = fopen(tmp, "w");
+	if (!f)
+		return -1;
+	fprintf(f, "%d\n", port);
+	if (fclose(f) != 0)
+		return -1;
+	return rename(tmp, cfg.port_file);
+}
+
+/* PostgreSQL may still be starting (make run starts it just before us). */
+static int migrate_with_retry(void)
+{
+	for (int i = 0; i < 30; i++) {
+		if (db_migrate(cfg.db_url, cfg.migrations_dir) == 0)
+			return 0;
+		if (i == 0)
+			log_msg(LOG_WARN, "main", NULL, "database not ready; retrying for 30 s");
+		sleep(1);
+	}
+	return -1;
+}
+
+int main(int argc, char **argv)
+{
+	struct http_server_opts opts = {
+		.auth = auth_request,
+		.auth_free = auth_info_free,
+		.fallback = static_serve,
+		.observe = metrics_observe,
+	};
+	struct event *sigterm = NULL, *sigint = NULL;
+	int lvl, rc;
+
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--print-routes") == 0) {
+			api_register_all();
+			router_each(print_route, NULL);
+			return 0;
+		}
+		if (strcmp(argv[i], "--version") == 0) {
+			printf("gpucloudd %s\n", VERSION);
+			return 0;
+		}
+		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+			printf("usage: gpucloudd [--config=FILE] [--NAME=VALUE ...]\n"
+			       "       gpucloudd --help-config | --print-routes | --version\n");
+			return 0;
+		}
+	}
+	rc = config_load(argc, argv);
+	if (rc != 0)
+		return rc > 0 ? 0 : 2;
+	lvl = log_level_parse(cfg.log_level);
+	if (lvl < 0) {
+		fprintf(stderr, "gpucloudd: log_level must be debug, info, warn or error\n");
+		return 2;
+	}
+	log_set_level((enum log_level)lvl);
+	signal(SIGPIPE, SIG_IGN);
+	raise_fd_limit();
+	if (mkdir(cfg.state_dir, 0700) < 0 && errno != EEXIST) {
+		log_msg(LOG_ERROR, "main", NULL, "cannot create state_dir '%s': %s", cfg.state_dir,
+			strerror(errno));
+		return 1;
+	}
+	if (migrate_with_retry() < 0) {
+		log_msg(LOG_ERROR, "main", NULL, "database migrations failed; not starting");
+		return 1;
+	}
+	if (api_users_seed_admin(cfg.db_url) < 0)
+		return 1;
+
+	base = event_base_new();
+	if (!base || worker_init(base, cfg.workers, 4096) < 0 ||
+	    db_init(base, cfg.db_url, cfg.db_pool_size, cfg.db_queue_max) < 0) {
+		log_msg(LOG_ERROR, "main", NULL, "cannot start the event loop, workers or database pool");
+		return 1;
+	}
+	api_register_all();
+	server = http_server_new(base, &opts);
+	if (!server)
+		return 1;
+	if (write_port_file(http_server_port(server)) < 0)
+		log_msg(LOG_WARN, "main", NULL, "cannot write port_file '%s'", cfg.port_file);
+	sigterm = evsignal_new(base, SIGTERM, on_signal, NULL);
+	sigint = evsignal_new(base, SIGINT, on_signal, NULL);
+	evsignal_add(sigterm, NULL);
+	evsignal_add(sigint, NULL);
+	log_msg(LOG_INFO, "main", NULL, "gpucloudd %s listening on %s://%s:%d/", VERSION,
+		cfg.tls_cert && *cfg.tls_cert ? "https" : "http", cfg.listen, http_server_port(server));
+
+	event_base_dispatch(base);
+
+	http_server_free(server);
+	db_shutdown();
+	/* deliver the callbacks db_shutdown deferred, then let workers finish */
+	event_base_loop(base, EVLOOP_NONBLOCK);
+	worker_shutdown();
+	event_base_loop(base, EVLOOP_NONBLOCK);
+	event_free(sigterm);
+	event_free(sigint);
+	event_base_free(base);
+	static_free();
+	log_msg(LOG_INFO, "main", NULL, "stopped");
+	config_free();
+	return 0;
+}

@@ -1,0 +1,84 @@
+// i18n.test.mjs — the dictionaries agree with each other and with the code:
+// same keys in every language, same {placeholders}, no empty string, and
+// every key the frontend names exists.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync, readdirSync, statSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import { ROOT } from '../lib/server.mjs';
+import { DICTIONARIES, LANGUAGES, matchLanguage, t, setLanguage } from '../../web/i18n.js';
+import { ROLE_NAMES } from '../../web/roles.js';
+
+const en = DICTIONARIES.en;
+const placeholders = (s) => [...s.matchAll(/\{(\w+)\}/g)].map((m) => m[1]).sort();
+
+function sources(dir) {
+  return readdirSync(dir).flatMap((name) => {
+    const p = join(dir, name);
+    if (statSync(p).isDirectory()) return name === 'locales' ? [] : sources(p);
+    return p.endsWith('.js') ? [p] : [];
+  });
+}
+
+test('every language listed in the switch has a dictionary', () => {
+  for (const { code } of LANGUAGES) assert.ok(DICTIONARIES[code], `no dictionary for ${code}`);
+  assert.deepEqual(LANGUAGES.map((l) => l.code).sort(), Object.keys(DICTIONARIES).sort());
+});
+
+for (const [code, dict] of Object.entries(DICTIONARIES)) {
+  if (code === 'en') continue;
+  test(`en and ${code} have the same keys`, () => {
+    const missing = Object.keys(en).filter((k) => !(k in dict));
+    const extra = Object.keys(dict).filter((k) => !(k in en));
+    assert.deepEqual(missing, [], `keys in en missing from ${code}`);
+    assert.deepEqual(extra, [], `keys in ${code} missing from en`);
+  });
+
+  test(`en and ${code} use the same placeholders`, () => {
+    const differ = Object.keys(en).filter((k) => k in dict && placeholders(en[k]).join() !== placeholders(dict[k]).join());
+    assert.deepEqual(differ, []);
+  });
+}
+
+test('no translation is empty', () => {
+  for (const [code, dict] of Object.entries(DICTIONARIES)) {
+    const empty = Object.entries(dict).filter(([, v]) => typeof v !== 'string' || !v.trim()).map(([k]) => k);
+    assert.deepEqual(empty, [], `empty strings in ${code}`);
+  }
+});
+
+test('every key the frontend names exists in the dictionaries', () => {
+  // A quoted "area.name" whose area is one of the dictionary's areas is a key
+  // (t('x.y'), label: 'x.y', ...). Keys built at run time are listed below.
+  const areas = new Set(Object.keys(en).map((k) => k.split('.')[0]));
+  const unknown = [];
+  for (const file of sources(join(ROOT, 'web'))) {
+    const text = readFileSync(file, 'utf8');
+    for (const m of text.matchAll(/'([a-z][A-Za-z]*(?:\.[A-Za-z][\w]*)+)'/g)) {
+      const key = m[1];
+      if (areas.has(key.split('.')[0]) && !(key in en)) unknown.push(`${relative(ROOT, file)}: ${key}`);
+    }
+  }
+  assert.deepEqual(unknown, []);
+  for (const r of ROLE_NAMES) assert.ok(`role.${r}` in en, `role.${r}`);
+  for (const s of ['read', 'write']) assert.ok(`scope.${s}` in en, `scope.${s}`);
+});
+
+test('t() fills placeholders and falls back to the key', () => {
+  setLanguage('en');
+  assert.equal(t('home.welcome', { name: 'Ada' }), 'Welcome, Ada');
+  assert.equal(t('no.such.key'), 'no.such.key');
+  setLanguage('zh-CN');
+  assert.equal(t('nav.home'), '首页');
+  assert.equal(t('login.throttled', { seconds: 30 }), '登录尝试次数过多，请在 30 秒后重试。');
+  setLanguage('en');
+});
+
+test('browser languages map to a dictionary', () => {
+  assert.equal(matchLanguage('zh-CN'), 'zh-CN');
+  assert.equal(matchLanguage('zh'), 'zh-CN');
+  assert.equal(matchLanguage('zh-Hans-CN'), 'zh-CN');
+  assert.equal(matchLanguage('en-GB'), 'en');
+  assert.equal(matchLanguage('fr'), 'en');
+  assert.equal(matchLanguage(undefined), 'en');
+});

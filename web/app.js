@@ -1,0 +1,242 @@
+// app.js — the shell: session state, the hash router, the layout (top bar,
+// side navigation) and the navigation table.
+//
+// Pages are modules exporting render(main, ctx); ctx carries the session
+// (user, quotas, usage) and helpers. A page only draws into `main`.
+import { api, setCsrfToken, onUnauthorized } from './api.js';
+import { t, initLanguage, setLanguage, getLanguage, onLanguageChange, LANGUAGES } from './i18n.js';
+import { h, uid, errorText, icon, dropdown, menuItem } from './ui.js';
+import * as loginPage from './pages/login.js';
+import * as homePage from './pages/home.js';
+import * as accountPage from './pages/account.js';
+import * as adminUsersPage from './pages/admin-users.js';
+import { ROLE_NAMES } from './roles.js';
+
+const EVERYONE = ROLE_NAMES;
+
+// Routes: path → page module and who may open it.
+const ROUTES = {
+  '/home': { page: homePage, title: 'nav.home', roles: EVERYONE },
+  '/account': { page: accountPage, title: 'nav.account', roles: EVERYONE },
+  '/admin/users': { page: adminUsersPage, title: 'nav.users', roles: ['admin'] },
+};
+
+// The side navigation, section by section. An entry appears for the roles it
+// lists; a section with no visible entry is left out. `nav` is the stable
+// data-nav attribute tests and links rely on.
+const NAV = [
+  {
+    section: null,
+    items: [
+      { nav: 'home', route: '/home', label: 'nav.home', icon: 'home', roles: EVERYONE },
+      { nav: 'account', route: '/account', label: 'nav.account', icon: 'user', roles: EVERYONE },
+    ],
+  },
+  {
+    section: 'nav.section.admin',
+    items: [
+      { nav: 'admin-users', route: '/admin/users', label: 'nav.users', icon: 'users', roles: ['admin'] },
+    ],
+  },
+];
+
+// The navigation one role sees: [{ section, items }].
+export function navFor(role) {
+  return NAV
+    .map((s) => ({ section: s.section, items: s.items.filter((i) => i.roles.includes(role)) }))
+    .filter((s) => s.items.length > 0);
+}
+
+const session = { user: null, auth: null, quotas: {}, usage: {} };
+let loginNotice = '';   // shown once on the login page (e.g. session expired)
+let afterLogin = '/home';
+
+const root = document.getElementById('app');
+
+function currentPath() {
+  const raw = location.hash.replace(/^#/, '') || '/';
+  return raw.split('?')[0] || '/';
+}
+
+function go(path) {
+  if (currentPath() === path) render();
+  else location.hash = '#' + path;
+}
+
+async function loadMe() {
+  const me = await api.get('/me', { authRedirect: false });
+  session.user = me.user;
+  session.auth = me.auth;
+  session.quotas = me.quotas || {};
+  session.usage = me.usage || {};
+  if (me.csrf_token) setCsrfToken(me.csrf_token);
+  return me;
+}
+
+function clearSession() {
+  session.user = null;
+  session.auth = null;
+  session.quotas = {};
+  session.usage = {};
+  setCsrfToken(null);
+}
+
+onUnauthorized(() => {
+  if (!session.user) return;
+  clearSession();
+  loginNotice = t('login.expired');
+  afterLogin = currentPath();
+  go('/login');
+});
+
+async function logout() {
+  try { await api.post('/auth/logout', undefined, { authRedirect: false }); } catch { /* gone already */ }
+  clearSession();
+  afterLogin = '/home';
+  go('/login');
+}
+
+const ctx = {
+  get user() { return session.user; },
+  get quotas() { return session.quotas; },
+  get usage() { return session.usage; },
+  refreshMe: loadMe,
+  go,
+  // Called by the login page with the reply of POST /auth/login.
+  async loggedIn(reply) {
+    session.user = reply.user;
+    setCsrfToken(reply.csrf_token);
+    try { await loadMe(); } catch { /* the login reply is enough to go on */ }
+    const next = afterLogin && ROUTES[afterLogin] ? afterLogin : '/home';
+    afterLogin = '/home';
+    go(next);
+  },
+};
+
+function languageSwitch() {
+  const id = uid('lang');
+  const select = h('select', { id, class: 'lang-select', 'data-lang-switch': '', onchange: (e) => setLanguage(e.target.value) },
+    LANGUAGES.map((l) => h('option', { value: l.code, selected: l.code === getLanguage(), lang: l.code }, l.name)));
+  return h('div', { class: 'lang' },
+    h('label', { for: id, class: 'visually-hidden' }, t('header.language')),
+    h('span', { class: 'lang-icon', 'aria-hidden': 'true' }, icon('globe')),
+    select);
+}
+
+function brand() {
+  return h('a', { class: 'brand', href: '#/home' },
+    h('img', { src: 'favicon.svg', alt: '', width: 28, height: 28 }),
+    h('span', null, t('app.name')));
+}
+
+function userMenu(user) {
+  const name = user.display_name || user.username;
+  return dropdown({
+    className: 'user-button',
+    label: t('header.userMenu', { name }),
+    attrs: { id: 'user-menu-button' },
+    content: [
+      h('span', { class: 'avatar', 'aria-hidden': 'true' }, name.slice(0, 1).toUpperCase()),
+      h('span', { class: 'user-name', 'aria-hidden': 'true' }, name),
+      h('span', { class: 'caret', 'aria-hidden': 'true' }, '▾'),
+    ],
+    items: [
+      h('div', { class: 'menu-head', role: 'presentation' },
+        h('strong', null, name),
+        h('span', { class: 'muted' }, `${user.username} · ${t(`role.${user.role}`)}`)),
+      menuItem({ label: t('nav.account'), action: 'account', href: '#/account' }),
+      menuItem({ label: t('header.logout'), action: 'logout', onclick: logout }),
+    ],
+  });
+}
+
+function sideNav(role, path) {
+  const inner = h('div', { class: 'sidenav-inner' });
+  const nav = h('nav', { class: 'sidenav', id: 'sidenav', 'aria-label': t('nav.label') }, inner);
+  for (const s of navFor(role)) {
+    const list = h('ul', null, s.items.map((i) => h('li', null,
+      h('a', {
+        href: '#' + i.route, 'data-nav': i.nav, class: 'nav-link',
+        'aria-current': path === i.route || path.startsWith(i.route + '/') ? 'page' : null,
+      }, h('span', { class: 'nav-icon', 'aria-hidden': 'true' }, icon(i.icon)), h('span', null, t(i.label))))));
+    inner.append(s.section
+      ? h('div', { class: 'nav-section' }, h('h2', { class: 'nav-heading' }, t(s.section)), list)
+      : h('div', { class: 'nav-section' }, list));
+  }
+  return nav;
+}
+
+function layout(path) {
+  const user = session.user;
+  const main = h('main', { id: 'main', class: 'main', tabindex: '-1' });
+  const navToggle = h('button', {
+    type: 'button', class: 'btn-icon nav-toggle', 'aria-controls': 'sidenav', 'aria-expanded': 'false',
+    'aria-label': t('header.menu'),
+    onclick: () => {
+      const open = !document.body.classList.contains('nav-open');
+      document.body.classList.toggle('nav-open', open);
+      navToggle.setAttribute('aria-expanded', String(open));
+    },
+  }, icon('menu'));
+  const shell = h('div', { class: 'shell' },
+    h('a', { class: 'skip-link', href: '#main', onclick: (e) => { e.preventDefault(); main.focus(); } }, t('app.skip')),
+    h('header', { class: 'topbar' }, navToggle, brand(), h('div', { class: 'topbar-spacer' }), languageSwitch(), userMenu(user)),
+    h('div', { class: 'body' }, sideNav(user.role, path), main));
+  return { shell, main };
+}
+
+function renderLogin(notice) {
+  document.title = `${t('login.title')} · ${t('app.name')}`;
+  root.replaceChildren(h('div', { class: 'login-shell' },
+    h('div', { class: 'login-lang' }, languageSwitch()),
+    loginPage.render(ctx, { notice })));
+}
+
+let renderSeq = 0;
+let sessionChecked = false;   // has GET /me been tried since the page loaded?
+
+async function render() {
+  const seq = ++renderSeq;
+  const path = currentPath();
+  document.body.classList.remove('nav-open');
+
+  if (!session.user && (path !== '/login' || !sessionChecked)) {
+    sessionChecked = true;
+    try { await loadMe(); } catch (e) {
+      if (seq !== renderSeq) return;
+      if (path === '/login') { renderLogin(e.status === 401 ? '' : errorText(e)); return; }
+      if (e.status !== 401) loginNotice = errorText(e);
+      afterLogin = ROUTES[path] ? path : '/home';
+      go('/login');
+      return;
+    }
+    if (seq !== renderSeq) return;
+  }
+
+  if (path === '/login') {
+    if (session.user) { go('/home'); return; }
+    renderLogin(loginNotice);
+    loginNotice = '';
+    return;
+  }
+
+  const route = ROUTES[path];
+  if (!route) { go(session.user ? '/home' : '/login'); return; }
+
+  const { shell, main } = layout(path);
+  root.replaceChildren(shell);
+  if (!route.roles.includes(session.user.role)) {
+    document.title = `${t('error.forbiddenTitle')} · ${t('app.name')}`;
+    main.append(h('section', { class: 'page' },
+      h('h1', null, t('error.forbiddenTitle')),
+      h('p', { class: 'msg msg-error', role: 'alert', 'data-forbidden': '' }, t('error.forbidden'))));
+    return;
+  }
+  document.title = `${t(route.title)} · ${t('app.name')}`;
+  route.page.render(main, ctx);
+}
+
+initLanguage();
+onLanguageChange(() => render());
+window.addEventListener('hashchange', () => render());
+render();

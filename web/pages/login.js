@@ -1,0 +1,50 @@
+// pages/login.js — the sign-in form. Shows the API's error for bad
+// credentials, and for throttling the wait the server asks for (Retry-After).
+import { api } from '../api.js';
+import { t } from '../i18n.js';
+import { h, field, messageBox, busy } from '../ui.js';
+
+export function render(ctx, { notice } = {}) {
+  const msg = messageBox();
+  if (notice) msg.error(notice);
+  const username = h('input', { name: 'username', type: 'text', autocomplete: 'username', required: true, autocapitalize: 'none', spellcheck: 'false' });
+  const password = h('input', { name: 'password', type: 'password', autocomplete: 'current-password', required: true });
+
+  const form = h('form', { class: 'login-form', novalidate: true },
+    msg.el,
+    field(t('login.username'), username),
+    field(t('login.password'), password),
+    h('button', { type: 'submit', class: 'btn btn-primary btn-block', 'data-action': 'login' }, t('login.submit')));
+
+  form.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    msg.clear();
+    if (!username.value.trim() || !password.value) {
+      msg.error(t('login.missing'));
+      (username.value.trim() ? password : username).focus();
+      return;
+    }
+    await busy(form, async () => {
+      try {
+        const reply = await api.post('/auth/login', { username: username.value.trim(), password: password.value }, { authRedirect: false });
+        await ctx.loggedIn(reply);
+      } catch (err) {
+        if (err.status === 429 || err.code === 'throttled') {
+          msg.error(err.retryAfter != null ? t('login.throttled', { seconds: err.retryAfter }) : t('login.throttledNoTime'));
+        } else {
+          msg.error(err);
+        }
+        password.value = '';
+      }
+    });
+    if (!msg.el.hidden) password.focus();
+  });
+
+  return h('div', { class: 'login-card' },
+    h('div', { class: 'login-brand' },
+      h('img', { src: 'favicon.svg', alt: '', width: 48, height: 48 }),
+      h('h1', null, t('app.name'))),
+    h('p', { class: 'login-tagline muted' }, t('login.tagline')),
+    h('h2', { class: 'login-title' }, t('login.title')),
+    form);
+}
