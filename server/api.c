@@ -85,7 +85,7 @@ json_t *api_json_decode(const char *buf, size_t len, const struct jfield *spec,
 	if (len == 0)
 		obj = json_object();
 	else
-		obj = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
+		obj = json_loadb(buf, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
 	if (!obj) {
 		snprintf(err, errlen, "malformed JSON at line %d column %d: %s", jerr.line,
 			 jerr.column, jerr.text);

@@ -107,7 +107,8 @@ const ctx = {
     session.user = reply.user;
     setCsrfToken(reply.csrf_token);
     try { await loadMe(); } catch { /* the login reply is enough to go on */ }
-    const next = afterLogin && ROUTES[afterLogin] ? afterLogin : '/home';
+    const wanted = ROUTES[afterLogin];
+    const next = wanted && wanted.roles.includes(session.user.role) ? afterLogin : '/home';
     afterLogin = '/home';
     go(next);
   },
@@ -168,7 +169,13 @@ function sideNav(role, path) {
 
 function layout(path) {
   const user = session.user;
-  const main = h('main', { id: 'main', class: 'main', tabindex: '-1' });
+  // On a small screen the navigation slides over the page; a tap on the
+  // page or a choice in it closes it.
+  const closeNav = () => {
+    document.body.classList.remove('nav-open');
+    navToggle.setAttribute('aria-expanded', 'false');
+  };
+  const main = h('main', { id: 'main', class: 'main', tabindex: '-1', onclick: closeNav });
   const navToggle = h('button', {
     type: 'button', class: 'btn-icon nav-toggle', 'aria-controls': 'sidenav', 'aria-expanded': 'false',
     'aria-label': t('header.menu'),
@@ -190,12 +197,16 @@ function renderLogin(notice) {
   root.replaceChildren(h('div', { class: 'login-shell' },
     h('div', { class: 'login-lang' }, languageSwitch()),
     loginPage.render(ctx, { notice })));
+  root.querySelector('input[name=username]')?.focus();
 }
 
 let renderSeq = 0;
-let sessionChecked = false;   // has GET /me been tried since the page loaded?
+let sessionChecked = false;
+let hadPage = false;          // has an app page been shown yet?   // has GET /me been tried since the page loaded?
 
-async function render() {
+// opts.focusMain: move focus to the page (after a navigation, reading starts
+// at the new page, not at the link that led there).
+async function render(opts = {}) {
   const seq = ++renderSeq;
   const path = currentPath();
   document.body.classList.remove('nav-open');
@@ -234,9 +245,13 @@ async function render() {
   }
   document.title = `${t(route.title)} · ${t('app.name')}`;
   route.page.render(main, ctx);
+  if (opts.focusMain) main.focus({ preventScroll: true });
 }
 
 initLanguage();
-onLanguageChange(() => render());
-window.addEventListener('hashchange', () => render());
+onLanguageChange(() => {
+  render();
+  document.querySelector('[data-lang-switch]')?.focus();
+});
+window.addEventListener('hashchange', () => render({ focusMain: true }));
 render();

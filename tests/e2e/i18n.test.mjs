@@ -70,7 +70,7 @@ test('t() fills placeholders and falls back to the key', () => {
   assert.equal(t('no.such.key'), 'no.such.key');
   setLanguage('zh-CN');
   assert.equal(t('nav.home'), '首页');
-  assert.equal(t('login.throttled', { seconds: 30 }), '登录尝试次数过多，请在 30 秒后重试。');
+  assert.equal(t('login.throttled', { seconds: 30 }), '登录尝试次数过多，请等待 30 秒后重试。');
   setLanguage('en');
 });
 

@@ -317,6 +317,29 @@ describe('web shell', () => {
     }
   });
 
+  // Last, so the throttle it trips cannot slow the steps above.
+  it('tells how long to wait when sign-in is throttled', async () => {
+    await page.goto(url('/login'));
+    const alert = page.locator('.login-form [role=alert]');
+    const submit = page.getByRole('button', { name: 'Sign in' });
+    let text = '', held = false;
+    for (let i = 0; i < 30 && !/Too many/.test(text); i++) {
+      await page.getByLabel('Username', { exact: true }).fill(STUDENT.username);
+      await page.getByLabel('Password', { exact: true }).fill(`wrong-password-${i}`);
+      await until(async () => !(await submit.isDisabled()), 'the Sign in button');
+      await submit.click();
+      await alert.waitFor();
+      await until(async () => !(await page.locator('form[aria-busy]').count()), 'the reply');
+      // Read both at once: a short throttle may already be over a moment later.
+      [text, held] = await page.evaluate(() => [
+        document.querySelector('.login-form [role=alert]')?.textContent || '',
+        document.querySelector('[data-action=login]').disabled,
+      ]);
+    }
+    assert.match(text, /Too many sign-in attempts\. Please wait \d+ s/);
+    assert.ok(held, 'Sign in waits for the throttle to pass');
+  });
+
   it('raised no uncaught error in the page', () => {
     assert.deepEqual(pageErrors.map((e) => e.message), []);
   });

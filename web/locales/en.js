@@ -47,7 +47,7 @@ export default {
   'login.password': 'Password',
   'login.submit': 'Sign in',
   'login.missing': 'Enter your username and password.',
-  'login.throttled': 'Too many sign-in attempts. Try again in {seconds} seconds.',
+  'login.throttled': 'Too many sign-in attempts. Please wait {seconds} s before trying again.',
   'login.throttledNoTime': 'Too many sign-in attempts. Wait a little and try again.',
   'login.expired': 'Your session has ended. Please sign in again.',
 
@@ -99,6 +99,7 @@ export default {
   'tokens.created': 'Created',
   'tokens.expires': 'Expires',
   'tokens.lastUsed': 'Last used',
+  'tokens.prefix': 'The token begins with these characters',
   'tokens.never': 'Never',
   'tokens.neverUsed': 'Never used',
   'tokens.none': 'You have no API tokens.',

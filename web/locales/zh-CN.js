@@ -46,7 +46,7 @@ export default {
   'login.password': '密码',
   'login.submit': '登录',
   'login.missing': '请输入用户名和密码。',
-  'login.throttled': '登录尝试次数过多，请在 {seconds} 秒后重试。',
+  'login.throttled': '登录尝试次数过多，请等待 {seconds} 秒后重试。',
   'login.throttledNoTime': '登录尝试次数过多，请稍后再试。',
   'login.expired': '会话已结束，请重新登录。',
 
@@ -98,6 +98,7 @@ export default {
   'tokens.created': '创建时间',
   'tokens.expires': '过期时间',
   'tokens.lastUsed': '最近使用',
+  'tokens.prefix': '令牌以这些字符开头',
   'tokens.never': '永不过期',
   'tokens.neverUsed': '从未使用',
   'tokens.none': '您还没有 API 令牌。',

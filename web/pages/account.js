@@ -88,7 +88,8 @@ function tokensCard() {
       },
     }, t('tokens.revoke'));
     return h('tr', { 'data-token': tok.name },
-      h('td', { class: 'mono' }, tok.name),
+      h('td', null, h('span', { class: 'mono' }, tok.name),
+        tok.prefix ? h('span', { class: 'muted mono token-prefix', title: t('tokens.prefix') }, `${tok.prefix}…`) : null),
       h('td', null, (tok.scopes || []).map((s) => h('span', { class: 'badge' }, t(`scope.${s}`)))),
       h('td', null, formatDate(tok.created_at)),
       h('td', null, tok.expires_at ? formatDate(tok.expires_at) : t('tokens.never')),

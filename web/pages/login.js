@@ -16,27 +16,52 @@ export function render(ctx, { notice } = {}) {
     field(t('login.password'), password),
     h('button', { type: 'submit', class: 'btn btn-primary btn-block', 'data-action': 'login' }, t('login.submit')));
 
+  const submit = form.querySelector('[data-action=login]');
+  let countdown = null;
+
+  // Throttled: say how long to wait, count it down, and hold the button
+  // until the server will listen again.
+  function throttle(seconds) {
+    clearInterval(countdown);
+    let left = seconds;
+    const show = () => msg.error(t('login.throttled', { seconds: left }));
+    show();
+    submit.disabled = true;
+    countdown = setInterval(() => {
+      left -= 1;
+      if (!form.isConnected) { clearInterval(countdown); return; }
+      if (left > 0) { show(); return; }
+      clearInterval(countdown);
+      submit.disabled = false;
+      msg.clear();
+    }, 1000);
+  }
+
   form.addEventListener('submit', async (e) => {
     e.preventDefault();
+    if (submit.disabled) return;
     msg.clear();
     if (!username.value.trim() || !password.value) {
       msg.error(t('login.missing'));
       (username.value.trim() ? password : username).focus();
       return;
     }
+    let retryAfter = null;
     await busy(form, async () => {
       try {
         const reply = await api.post('/auth/login', { username: username.value.trim(), password: password.value }, { authRedirect: false });
         await ctx.loggedIn(reply);
       } catch (err) {
         if (err.status === 429 || err.code === 'throttled') {
-          msg.error(err.retryAfter != null ? t('login.throttled', { seconds: err.retryAfter }) : t('login.throttledNoTime'));
+          if (err.retryAfter > 0) retryAfter = err.retryAfter;
+          else msg.error(t('login.throttledNoTime'));
         } else {
           msg.error(err);
         }
         password.value = '';
       }
     });
+    if (retryAfter) throttle(retryAfter);   // after busy() has given the button back
     if (!msg.el.hidden) password.focus();
   });
 

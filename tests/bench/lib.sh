@@ -1,0 +1,278 @@
+# shellcheck shell=bash
+# Helpers shared by the benchmarks in tests/bench/: a private temp directory
+# cleaned up on exit, a fresh database per run, gpucloudd and nginx started on
+# loopback and pinned to a CPU, wrk and pgbench runs with their figures parsed
+# out, and the BENCH line every benchmark ends with.
+#
+# Sourced, never run. The caller sets BENCH (its name) and runs with
+# `set -euo pipefail`. Needs GPUCLOUD_TEST_DB_URL (from var/world/env when run
+# through `make bench`).
+#
+# Pinning: servers run on SERVER_CPU, load generators on LOAD_CPU, so the
+# two never compete for one core. PostgreSQL is not pinned: it is shared with
+# the rest of the machine, for us and for the baselines alike.
+
+ROOT=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/../.." && pwd -P)
+BIN=${GPUCLOUD_BIN:-$ROOT/build/gpucloudd}
+PG_BIN=${PG_BIN:-/usr/lib/postgresql/15/bin}
+SERVER_CPU=${BENCH_SERVER_CPU:-0}
+LOAD_CPU=${BENCH_LOAD_CPU:-1}
+DURATION=${BENCH_DURATION:-10s}
+ADMIN_PASSWORD=bench-admin-password-1
+
+say() { printf '%s: %s\n' "$BENCH" "$*" >&2; }
+die() {
+	printf '%s: error: %s\n' "$BENCH" "$*" >&2
+	exit 1
+}
+
+# The one output line per figure. Throughput ratios are ours/baseline and
+# higher is better; for latency and memory the ratio is also ours/baseline but
+# lower is better: GOAL carries the direction (">=0.7", "<=1.5", "<5").
+bench_line() {
+	local metric=$1 value=$2 baseline=$3 goal=$4 ratio
+	ratio=$(awk -v a="$value" -v b="$baseline" 'BEGIN {
+		if (b + 0 == 0) print "n/a"; else printf "%.2f", a / b }')
+	printf 'BENCH %s %s=%s baseline=%s ratio=%s goal=%s\n' \
+		"$BENCH" "$metric" "$value" "$baseline" "$ratio" "$goal"
+}
+
+# ---------------------------------------------------------------------------
+# Temp directory, processes and clean-up
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/gcbench-$BENCH.XXXXXX")
+# nginx workers drop to nobody and must read the web root below TMP.
+chmod 0755 "$TMP"
+declare -a PIDS=()
+declare -a DBS=()
+
+# shellcheck disable=SC2317 # called from a trap
+cleanup() {
+	local rc=$? pid i db
+	for pid in "${PIDS[@]}"; do
+		kill -TERM "$pid" 2>/dev/null || true
+	done
+	for pid in "${PIDS[@]}"; do
+		for ((i = 0; i < 50; i++)); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill -KILL "$pid" 2>/dev/null || true
+	done
+	for db in "${DBS[@]}"; do
+		"$PG_BIN/psql" -qAtX "$(db_url postgres)" \
+			-c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 || true
+	done
+	if [[ ${BENCH_KEEP_TMP:-0} == 1 ]]; then
+		say "kept $TMP"
+	else
+		rm -rf -- "$TMP"
+	fi
+	return "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# stop PID: SIGTERM, wait up to 5 s, then SIGKILL; forgets the pid.
+stop() {
+	local pid=$1 i keep=()
+	kill -TERM "$pid" 2>/dev/null || true
+	for ((i = 0; i < 50; i++)); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill -KILL "$pid" 2>/dev/null || true
+	wait "$pid" 2>/dev/null || true
+	for i in "${PIDS[@]}"; do
+		[[ $i == "$pid" ]] || keep+=("$i")
+	done
+	PIDS=("${keep[@]}")
+}
+
+# A loopback TCP port nobody listens on right now.
+free_port() {
+	node -e 'const s = require("net").createServer();
+		s.listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); });'
+}
+
+need() {
+	command -v "$1" >/dev/null 2>&1 || die "$1 is not installed; run deploy/deps.sh ($2)"
+}
+
+# ---------------------------------------------------------------------------
+# Database
+
+# db_url NAME: GPUCLOUD_TEST_DB_URL with its database name replaced by NAME.
+db_url() {
+	local base=${GPUCLOUD_TEST_DB_URL:?GPUCLOUD_TEST_DB_URL is not set: run through make bench}
+	local pre=${base%%\?*}
+	local query=${base#"$pre"}
+	printf '%s/%s%s\n' "${pre%/*}" "$1" "$query"
+}
+
+# db_new: creates a database bench_<random>, dropped on exit; prints its name.
+db_new() {
+	local name
+	name=bench_$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')
+	"$PG_BIN/psql" -qAtX -v ON_ERROR_STOP=1 "$(db_url postgres)" \
+		-c "CREATE DATABASE $name" >/dev/null || die "cannot create database $name"
+	DBS+=("$name")
+	printf '%s\n' "$name"
+}
+
+# ---------------------------------------------------------------------------
+# gpucloudd
+
+# gc_start DB LOGFILE [FLAG...]: starts gpucloudd on SERVER_CPU on a free
+# loopback port, against database DB; sets GC_PID and GC_PORT. The seeded
+# admin's password is ADMIN_PASSWORD. The port is picked here rather than
+# with --port=0, which this libevent refuses to parse.
+gc_start() {
+	local db=$1 log=$2 i port_file state
+	shift 2
+	[[ -x $BIN ]] || die "$BIN is missing; run make all"
+	state=$(mktemp -d "$TMP/state.XXXXXX")
+	port_file=$state/port
+	GPUCLOUD_ADMIN_PASSWORD=$ADMIN_PASSWORD taskset -c "$SERVER_CPU" "$BIN" \
+		--listen=127.0.0.1 --port="$(free_port)" --port-file="$port_file" \
+		--db-url="$(db_url "$db")" --state-dir="$state" \
+		--migrations-dir="$ROOT/db/migrations" --openapi-file="$ROOT/server/openapi.yaml" \
+		--web-root="$ROOT/web" "$@" </dev/null >>"$log" 2>&1 &
+	GC_PID=$!
+	PIDS+=("$GC_PID")
+	GC_PORT=
+	for ((i = 0; i < 300; i++)); do
+		[[ -s $port_file ]] && GC_PORT=$(<"$port_file")
+		[[ -n $GC_PORT ]] && break
+		kill -0 "$GC_PID" 2>/dev/null || break
+		sleep 0.05
+	done
+	if [[ -z $GC_PORT ]]; then
+		tail -n 20 "$log" >&2
+		die "gpucloudd did not start"
+	fi
+	# Ready means the database pool is up as well.
+	for ((i = 0; i < 100; i++)); do
+		curl -fsS -m 2 -o /dev/null "http://127.0.0.1:$GC_PORT/readyz" 2>/dev/null && return 0
+		sleep 0.05
+	done
+	tail -n 20 "$log" >&2
+	die "gpucloudd on port $GC_PORT did not become ready"
+}
+
+# gc_login PORT: logs the seeded admin in; prints the gc_session cookie value.
+gc_login() {
+	local port=$1 cookie
+	cookie=$(curl -fsS -m 30 -o /dev/null -D - -H 'Content-Type: application/json' \
+		-H "Origin: http://127.0.0.1:$port" \
+		--data "{\"username\":\"admin\",\"password\":\"$ADMIN_PASSWORD\"}" \
+		"http://127.0.0.1:$port/api/v1/auth/login" |
+		sed -n 's/^[Ss]et-[Cc]ookie: gc_session=\([^;]*\).*/\1/p' | tr -d '\r')
+	[[ -n $cookie ]] || die "login as admin failed"
+	printf '%s\n' "$cookie"
+}
+
+# ---------------------------------------------------------------------------
+# nginx, as a private instance: its own prefix, configuration and pid file.
+
+# nginx_start DIR PORT ROOT ACCESS_LOG: one worker on SERVER_CPU serving ROOT
+# on 127.0.0.1:PORT, keep-alive on. ACCESS_LOG is "off" or a file. /healthz
+# answers like gpucloudd's, from the configuration. Sets NGINX_PID (master).
+nginx_start() {
+	local dir=$1 port=$2 root=$3 access=$4 i
+	need nginx nginx-light
+	install -d -m 0755 "$dir" "$dir/logs" "$dir/tmp"
+	cat >"$dir/nginx.conf" <<EOF
+# Written by tests/bench: a private nginx as the baseline.
+daemon off;
+worker_processes 1;
+pid $dir/nginx.pid;
+error_log $dir/logs/error.log warn;
+events { worker_connections 1024; }
+http {
+	access_log $access;
+	client_body_temp_path $dir/tmp/body;
+	proxy_temp_path $dir/tmp/proxy;
+	fastcgi_temp_path $dir/tmp/fastcgi;
+	uwsgi_temp_path $dir/tmp/uwsgi;
+	scgi_temp_path $dir/tmp/scgi;
+	types { text/plain txt; text/html html; }
+	default_type application/octet-stream;
+	sendfile on;
+	tcp_nopush on;
+	keepalive_timeout 60;
+	keepalive_requests 1000000;
+	server {
+		listen 127.0.0.1:$port;
+		root $root;
+		location = /healthz {
+			default_type application/json;
+			return 200 '{"status":"ok"}';
+		}
+	}
+}
+EOF
+	[[ $access == off ]] || touch "$access"
+	taskset -c "$SERVER_CPU" nginx -p "$dir" -c "$dir/nginx.conf" \
+		</dev/null >>"$dir/logs/stderr.log" 2>&1 &
+	NGINX_PID=$!
+	PIDS+=("$NGINX_PID")
+	for ((i = 0; i < 100; i++)); do
+		curl -fsS -m 2 -o /dev/null "http://127.0.0.1:$port/healthz" 2>/dev/null && return 0
+		kill -0 "$NGINX_PID" 2>/dev/null || break
+		sleep 0.05
+	done
+	cat "$dir/logs/stderr.log" "$dir/logs/error.log" >&2 2>/dev/null || true
+	die "nginx did not start on port $port"
+}
+
+# ---------------------------------------------------------------------------
+# Load
+
+# wrk_run OUT URL [WRK ARG...]: wrk -t1 -c50 on LOAD_CPU for DURATION; its
+# report goes to OUT. Sets RPS and P99_MS (and P50_MS); warns about errors.
+wrk_run() {
+	local out=$1 url=$2
+	shift 2
+	need wrk wrk
+	taskset -c "$LOAD_CPU" wrk -t1 -c"${WRK_CONNS:-50}" -d"$DURATION" --latency "$@" "$url" \
+		>"$out" 2>&1 || {
+		cat "$out" >&2
+		die "wrk failed against $url"
+	}
+	RPS=$(awk '/^Requests\/sec:/ { printf "%.0f", $2 }' "$out")
+	P50_MS=$(wrk_pct "$out" 50%)
+	P99_MS=$(wrk_pct "$out" 99%)
+	[[ -n $RPS ]] || {
+		cat "$out" >&2
+		die "no figures from wrk against $url"
+	}
+	if grep -Eq 'Non-2xx|Socket errors' "$out"; then
+		say "warning: errors against $url: $(grep -E 'Non-2xx|Socket errors' "$out" | tr -s ' ' | tr '\n' ';')"
+	fi
+}
+
+# wrk_pct FILE PCT: a latency percentile of wrk's report, in milliseconds.
+wrk_pct() {
+	awk -v p="$2" '$1 == p && /(us|ms|s)$/ {
+		v = $2; u = v; sub(/[0-9.]+/, "", u); sub(/[a-z]+$/, "", v)
+		if (u == "us") v /= 1000; else if (u == "s") v *= 1000; else if (u == "m") v *= 60000
+		printf "%.2f", v; exit }' "$1"
+}
+
+# load_run ARG...: the fixed-rate load generator (load.mjs) on LOAD_CPU; its
+# one-line JSON report goes to stdout.
+load_run() {
+	taskset -c "$LOAD_CPU" node "$ROOT/tests/bench/load.mjs" "$@"
+}
+
+# json_field JSON NAME: a number from load.mjs's flat JSON report.
+json_field() {
+	node -e 'console.log(JSON.parse(process.argv[1])[process.argv[2]])' "$1" "$2"
+}
+
+# vm_kb PID FIELD: a /proc/PID/status figure (VmHWM, VmRSS) in kB.
+vm_kb() {
+	awk -v f="$2:" '$1 == f { print $2 }' "/proc/$1/status"
+}
