@@ -30,6 +30,7 @@ SYSTEM_DOCKER_SOCK=/var/run/docker.sock
 
 started_pg=0
 started_docker=0
+made_docker0=0
 stopping=0
 srv=
 
@@ -44,6 +45,10 @@ cleanup() {
 		say "stopping the private Docker engine"
 		dockerd_stop "$DOCKER_SOCK" "$DOCKER_PIDFILE" "$DOCKER_EXEC_ROOT" "$DOCKER_DIR/data" \
 			private graceful
+		# dockerd leaves the default bridge behind; drop it if it came with us.
+		if ((made_docker0)) && ip link show docker0 >/dev/null 2>&1; then
+			ip link del docker0 || warn "could not delete bridge docker0"
+		fi
 	fi
 	if ((started_pg)); then
 		say "stopping PostgreSQL"
@@ -103,6 +108,7 @@ elif [[ $(id -u) -eq 0 ]] && command -v dockerd >/dev/null 2>&1; then
 	((${#DOCKER_SOCK} < 100)) || warn "socket path '$DOCKER_SOCK' is long; unix socket paths are limited to 107 bytes"
 	started_docker=1
 	if ! engine_answers "$DOCKER_SOCK"; then
+		ip link show docker0 >/dev/null 2>&1 || made_docker0=1
 		say "Docker engine: starting a private one (log: $DOCKER_DIR/docker.log)"
 		dockerd_start "$DOCKER_PIDFILE" "$DOCKER_DIR/docker.log" \
 			--data-root "$DOCKER_DIR/data" \
@@ -130,9 +136,11 @@ export GPUCLOUD_MIGRATIONS_DIR=${GPUCLOUD_MIGRATIONS_DIR:-$ROOT/db/migrations}
 cd "$ROOT"
 if ((stopping)); then exit 130; fi
 say "starting ${server_cmd[*]} on port $GPUCLOUD_PORT (Ctrl-C stops everything)"
-# In the background so that signals reach this script at once; stdin is
-# passed on explicitly (background jobs would get /dev/null).
-"${server_cmd[@]}" <&0 &
+# In its own session, so that a terminal's Ctrl-C reaches only this script,
+# which passes on exactly one SIGTERM (a second signal would cut short the
+# server's graceful shutdown). In the background so that signals reach this
+# script at once; stdin is passed on explicitly (background jobs get /dev/null).
+setsid "${server_cmd[@]}" <&0 &
 srv=$!
 
 while :; do

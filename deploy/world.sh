@@ -323,6 +323,10 @@ write_env() {
 		printf 'export PG_BIN=%s\n' "$(shquote "$PG_BIN")"
 		printf 'export GPUCLOUD_TEST_PG_HOST=%s\n' "$(shquote "$W/pgsock")"
 		printf 'export GPUCLOUD_TEST_PG_PORT=%s\n' "$PG_PORT"
+		printf 'export GPUCLOUD_TEST_PG_DATA=%s\n' "$(shquote "$W/pg")"
+		printf 'export GPUCLOUD_TEST_PG_LOG=%s\n' "$(shquote "$W/pg.log")"
+		# Restarts the cluster and returns once it accepts connections again.
+		printf 'export GPUCLOUD_TEST_PG_RESTART_CMD=%s\n' "$(shquote "runuser -u postgres -- $PG_BIN/pg_ctl -D $W/pg -l $W/pg.log -m fast -w -t 60 restart")"
 		printf 'export GPUCLOUD_TEST_DB_URL=%s\n' \
 			"$(shquote "postgresql:///gpucloud?host=$W/pgsock&port=$PG_PORT&user=root")"
 		printf 'export GPUCLOUD_WORLD_NODES=%s\n' "$(shquote "${NODES[*]/#/node}")"

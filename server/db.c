@@ -733,8 +733,9 @@ int db_init(struct event_base *b, const char *url, int pool_size, int queue_max)
 	/* Never log url: it may hold a password. */
 	opts = PQconninfoParse(url, &err);
 	if (!opts) {
-		LOG_E("db", "unusable database url: %.*s",
-		      msglen(err ? err : "out of memory"), err ? err : "out of memory");
+		const char *m = err ? err : "out of memory";
+
+		LOG_E("db", "unusable database url: %.*s", msglen(m), m);
 		goto out;
 	}
 	p = calloc(1, sizeof(*p));
