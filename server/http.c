@@ -945,6 +945,8 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
 	struct http_req *r = c->req;
 
 	(void)bev;
+	if (what & BEV_EVENT_CONNECTED)
+		return; /* TLS handshake done */
 	if ((what & BEV_EVENT_TIMEOUT) && (what & BEV_EVENT_READING) && !c->closing) {
 		if (r && (r->phase == PH_HEADERS || r->phase == PH_BODY)) {
 			log_msg(LOG_INFO, "http", r->reqid, "client too slow, closing (peer=%s)", c->peer);
@@ -1132,13 +1134,19 @@ struct http_server *http_server_new(struct event_base *base,
 		if (!s->ssl)
 			goto fail;
 	}
-	if (strchr(cfg.listen, ':'))
-		snprintf(addr, sizeof(addr), "[%s]:%d", cfg.listen, cfg.port);
-	else
-		snprintf(addr, sizeof(addr), "%s:%d", cfg.listen, cfg.port);
 	memset(&ss, 0, sizeof(ss));
-	if (evutil_parse_sockaddr_port(addr, (struct sockaddr *)&ss, &sslen) < 0) {
-		log_msg(LOG_ERROR, "http", NULL, "cannot parse listen address '%s'", addr);
+	snprintf(addr, sizeof(addr), "%s port %d", cfg.listen, cfg.port);
+	if (inet_pton(AF_INET, cfg.listen, &((struct sockaddr_in *)&ss)->sin_addr) == 1) {
+		((struct sockaddr_in *)&ss)->sin_family = AF_INET;
+		((struct sockaddr_in *)&ss)->sin_port = htons((uint16_t)cfg.port);
+		sslen = sizeof(struct sockaddr_in);
+	} else if (inet_pton(AF_INET6, cfg.listen, &((struct sockaddr_in6 *)&ss)->sin6_addr) == 1) {
+		((struct sockaddr_in6 *)&ss)->sin6_family = AF_INET6;
+		((struct sockaddr_in6 *)&ss)->sin6_port = htons((uint16_t)cfg.port);
+		sslen = sizeof(struct sockaddr_in6);
+	} else {
+		log_msg(LOG_ERROR, "http", NULL, "listen address '%s' is not an IPv4 or IPv6 literal",
+			cfg.listen);
 		goto fail;
 	}
 	s->lis = evconnlistener_new_bind(base, on_accept, s,
