@@ -38,8 +38,8 @@ function append(el, children) {
 let idSeq = 0;
 export const uid = (prefix = 'f') => `${prefix}-${++idSeq}`;
 
-// A labelled form field: field({ label, input }) where input is an element;
-// the label is tied to it by id.
+// A labelled form field: field(label, input, help?) — the <label> is tied to
+// the input by id, the optional help text by aria-describedby.
 export function field(label, input, help) {
   if (!input.id) input.id = uid('in');
   const helpEl = help ? h('p', { class: 'field-help', id: `${input.id}-help` }, help) : null;
@@ -54,7 +54,8 @@ export function errorText(err) {
   return err.hint ? `${msg} — ${err.hint}` : msg;
 }
 
-// An inline message area for a form; set(kind, text) shows it, clear() hides it.
+// An inline message area for a form: error(errOrText) and success(text) show
+// it (as an alert or a status for screen readers), clear() hides it.
 export function messageBox() {
   const el = h('div', { class: 'msg', hidden: true });
   return {
@@ -94,7 +95,10 @@ export function openDialog({ title, build, wide = false }) {
   return new Promise((resolve) => {
     const titleId = uid('dlg');
     const dlg = h('dialog', { class: wide ? 'dialog dialog-wide' : 'dialog', 'aria-labelledby': titleId });
-    const opener = document.activeElement;
+    // Focus returns to what opened the dialog; for a menu item, to the menu's button.
+    const active = document.activeElement;
+    const pop = active?.closest?.('[popover]');
+    const opener = pop ? document.querySelector(`[popovertarget="${pop.id}"]`) : active;
     let done = false;
     // Gone from the page at once (a shown-once secret must not linger), then
     // focus goes back to what opened the dialog.

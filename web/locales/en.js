@@ -47,7 +47,7 @@ export default {
   'login.password': 'Password',
   'login.submit': 'Sign in',
   'login.missing': 'Enter your username and password.',
-  'login.throttled': 'Too many sign-in attempts. Please wait {seconds} s before trying again.',
+  'login.throttled': 'Too many sign-in attempts. Please wait {seconds}\u00a0s before trying again.',
   'login.throttledNoTime': 'Too many sign-in attempts. Wait a little and try again.',
   'login.expired': 'Your session has ended. Please sign in again.',
 

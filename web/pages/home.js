@@ -15,6 +15,14 @@ function formatValue(name, v) {
   return String(v);
 }
 
+// The width is set through the CSSOM: the page's Content-Security-Policy
+// (style-src 'self') refuses style attributes.
+function fill(pct) {
+  const el = h('div', { class: 'meter-fill' });
+  el.style.width = `${pct}%`;
+  return el;
+}
+
 function quotaRows(quotas, usage) {
   const rank = (n) => { const i = QUOTA_ORDER.indexOf(n); return i < 0 ? QUOTA_ORDER.length : i; };
   const names = [...new Set([...Object.keys(quotas), ...Object.keys(usage)])]
@@ -29,7 +37,7 @@ function quotaRows(quotas, usage) {
       bar = h('div', {
         class: pct >= 90 ? 'meter meter-high' : 'meter', role: 'meter',
         'aria-valuemin': 0, 'aria-valuemax': 100, 'aria-valuenow': pct, 'aria-label': label,
-      }, h('div', { class: 'meter-fill', style: `width:${pct}%` }));
+      }, fill(pct));
     }
     return h('tr', { 'data-quota': name },
       h('th', { scope: 'row' }, label),
