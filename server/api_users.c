@@ -14,6 +14,7 @@
 #include <http_parser.h>
 #include <libpq-fe.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -773,6 +774,39 @@ static int write_secret_file(const char *path, const char *content)
 	return close(fd);
 }
 
+/* scrypt needs 128 MiB; hashing in a short-lived child keeps that out of
+ * the server's own peak memory (no threads exist yet, so fork is safe). */
+static int hash_in_child(const char *pw, char *phc, size_t len)
+{
+	int fds[2], status;
+	pid_t pid;
+	ssize_t n = 0, got;
+
+	if (pipe(fds) < 0)
+		return -1;
+	pid = fork();
+	if (pid < 0) {
+		close(fds[0]);
+		close(fds[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		char out[CRYPTO_PHC_MAX];
+		close(fds[0]);
+		if (crypto_password_hash(pw, cfg.scrypt_ln, out, sizeof(out)) < 0)
+			_exit(1);
+		_exit(write(fds[1], out, strlen(out)) == (ssize_t)strlen(out) ? 0 : 1);
+	}
+	close(fds[1]);
+	while ((size_t)n + 1 < len && (got = read(fds[0], phc + n, len - 1 - (size_t)n)) > 0)
+		n += got;
+	close(fds[0]);
+	phc[n] = '\0';
+	if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0 || n == 0)
+		return -1;
+	return 0;
+}
+
 int api_users_seed_admin(const char *db_url)
 {
 	PGconn *conn = PQconnectdb(db_url);
@@ -807,7 +841,7 @@ int api_users_seed_admin(const char *db_url)
 			goto out;
 		pw = generated;
 	}
-	if (crypto_password_hash(pw, cfg.scrypt_ln, phc, sizeof(phc)) < 0)
+	if (hash_in_child(pw, phc, sizeof(phc)) < 0)
 		goto out;
 	p[0] = cfg.admin_username;
 	p[1] = phc;
