@@ -166,36 +166,58 @@ void api_db_ignore(PGresult *res, enum rc rc, void *arg)
 		log_msg(LOG_WARN, "api", NULL, "background statement failed: %s", rc_code(rc));
 }
 
+/* Canonical non-negative decimal only: no sign, space or leading zero, so
+ * one resource has one URL. */
 static int parse_ll(const char *s, long long *out)
 {
 	char *end;
 	long long v;
+	size_t n = strlen(s);
 
-	if (!*s)
+	if (n == 0 || n > 18 || strspn(s, "0123456789") != n || (n > 1 && s[0] == '0'))
 		return -1;
 	errno = 0;
 	v = strtoll(s, &end, 10);
-	if (errno || *end != '\0' || v < 0)
+	if (errno || *end != '\0')
 		return -1;
 	*out = v;
 	return 0;
+}
+
+long api_query(struct http_req *r, const char *name, char *out, size_t outlen)
+{
+	long n = http_query(r, name, out, outlen);
+
+	if (n == -2)
+		http_reply_error(r, RC_INVALID, "percent-encode the value as UTF-8 and keep it short",
+				 "malformed query parameter '%s'", name);
+	return n;
 }
 
 int api_page(struct http_req *r, int def, int max, int *limit, long long *cursor)
 {
 	char buf[32];
 	long long v;
+	long n;
 
 	*limit = def;
 	*cursor = 0;
-	if (http_query(r, "limit", buf, sizeof(buf)) >= 0) {
+	switch (api_query(r, "limit", buf, sizeof(buf))) {
+	case -2:
+		return -1;
+	case -1:
+		break;
+	default:
 		if (parse_ll(buf, &v) < 0 || v < 1 || v > max) {
 			http_reply_error(r, RC_INVALID, NULL, "limit must be an integer from 1 to %d", max);
 			return -1;
 		}
 		*limit = (int)v;
 	}
-	if (http_query(r, "cursor", buf, sizeof(buf)) >= 0 && *buf) {
+	n = api_query(r, "cursor", buf, sizeof(buf));
+	if (n == -2)
+		return -1;
+	if (n > 0) {
 		if (parse_ll(buf, &v) < 0) {
 			http_reply_error(r, RC_INVALID, "pass back next_cursor unchanged", "malformed cursor");
 			return -1;

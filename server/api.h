@@ -36,6 +36,10 @@ void api_reply_db_error(struct http_req *r, enum rc rc, const char *what);
 /* A db_cb for fire-and-forget statements: logs failures only. */
 void api_db_ignore(PGresult *res, enum rc rc, void *arg);
 
+/* http_query() that replies 400 itself for a malformed value (and returns
+ * -2: the request is then finished); -1 when absent. */
+long api_query(struct http_req *r, const char *name, char *out, size_t outlen);
+
 /* Reads ?limit= (default def, capped at max) and ?cursor= (an id; 0 when
  * absent).  Replies 400 and returns -1 on malformed values. */
 int api_page(struct http_req *r, int def, int max, int *limit, long long *cursor);

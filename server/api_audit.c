@@ -42,6 +42,7 @@ static void list(struct http_req *r)
 {
 	int limit;
 	long long cursor;
+	long n;
 	char action[64], actor[64], lim[16], cur[24];
 	const char *p[4];
 
@@ -50,8 +51,14 @@ static void list(struct http_req *r)
 	snprintf(cur, sizeof(cur), "%lld", cursor);
 	snprintf(lim, sizeof(lim), "%d", limit + 1);
 	p[0] = cursor ? cur : NULL;
-	p[1] = http_query(r, "action", action, sizeof(action)) > 0 ? action : NULL;
-	p[2] = http_query(r, "actor", actor, sizeof(actor)) > 0 ? actor : NULL;
+	n = api_query(r, "action", action, sizeof(action));
+	if (n == -2)
+		return;
+	p[1] = n > 0 ? action : NULL;
+	n = api_query(r, "actor", actor, sizeof(actor));
+	if (n == -2)
+		return;
+	p[2] = n > 0 ? actor : NULL;
 	p[3] = lim;
 	r->data = (void *)(intptr_t)limit;
 	db_query("SELECT id, to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),"

@@ -106,14 +106,22 @@ static void list(struct http_req *r)
 {
 	int limit;
 	long long cursor;
+	long n;
 	char q[256], role[32], lim[16], cur[24];
 	const char *p[4];
 
 	if (api_page(r, 50, 500, &limit, &cursor) < 0)
 		return;
-	if (http_query(r, "q", q, sizeof(q)) < 0)
+	switch (api_query(r, "q", q, sizeof(q))) {
+	case -2:
+		return;
+	case -1:
 		q[0] = '\0';
-	if (http_query(r, "role", role, sizeof(role)) >= 0 && *role) {
+	}
+	n = api_query(r, "role", role, sizeof(role));
+	if (n == -2)
+		return;
+	if (n > 0) {
 		if (auth_role_parse(role) < 0) {
 			http_reply_error(r, RC_INVALID, "use admin, teacher, researcher or student",
 					 "unknown role '%s'", role);
@@ -130,8 +138,8 @@ static void list(struct http_req *r)
 	p[3] = lim;
 	r->data = (void *)(intptr_t)limit;
 	db_query("SELECT " API_USER_COLS " FROM users WHERE id > $1"
-		 " AND ($2::text IS NULL OR username ILIKE '%' || $2 || '%'"
-		 "  OR display_name ILIKE '%' || $2 || '%' OR email ILIKE '%' || $2 || '%')"
+		 " AND ($2::text IS NULL OR strpos(username, lower($2)) > 0"
+		 "  OR strpos(lower(display_name), lower($2)) > 0 OR strpos(lower(email), lower($2)) > 0)"
 		 " AND ($3::user_role IS NULL OR role = $3::user_role)"
 		 " ORDER BY id LIMIT $4::int",
 		 4, p, list_done, r);

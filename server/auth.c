@@ -111,9 +111,9 @@ void auth_audit(const struct http_req *r, const struct auth_info *actor,
 
 	if (actor)
 		snprintf(actor_id, sizeof(actor_id), "%lld", (long long)actor->user_id);
-	d = json_dumps(details ? details : json_object(), JSON_COMPACT);
 	if (!details)
-		details = NULL;
+		details = json_object();
+	d = details ? json_dumps(details, JSON_COMPACT) : NULL;
 	params[0] = actor ? actor_id : NULL;
 	params[1] = actor ? actor->username : "";
 	params[2] = action;
@@ -351,11 +351,14 @@ void auth_request(struct http_req *r)
 
 /* ---- passwords, off the loop ---- */
 
-/* A well-formed hash of a random password: verifying against it costs the
- * same as a real one, so unknown usernames cannot be told apart by time. */
-static const char dummy_phc[] =
-	"$scrypt$ln=17,r=8,p=1$c2FsdHNhbHRzYWx0c2FsdA$"
-	"ZHVtbXlkdW1teWR1bW15ZHVtbXlkdW1teWR1bW15ZHU";
+/* A well-formed hash with the configured cost: verifying against it costs
+ * the same as a real one, so unknown usernames cannot be told apart by
+ * time. */
+static void dummy_phc(char *out, size_t len)
+{
+	snprintf(out, len, "$scrypt$ln=%d,r=8,p=1$c2FsdHNhbHRzYWx0c2FsdA$"
+		 "ZHVtbXlkdW1teWR1bW15ZHVtbXlkdW1teWR1bW15ZHU", cfg.scrypt_ln);
+}
 
 const char *auth_password_policy(const char *password, const char *username)
 {
@@ -439,7 +442,10 @@ static void verify_work(void *arg)
 {
 	struct pwjob *j = arg;
 
-	j->ok = crypto_password_verify(j->password, j->phc ? j->phc : dummy_phc);
+	char dummy[CRYPTO_PHC_MAX];
+
+	dummy_phc(dummy, sizeof(dummy));
+	j->ok = crypto_password_verify(j->password, j->phc ? j->phc : dummy);
 	if (!j->phc && j->ok == 1)
 		j->ok = 0;
 	if (j->ok == 1 && j->new_password &&

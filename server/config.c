@@ -54,6 +54,7 @@ static const struct setting table[] = {
 	SECRET(db_url, "postgresql:///gpucloud", "libpq connection URL (may hold a password)"),
 	I(db_pool_size, "8", 1, 256, "PostgreSQL connections in the pool"),
 	I(db_queue_max, "10000", 1, 10000000, "queries waiting for a connection at most"),
+	I(db_statement_timeout, "5", 0, 3600, "seconds a statement may go unanswered before its connection is reset (0 = never)"),
 	I(workers, "2", 1, 64, "worker threads for blocking work (password hashing)"),
 	I(scrypt_ln, "17", 10, 20, "log2 of scrypt N for new password hashes"),
 	I(session_idle_timeout, "28800", 60, 31536000, "seconds a session may stay unused"),

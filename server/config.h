@@ -40,6 +40,7 @@ struct config {
 	char *db_url;
 	int db_pool_size;
 	int db_queue_max;
+	int db_statement_timeout; /* seconds */
 	/* workers */
 	int workers;
 	/* auth */

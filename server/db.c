@@ -43,6 +43,9 @@
 
 /* Longest a query waits in the FIFO for a connection; tests shorten it. */
 static int queue_wait_ms = 5000;
+/* Longest a statement may run before its connection is taken for dead (a
+ * frozen or unreachable server never answers, and TCP may not notice). */
+static int statement_timeout_ms = 5000;
 
 enum job_kind {
 	JOB_QUERY,    /* db_query() or db_conn_query() */
@@ -505,6 +508,10 @@ static int conn_send(struct db_conn *c, struct job *j)
 		conn_down(c, "could not watch the connection");
 		return -1;
 	}
+	if (statement_timeout_ms > 0) {
+		struct timeval tv = {statement_timeout_ms / 1000, (statement_timeout_ms % 1000) * 1000};
+		evtimer_add(c->timer, &tv);
+	}
 	return 0;
 }
 
@@ -573,6 +580,7 @@ static void query_done(struct db_conn *c)
 
 	c->cur = NULL;
 	c->res = NULL;
+	evtimer_del(c->timer);
 	rc = result_rc(res, c->pg, j->sql);
 	stuck = j->kind == JOB_ROLLBACK && rc != RC_OK;
 	if (rc == RC_UNAVAILABLE) {
@@ -650,9 +658,13 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	if (c->state == CONN_CONNECTING)
+	if (c->state == CONN_CONNECTING) {
 		conn_down(c, "connection attempt timed out");
-	else if (c->state == CONN_DOWN && !c->held)
+	} else if (c->state == CONN_UP && c->cur) {
+		LOG_W("db", "statement on connection %d got no answer in %d ms: reconnecting",
+		      c->id, statement_timeout_ms);
+		conn_down(c, "statement timed out");
+	} else if (c->state == CONN_DOWN && !c->held)
 		connect_start(c);
 }
 
@@ -833,6 +845,11 @@ void db_release(struct db_conn *c)
 		return;
 	}
 	conn_release(c);
+}
+
+void db_set_statement_timeout(int ms)
+{
+	statement_timeout_ms = ms;
 }
 
 int db_ready(void)

@@ -59,6 +59,11 @@ void db_conn_query(struct db_conn *c, const char *sql, int nparams,
 		   const char *const *params, db_cb cb, void *arg);
 void db_release(struct db_conn *c);
 
+/* A statement without an answer after ms milliseconds (default 5000; 0 =
+ * never) fails with RC_UNAVAILABLE and its connection is reconnected: a
+ * frozen server must not hold requests forever. */
+void db_set_statement_timeout(int ms);
+
 /* 1 when at least one connection is up. */
 int db_ready(void);
 void db_get_stats(struct db_stats *s);

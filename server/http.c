@@ -54,6 +54,8 @@ enum phase {
 
 #define READ_HIGH_WATERMARK (256 * 1024)
 #define STREAM_LOW_WATERMARK (64 * 1024)
+/* Output queued beyond this stops parsing further pipelined requests. */
+#define OUT_HIGH_WATERMARK (256 * 1024)
 
 struct http_server {
 	struct event_base *base;
@@ -80,6 +82,7 @@ struct http_conn {
 	int paused;              /* parser paused, waiting for hook/handler/reply */
 	int closing;             /* close once the output is flushed */
 	int keep_alive;
+	int out_blocked;         /* parsing stopped until the output drains */
 	enum rc err_rc;          /* error recorded by a parser callback */
 	struct http_conn *prev, *next;
 };
@@ -252,7 +255,8 @@ long http_query(const struct http_req *r, const char *name, char *out, size_t ou
 					out[0] = '\0';
 				return 0;
 			}
-			return router_decode(eq + 1, (size_t)(end - eq - 1), out, outlen, 1);
+			long n = router_decode(eq + 1, (size_t)(end - eq - 1), out, outlen, 1);
+			return n < 0 ? -2 : n;
 		}
 		p = amp ? amp + 1 : NULL;
 	}
@@ -322,6 +326,14 @@ static int on_url(http_parser *p, const char *at, size_t len)
 	return append(&r->url, at, len) < 0 ? fail(c, RC_NOMEM) : 0;
 }
 
+/* RFC 9110 token characters; anything else in a field name (a space
+ * before the colon, say) is how requests get smuggled past proxies. */
+static int is_tchar(unsigned char ch)
+{
+	return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+	       (ch && strchr("!#$%&'*+-.^_`|~", ch));
+}
+
 static int on_header_field(http_parser *p, const char *at, size_t len)
 {
 	struct http_conn *c = p->data;
@@ -329,6 +341,9 @@ static int on_header_field(http_parser *p, const char *at, size_t len)
 
 	if (count_bytes(c, len))
 		return fail(c, RC_HEADERS);
+	for (size_t i = 0; i < len; i++)
+		if (!is_tchar((unsigned char)at[i]))
+			return fail(c, RC_INVALID);
 	if (r->last_was_value || !r->hname) {
 		if (r->last_was_value) {
 			/* previous header complete; start a new name */
@@ -380,6 +395,8 @@ static int on_headers_complete(http_parser *p)
 			return fail(c, RC_NOMEM);
 	}
 	evtimer_del(c->timer);
+	if (p->http_major != 1 || p->http_minor > 1)
+		return fail(c, RC_INVALID); /* HTTP/0.9 and 2+ are not spoken here */
 	r->method = (int)p->method;
 	if ((p->flags & F_CONTENTLENGTH) && !(p->flags & F_CHUNKED))
 		r->content_length = (int64_t)p->content_length;
@@ -413,6 +430,9 @@ static int on_message_complete(http_parser *p)
 {
 	struct http_conn *c = p->data;
 
+	/* HTTP/0.9 ("GET /x" and nothing else) completes without headers */
+	if (!c->req->route || c->req->phase != PH_BODY)
+		return fail(c, RC_INVALID);
 	c->req->phase = PH_MSG_DONE;
 	http_parser_pause(p, 1);
 	return 0;
@@ -528,11 +548,50 @@ void http_reply_json(struct http_req *r, int status, json_t *j)
 	free(s);
 }
 
+/* Copies s into out, replacing every byte that is not part of valid UTF-8
+ * (or is a control character) with '?', so any message can go into JSON. */
+static void utf8_clean(const char *s, char *out, size_t outlen)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t o = 0;
+
+	while (*p && o + 5 < outlen) {
+		int n = 0;
+		if (*p < 0x80)
+			n = *p >= 0x20 && *p != 0x7f ? 1 : 0;
+		else if (*p >= 0xc2 && *p <= 0xdf)
+			n = 2;
+		else if (*p >= 0xe0 && *p <= 0xef)
+			n = 3;
+		else if (*p >= 0xf0 && *p <= 0xf4)
+			n = 4;
+		for (int k = 1; k < n; k++)
+			if ((p[k] & 0xc0) != 0x80)
+				n = 0;
+		if (n == 3 && ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] >= 0xa0)))
+			n = 0; /* overlong, surrogate */
+		if (n == 4 && ((p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] >= 0x90)))
+			n = 0;
+		if (n == 0) {
+			out[o++] = '?';
+			p++;
+			continue;
+		}
+		memcpy(out + o, p, (size_t)n);
+		o += (size_t)n;
+		p += n;
+	}
+	out[o] = '\0';
+}
+
 void http_reply_error_details(struct http_req *r, enum rc rc, json_t *details,
 			      const char *hint, const char *message)
 {
-	json_t *err = json_pack("{s:s, s:s}", "code", rc_code(rc), "message",
-				message ? message : rc_code(rc));
+	char clean[1024];
+	json_t *err;
+
+	utf8_clean(message ? message : rc_code(rc), clean, sizeof(clean));
+	err = json_pack("{s:s, s:s}", "code", rc_code(rc), "message", clean);
 	int status = rc_http_status(rc);
 
 	if (err && hint)
@@ -547,7 +606,7 @@ void http_reply_error_details(struct http_req *r, enum rc rc, json_t *details,
 	    status == 408 || status == 400)
 		r->close_after = r->close_after || r->phase != PH_HANDLER;
 	log_msg(status >= 500 ? LOG_WARN : LOG_DEBUG, "http", r->reqid,
-		"%d %s: %s", status, rc_code(rc), message ? message : "");
+		"%d %s: %s", status, rc_code(rc), clean);
 	http_reply_json(r, status, err ? json_pack("{s:o}", "error", err)
 				       : json_pack("{s:{s:s}}", "error", "code", "internal"));
 }
@@ -718,6 +777,15 @@ static void headers_ready(struct http_conn *c)
 		error_reply(c, RC_INVALID, "malformed request target");
 		return;
 	}
+	if (c->parser.http_minor == 1) {
+		int hosts = 0;
+		for (int i = 0; i < r->nhdr; i++)
+			hosts += strcasecmp(r->hdr[i].name, "Host") == 0;
+		if (hosts != 1) {
+			error_reply(c, RC_INVALID, "an HTTP/1.1 request needs exactly one Host header");
+			return;
+		}
+	}
 	r->route = router_match(r->method, r->path, &r->params, &why);
 	if (!r->route) {
 		if (why == RC_NOTFOUND && (r->method == HTTP_GET || r->method == HTTP_HEAD) &&
@@ -726,9 +794,13 @@ static void headers_ready(struct http_conn *c)
 		} else {
 			r->phase = PH_ERROR;
 			r->close_after = 1;
-			if (why == RC_METHOD)
+			if (why == RC_METHOD) {
+				char allow[128];
+				router_allowed(r->path, allow, sizeof(allow));
+				http_add_header(r, "Allow", allow);
 				http_reply_error(r, RC_METHOD, NULL, "method %s is not allowed on '%s'",
 						 http_method_str((enum http_method)r->method), r->path);
+			}
 			else if (why == RC_INVALID)
 				http_reply_error(r, RC_INVALID, "encode path segments as UTF-8 with %%XX escapes",
 						 "malformed path '%s'", r->path);
@@ -808,6 +880,11 @@ static void drive(struct http_conn *c)
 		size_t nparsed;
 		enum http_errno e;
 
+		if (!c->req && evbuffer_get_length(bufferevent_get_output(c->bev)) > OUT_HIGH_WATERMARK) {
+			/* the client is not reading its responses: on_write resumes */
+			c->out_blocked = 1;
+			break;
+		}
 		if (evbuffer_peek(in, -1, NULL, &v, 1) < 1 || v.iov_len == 0)
 			break;
 		nparsed = http_parser_execute(&c->parser, &settings, v.iov_base, v.iov_len);
@@ -937,6 +1014,12 @@ static void on_write(struct bufferevent *bev, void *arg)
 	}
 	if (r && r->streaming && r->on_drain)
 		r->on_drain(r, r->on_drain_arg);
+	else if (c->out_blocked) {
+		c->out_blocked = 0;
+		drive(c);
+		if (c->closing)
+			maybe_close(c);
+	}
 }
 
 static void on_event(struct bufferevent *bev, short what, void *arg)
@@ -1032,7 +1115,7 @@ static void conn_start(struct http_server *s, evutil_socket_t fd, const struct s
 	stats.connections_total++;
 	bufferevent_setcb(bev, on_read, on_write, on_event, c);
 	bufferevent_setwatermark(bev, EV_READ, 0, READ_HIGH_WATERMARK);
-	set_read_timeout(c, cfg.keepalive_timeout);
+	set_read_timeout(c, cfg.header_timeout); /* a first request is due at once */
 	bufferevent_enable(bev, EV_READ | EV_WRITE);
 	return;
 fail_bev:

@@ -123,8 +123,8 @@ void http_resume(struct http_req *r);
 /* Request accessors. */
 const char *http_header(const struct http_req *r, const char *name);
 const char *http_param(const struct http_req *r, const char *name);
-/* Decoded value of query parameter name into out; returns its length, or -1
- * when absent or malformed. */
+/* Decoded value of query parameter name into out; returns its length, -1
+ * when absent, -2 when malformed (bad escape, NUL, too long for out). */
 long http_query(const struct http_req *r, const char *name, char *out, size_t outlen);
 int http_req_alive(const struct http_req *r);
 void http_req_on_close(struct http_req *r, void (*cb)(struct http_req *r, void *arg), void *arg);

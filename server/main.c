@@ -167,6 +167,7 @@ int main(int argc, char **argv)
 		log_msg(LOG_ERROR, "main", NULL, "cannot start the event loop, workers or database pool");
 		return 1;
 	}
+	db_set_statement_timeout(cfg.db_statement_timeout * 1000);
 	api_register_all();
 	server = http_server_new(base, &opts);
 	if (!server)
@@ -182,12 +183,13 @@ int main(int argc, char **argv)
 
 	event_base_dispatch(base);
 
-	http_server_free(server);
+	/* Requests whose clients left may still wait on the database or a
+	 * worker: complete them while the server they point to exists. */
 	db_shutdown();
-	/* deliver the callbacks db_shutdown deferred, then let workers finish */
 	event_base_loop(base, EVLOOP_NONBLOCK);
 	worker_shutdown();
 	event_base_loop(base, EVLOOP_NONBLOCK);
+	http_server_free(server);
 	event_free(sigterm);
 	event_free(sigint);
 	event_base_free(base);

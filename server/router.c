@@ -197,6 +197,29 @@ const struct route *router_match(int method, const char *path,
 	return NULL;
 }
 
+void router_allowed(const char *path, char *out, size_t outlen)
+{
+	struct route_params params = {0};
+	size_t n = 0;
+
+	if (outlen)
+		out[0] = '\0';
+	for (int t = 0; t < ntables; t++)
+		for (const struct route *rt = tables[t]; rt->pattern; rt++) {
+			const char *m = http_method_str((enum http_method)rt->method);
+			if (match(rt->pattern, path, &params) != 1)
+				continue;
+			router_params_free(&params);
+			if (strstr(out, m))
+				continue;
+			n += (size_t)snprintf(out + n, n < outlen ? outlen - n : 0, "%s%s", n ? ", " : "", m);
+			if (rt->method == HTTP_GET && n < outlen)
+				n += (size_t)snprintf(out + n, outlen - n, ", HEAD");
+			if (n >= outlen)
+				return;
+		}
+}
+
 void router_each(void (*fn)(const struct route *rt, void *arg), void *arg)
 {
 	for (int t = 0; t < ntables; t++)

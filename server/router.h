@@ -69,6 +69,10 @@ void router_params_free(struct route_params *params);
 /* Value of a named capture, or NULL. */
 const char *router_param(const struct route_params *params, const char *name);
 
+/* Writes the methods that have a route for path ("GET, HEAD, POST") into
+ * out, for the Allow header of a 405. */
+void router_allowed(const char *path, char *out, size_t outlen);
+
 /* Calls fn for every route (for --print-routes and the OpenAPI test). */
 void router_each(void (*fn)(const struct route *rt, void *arg), void *arg);
 

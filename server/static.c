@@ -33,6 +33,7 @@ struct entry {
 	char *gz;
 	size_t gzlen;
 	char etag[48];
+	char gz_etag[52];   /* the gzip copy is another representation: its own tag */
 	time_t mtime;
 	long mtime_ns;
 	const char *ctype;
@@ -190,6 +191,7 @@ static struct entry *load(const char *rel)
 	e->mtime_ns = st.st_mtim.tv_nsec;
 	crypto_sha256_hex(e->data, e->len, hex);
 	snprintf(e->etag, sizeof(e->etag), "\"%.32s\"", hex);
+	snprintf(e->gz_etag, sizeof(e->gz_etag), "\"%.32s-gz\"", hex);
 	e->ctype = content_type(rel, &compress);
 	if (compress && e->len > 1024 && gzip(e->data, e->len, &e->gz, &e->gzlen) == 0 &&
 	    e->gzlen >= e->len * 9 / 10) {
@@ -202,8 +204,8 @@ static struct entry *load(const char *rel)
 
 static int etag_matches(const char *inm, const char *etag)
 {
-	/* a list of (possibly weak, W/"x") tags: a substring match is exact
-	 * enough because our tags are quoted fixed-length hex */
+	/* a list of (possibly weak, W/"x") tags; ours are quoted fixed-length
+	 * hex (plus -gz), so a quoted-substring match is exact */
 	return strcmp(inm, "*") == 0 || strstr(inm, etag) != NULL;
 }
 
@@ -261,7 +263,8 @@ void static_serve(struct http_req *r)
 		http_reply_error(r, RC_NOTFOUND, NULL, "no such file '/%s'", rel);
 		return;
 	}
-	http_add_header(r, "ETag", e->etag);
+	gz = e->gz && accepts_gzip(http_header(r, "Accept-Encoding"));
+	http_add_header(r, "ETag", gz ? e->gz_etag : e->etag);
 	http_add_header(r, "Cache-Control", "no-cache");
 	http_add_header(r, "X-Content-Type-Options", "nosniff");
 	http_add_header(r, "Referrer-Policy", "same-origin");
@@ -275,11 +278,10 @@ void static_serve(struct http_req *r)
 		http_add_header(r, "X-Frame-Options", "DENY");
 	}
 	inm = http_header(r, "If-None-Match");
-	if (inm && etag_matches(inm, e->etag)) {
+	if (inm && etag_matches(inm, gz ? e->gz_etag : e->etag)) {
 		http_reply(r, 304, NULL, NULL, 0);
 		return;
 	}
-	gz = e->gz && accepts_gzip(http_header(r, "Accept-Encoding"));
 	if (gz)
 		http_add_header(r, "Content-Encoding", "gzip");
 	http_reply(r, 200, e->ctype, gz ? e->gz : e->data, gz ? e->gzlen : e->len);

@@ -30,7 +30,8 @@ head -c 768 /dev/urandom | base64 -w 64 | head -c 1024 >"$WEB/bench.txt"
 chmod 0644 "$WEB/bench.txt"
 [[ $(stat -c %s "$WEB/bench.txt") -eq 1024 ]] || die "could not make the 1 KiB file"
 
-db=$(db_new)
+db_new
+db=$DB_NAME
 gc_start "$db" "$TMP/gpucloudd-warn.log" --web-root="$WEB" --log-level=warn
 gc_warn=$GC_PORT
 gc_start "$db" "$TMP/gpucloudd-info.log" --web-root="$WEB" --log-level=info

@@ -118,14 +118,14 @@ db_url() {
 	printf '%s/%s%s\n' "${pre%/*}" "$1" "$query"
 }
 
-# db_new: creates a database bench_<random>, dropped on exit; prints its name.
+# db_new: creates a database bench_<random>, dropped on exit; sets DB_NAME.
+# (Not printed: a command substitution's subshell could not record it for
+# the clean-up.)
 db_new() {
-	local name
-	name=bench_$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')
+	DB_NAME=bench_$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')
 	"$PG_BIN/psql" -qAtX -v ON_ERROR_STOP=1 "$(db_url postgres)" \
-		-c "CREATE DATABASE $name" >/dev/null || die "cannot create database $name"
-	DBS+=("$name")
-	printf '%s\n' "$name"
+		-c "CREATE DATABASE $DB_NAME" >/dev/null || die "cannot create database $DB_NAME"
+	DBS+=("$DB_NAME")
 }
 
 # ---------------------------------------------------------------------------
@@ -133,8 +133,7 @@ db_new() {
 
 # gc_start DB LOGFILE [FLAG...]: starts gpucloudd on SERVER_CPU on a free
 # loopback port, against database DB; sets GC_PID and GC_PORT. The seeded
-# admin's password is ADMIN_PASSWORD. The port is picked here rather than
-# with --port=0, which this libevent refuses to parse.
+# admin's password is ADMIN_PASSWORD.
 gc_start() {
 	local db=$1 log=$2 i port_file state
 	shift 2
@@ -142,7 +141,7 @@ gc_start() {
 	state=$(mktemp -d "$TMP/state.XXXXXX")
 	port_file=$state/port
 	GPUCLOUD_ADMIN_PASSWORD=$ADMIN_PASSWORD taskset -c "$SERVER_CPU" "$BIN" \
-		--listen=127.0.0.1 --port="$(free_port)" --port-file="$port_file" \
+		--listen=127.0.0.1 --port=0 --port-file="$port_file" \
 		--db-url="$(db_url "$db")" --state-dir="$state" \
 		--migrations-dir="$ROOT/db/migrations" --openapi-file="$ROOT/server/openapi.yaml" \
 		--web-root="$ROOT/web" "$@" </dev/null >>"$log" 2>&1 &

@@ -7,7 +7,7 @@
 //
 // Needs the world's env (deploy/world.sh writes var/world/env): GPUCLOUD_TEST_DB_URL.
 import { spawn, execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, existsSync, mkdirSync, openSync } from 'node:fs';
+import { mkdtempSync, readFileSync, existsSync, mkdirSync, openSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -85,6 +85,7 @@ export async function startServer(opts = {}) {
         for (let i = 0; i < 40 && !exited; i++) await sleep(50);
       }
       if (!keepDb && !opts.db) dropDatabase(db.name);
+      rmSync(dir, { recursive: true, force: true });
       return exited;
     },
   };

@@ -1,0 +1,137 @@
+// server/openapi.yaml stays true: it documents every routed path and
+// method (from `gpucloudd --print-routes`) and nothing else, marks exactly
+// the public routes as needing no credentials, declares every path
+// parameter, resolves every $ref, and is what the server serves.
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { readFileSync, existsSync } from 'node:fs';
+import { join } from 'node:path';
+import YAML from 'yaml';
+import { startServer, BIN, ROOT } from '../lib/server.mjs';
+import { stopClean } from '../lib/itest.mjs';
+
+const FILE = join(ROOT, 'server/openapi.yaml');
+const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'];
+
+function routes() {
+  const out = execFileSync(BIN, ['--print-routes'], { encoding: 'utf8' });
+  const list = out.trim().split('\n').map((l) => {
+    const [method, path, roles] = l.trim().split(/\s+/);
+    return { method, path, roles };
+  });
+  assert.ok(list.length > 0, '--print-routes printed nothing');
+  for (const r of list) assert.match(r.method, /^[A-Z]+$/, JSON.stringify(r));
+  return list;
+}
+
+function load() {
+  assert.ok(existsSync(FILE), 'server/openapi.yaml is missing');
+  const doc = YAML.parse(readFileSync(FILE, 'utf8'));
+  assert.ok(doc && typeof doc === 'object', 'openapi.yaml is not a mapping');
+  assert.match(String(doc.openapi), /^3\./, 'not an OpenAPI 3 document');
+  assert.ok(doc.paths && typeof doc.paths === 'object', 'no paths');
+  return doc;
+}
+
+// Paths in the document, made absolute with the first server's URL path.
+function documented(doc) {
+  let prefix = '';
+  const url = doc.servers?.[0]?.url;
+  if (url) prefix = new URL(url, 'http://x').pathname.replace(/\/$/, '');
+  const ops = [];
+  for (const [p, item] of Object.entries(doc.paths)) {
+    for (const m of Object.keys(item)) {
+      if (!METHODS.includes(m)) continue;
+      ops.push({ method: m.toUpperCase(), path: prefix + p, docPath: p, op: item[m], item });
+    }
+  }
+  return ops;
+}
+
+function resolve(doc, node) {
+  let n = node;
+  for (let i = 0; n && n.$ref && i < 10; i++) {
+    assert.match(n.$ref, /^#\//, `only local $refs: ${n.$ref}`);
+    n = n.$ref.slice(2).split('/').reduce((o, k) => o?.[k.replace(/~1/g, '/').replace(/~0/g, '~')], doc);
+    assert.ok(n !== undefined, `unresolved $ref ${node.$ref}`);
+  }
+  return n;
+}
+
+describe('API documentation (server/openapi.yaml)', () => {
+  let doc, ops, rts;
+  before(() => {
+    rts = routes();
+    doc = load();
+    ops = documented(doc);
+  });
+
+  it('documents every routed path and method', () => {
+    const have = new Set(ops.map((o) => `${o.method} ${o.path}`));
+    const missing = rts.filter((r) => !have.has(`${r.method} ${r.path}`)).map((r) => `${r.method} ${r.path}`);
+    assert.deepEqual(missing, [], 'routes missing from openapi.yaml');
+  });
+
+  it('documents nothing that is not routed (HEAD is implied by GET)', () => {
+    const routed = new Set(rts.map((r) => `${r.method} ${r.path}`));
+    const extra = ops.filter((o) => !routed.has(`${o.method} ${o.path}`) &&
+      !(o.method === 'HEAD' && routed.has(`GET ${o.path}`))).map((o) => `${o.method} ${o.path}`);
+    assert.deepEqual(extra, [], 'openapi.yaml documents operations the server does not route');
+  });
+
+  it('marks exactly the public routes as needing no credentials', () => {
+    const globalSec = doc.security;
+    for (const r of rts) {
+      const o = ops.find((x) => x.method === r.method && x.path === r.path);
+      if (!o) continue; // reported above
+      const sec = o.op.security ?? globalSec;
+      const open = Array.isArray(sec) ? sec.length === 0 || sec.some((s) => Object.keys(s).length === 0) : !sec;
+      assert.equal(open, r.roles === 'public', `${r.method} ${r.path} is ${r.roles} but documented as ${open ? 'public' : 'authenticated'}`);
+    }
+  });
+
+  it('declares every path parameter and gives every operation responses', () => {
+    for (const o of ops) {
+      const names = [...o.docPath.matchAll(/\{([^}]+)\}/g)].map((m) => m[1].replace(/\.\.\.$/, ''));
+      const params = [...(o.item.parameters || []), ...(o.op.parameters || [])].map((p) => resolve(doc, p));
+      for (const n of names) {
+        const p = params.find((x) => x && x.in === 'path' && x.name === n);
+        assert.ok(p, `${o.method} ${o.docPath}: path parameter '${n}' is not declared`);
+        assert.equal(p.required, true, `${o.method} ${o.docPath}: path parameter '${n}' must be required`);
+      }
+      assert.ok(o.op.responses && Object.keys(o.op.responses).length > 0, `${o.method} ${o.docPath} has no responses`);
+      for (const [code, resp] of Object.entries(o.op.responses)) {
+        assert.match(code, /^([1-5]\d\d|[1-5]XX|default)$/, `${o.method} ${o.docPath}: response key ${code}`);
+        const rr = resolve(doc, resp);
+        assert.equal(typeof rr.description, 'string', `${o.method} ${o.docPath} ${code} has no description`);
+      }
+    }
+  });
+
+  it('resolves every $ref in the document', () => {
+    const walk = (n) => {
+      if (Array.isArray(n)) n.forEach(walk);
+      else if (n && typeof n === 'object') {
+        if (typeof n.$ref === 'string') resolve(doc, n);
+        Object.values(n).forEach(walk);
+      }
+    };
+    walk(doc);
+  });
+
+  describe('as served', () => {
+    let srv;
+    before(async () => {
+      srv = await startServer({ args: [`--openapi-file=${FILE}`] });
+    });
+    after(async () => { await stopClean(srv); });
+
+    it('serves the same document at /api/v1/openapi.yaml', async () => {
+      const res = await fetch(`${srv.base}/api/v1/openapi.yaml`);
+      assert.equal(res.status, 200);
+      assert.match(res.headers.get('content-type'), /yaml/);
+      assert.equal(await res.text(), readFileSync(FILE, 'utf8'));
+    });
+  });
+});
