@@ -158,6 +158,19 @@ void api_reply_db_error(struct http_req *r, enum rc rc, const char *what)
 		http_reply_error(r, RC_DB, NULL, "database error");
 }
 
+void *api_state(struct http_req *r, size_t size, void (*free_fn)(void *))
+{
+	void *p = calloc(1, size);
+
+	if (!p) {
+		http_reply_error(r, RC_NOMEM, NULL, "out of memory");
+		return NULL;
+	}
+	r->data = p;
+	r->data_free = free_fn ? free_fn : free;
+	return p;
+}
+
 void api_db_ignore(PGresult *res, enum rc rc, void *arg)
 {
 	(void)res;

@@ -33,6 +33,10 @@ json_t *api_json_decode(const char *buf, size_t len, const struct jfield *spec,
  * 409 for conflicts (with msg), else 500. */
 void api_reply_db_error(struct http_req *r, enum rc rc, const char *what);
 
+/* Allocates size zeroed bytes as r's handler state, freed with the request
+ * by free_fn (free() when NULL).  On failure replies 500 and returns NULL. */
+void *api_state(struct http_req *r, size_t size, void (*free_fn)(void *));
+
 /* A db_cb for fire-and-forget statements: logs failures only. */
 void api_db_ignore(PGresult *res, enum rc rc, void *arg);
 

@@ -302,16 +302,13 @@ static void login(struct http_req *r)
 		reply_throttled(r, wait);
 		return;
 	}
-	l = calloc(1, sizeof(*l));
+	l = api_state(r, sizeof(*l), login_free);
 	if (!l) {
 		json_decref(body);
-		http_reply_error(r, RC_NOMEM, NULL, "out of memory");
 		return;
 	}
 	l->r = r;
 	l->body = body;
-	r->data = l;
-	r->data_free = login_free;
 	p[0] = body_str(body, "username");
 	db_query("SELECT id, password_hash, disabled,"
 		 " CASE WHEN locked_until > now() THEN ceil(extract(epoch FROM locked_until - now()))::int"
@@ -465,16 +462,13 @@ static void password_change(struct http_req *r)
 				 "API tokens cannot change passwords");
 		return;
 	}
-	c = calloc(1, sizeof(*c));
+	c = api_state(r, sizeof(*c), pwchange_free);
 	if (!c) {
 		json_decref(body);
-		http_reply_error(r, RC_NOMEM, NULL, "out of memory");
 		return;
 	}
 	c->r = r;
 	c->body = body;
-	r->data = c;
-	r->data_free = pwchange_free;
 	snprintf(uid, sizeof(uid), "%lld", (long long)r->auth->user_id);
 	db_query("SELECT password_hash FROM users WHERE id = $1", 1, p, pwchange_loaded, c);
 }

@@ -142,15 +142,12 @@ static void create(struct http_req *r)
 		http_reply_error(r, RC_INVALID, NULL, "name must be 1 to 100 bytes");
 		return;
 	}
-	c = calloc(1, sizeof(*c));
+	c = api_state(r, sizeof(*c), free);
 	if (!c) {
 		json_decref(body);
-		http_reply_error(r, RC_NOMEM, NULL, "out of memory");
 		return;
 	}
 	c->r = r;
-	r->data = c;
-	r->data_free = free;
 	memcpy(c->token, "gct_", 4);
 	if (crypto_token(c->token + 4, sizeof(c->token) - 4, 32) < 0) {
 		json_decref(body);

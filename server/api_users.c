@@ -262,16 +262,13 @@ static void create(struct http_req *r)
 		http_reply_error(r, RC_INVALID, NULL, "%s", why);
 		return;
 	}
-	c = calloc(1, sizeof(*c));
+	c = api_state(r, sizeof(*c), create_free);
 	if (!c) {
 		json_decref(body);
-		http_reply_error(r, RC_NOMEM, NULL, "out of memory");
 		return;
 	}
 	c->r = r;
 	c->body = body;
-	r->data = c;
-	r->data_free = create_free;
 	password = str(body, "password");
 	if (!*password) {
 		if (auth_password_generate(c->generated, sizeof(c->generated)) < 0) {
@@ -428,16 +425,13 @@ static void reset_password(struct http_req *r)
 	body = api_json_body(r, reset_spec);
 	if (!body)
 		return;
-	s = calloc(1, sizeof(*s));
+	s = api_state(r, sizeof(*s), free);
 	if (!s) {
 		json_decref(body);
-		http_reply_error(r, RC_NOMEM, NULL, "out of memory");
 		return;
 	}
 	s->r = r;
 	s->id = id;
-	r->data = s;
-	r->data_free = free;
 	pw = str(body, "password");
 	if (*pw) {
 		why = auth_password_policy(pw, NULL);

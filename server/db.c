@@ -38,6 +38,9 @@
 /* libpq leaves connect timeouts to the application in non-blocking mode. */
 #define CONNECT_TIMEOUT_MS 10000
 #define MIGRATION_MAX_BYTES (16 << 20)
+/* Statements a connection prepares (planning once per connection is most
+ * of the cost of a small indexed query); beyond this, unnamed statements. */
+#define PREP_MAX 256
 /* pg_advisory_lock() key held while migrating ("gpuc" in ASCII). */
 #define MIGRATE_LOCK_KEY "1735423331"
 
@@ -64,6 +67,7 @@ struct job {
 	enum rc rc;
 	long long deadline; /* monotonic ms, while queued */
 	const char *sql;
+	unsigned sql_hash; /* to find its prepared statement quickly */
 	int nparams;
 	const char **params;
 	struct event *ev; /* completion; storage is part of this allocation */
@@ -85,6 +89,10 @@ struct db_conn {
 	int releasing; /* db_release() came while a statement was in flight */
 	int orphan;    /* the pool shut down while held: db_release() frees */
 	struct job *cur;
+	int preparing;       /* cur waits for the PREPARE of its statement */
+	char *prep[PREP_MAX]; /* statements prepared here; prep[i] is "gc<i>" */
+	unsigned prep_hash[PREP_MAX];
+	int nprep;
 	PGresult *res;       /* result of cur collected so far */
 	struct jobq pending; /* held: statements behind cur */
 };
@@ -192,6 +200,9 @@ static struct job *job_new(enum job_kind kind, const char *sql, int nparams,
 		memcpy(p, sql, n);
 		j->sql = p;
 		p += n;
+		j->sql_hash = 2166136261u;
+		for (const char *q = sql; *q; q++)
+			j->sql_hash = (j->sql_hash ^ (unsigned char)*q) * 16777619u;
 	}
 	for (i = 0; i < nparams; i++) {
 		if (!params[i])
@@ -356,6 +367,10 @@ static void conn_close(struct db_conn *c)
 	PQclear(c->res);
 	c->res = NULL;
 	c->flushing = 0;
+	c->preparing = 0;
+	for (int i = 0; i < c->nprep; i++)
+		free(c->prep[i]);
+	c->nprep = 0;
 	c->state = CONN_DOWN;
 }
 
@@ -480,14 +495,34 @@ static void connect_step(struct db_conn *c)
 	conn_down(c, PQerrorMessage(c->pg));
 }
 
-/* Sends j on c.  Returns -1 when c went down (j has been failed), else 0. */
+static int prep_find(const struct db_conn *c, const struct job *j)
+{
+	for (int i = 0; i < c->nprep; i++)
+		if (c->prep_hash[i] == j->sql_hash && strcmp(c->prep[i], j->sql) == 0)
+			return i;
+	return -1;
+}
+
+/* Sends j on c: the prepared statement when c has it, else its PREPARE
+ * first (query_done() then sends j again), else the unnamed statement.
+ * Returns -1 when c went down (j has been failed), else 0. */
 static int conn_send(struct db_conn *c, struct job *j)
 {
-	int n;
+	int n, ok, idx = j->kind == JOB_QUERY ? prep_find(c, j) : -2;
+	char name[16];
 
 	c->cur = j;
-	if (!PQsendQueryParams(c->pg, j->sql, j->nparams, NULL, j->params,
-			       NULL, NULL, 0)) {
+	if (idx >= 0) {
+		snprintf(name, sizeof(name), "gc%d", idx);
+		ok = PQsendQueryPrepared(c->pg, name, j->nparams, j->params, NULL, NULL, 0);
+	} else if (idx == -1 && c->nprep < PREP_MAX) {
+		snprintf(name, sizeof(name), "gc%d", c->nprep);
+		ok = PQsendPrepare(c->pg, name, j->sql, j->nparams, NULL);
+		c->preparing = ok;
+	} else {
+		ok = PQsendQueryParams(c->pg, j->sql, j->nparams, NULL, j->params, NULL, NULL, 0);
+	}
+	if (!ok) {
 		if (PQstatus(c->pg) == CONNECTION_BAD || j->kind == JOB_ROLLBACK) {
 			conn_down(c, PQerrorMessage(c->pg));
 			return -1;
@@ -578,6 +613,19 @@ static void query_done(struct db_conn *c)
 	enum rc rc;
 	int stuck;
 
+	if (c->preparing) {
+		c->preparing = 0;
+		if (res && PQresultStatus(res) == PGRES_COMMAND_OK &&
+		    (c->prep[c->nprep] = strdup(j->sql))) {
+			c->prep_hash[c->nprep++] = j->sql_hash;
+			PQclear(res);
+			c->res = NULL;
+			evtimer_del(c->timer);
+			conn_send(c, j); /* now as the prepared statement */
+			return;
+		}
+		/* a statement that cannot be prepared fails like it would run */
+	}
 	c->cur = NULL;
 	c->res = NULL;
 	evtimer_del(c->timer);

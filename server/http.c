@@ -174,10 +174,25 @@ static void kick(struct http_conn *c)
 
 /* ---- requests ---- */
 
+/* Request ids: unique and unguessable enough to correlate logs, cheap
+ * enough for every request (a random seed, then splitmix64 of a counter). */
+static void reqid_next(char out[17])
+{
+	static uint64_t seed, n;
+	uint64_t z;
+
+	if (!seed && crypto_random(&seed, sizeof(seed)) < 0)
+		seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+	z = seed + 0x9e3779b97f4a7c15ULL * ++n;
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	z ^= z >> 31;
+	snprintf(out, 17, "%016llx", (unsigned long long)z);
+}
+
 static struct http_req *req_new(struct http_conn *c)
 {
 	struct http_req *r = calloc(1, sizeof(*r));
-	unsigned char id[8];
 
 	if (!r)
 		return NULL;
@@ -187,10 +202,7 @@ static struct http_req *req_new(struct http_conn *c)
 	r->t_start = now_s();
 	r->tls = c->tls;
 	memcpy(r->peer, c->peer, sizeof(r->peer));
-	if (crypto_random(id, sizeof(id)) < 0)
-		memset(id, 0, sizeof(id));
-	for (int i = 0; i < 8; i++)
-		snprintf(r->reqid + 2 * i, 3, "%02x", id[i]);
+	reqid_next(r->reqid);
 	stats.requests_total++;
 	return r;
 }

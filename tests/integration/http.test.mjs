@@ -53,6 +53,24 @@ describe('HTTP connection layer', () => {
     assert.equal(after - before, 2);
   });
 
+  it('answers a later asynchronous request on a reused connection (static file, pause, then login)', async () => {
+    // a reply that comes from a worker/database completion, not from the
+    // read callback, must still reach a connection that served before
+    const c = await RawConn.open(srv.port);
+    c.write(get('/favicon.svg'));
+    const first = await c.response();
+    assert.equal(first.status, 200);
+    await sleep(300);
+    const body = JSON.stringify({ username: 'admin', password: 'not-the-password' });
+    c.write(`POST /api/v1/auth/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`);
+    await sleep(50);
+    c.write(body);
+    const second = await c.response();
+    assert.equal(second.status, 401);
+    assert.equal(c.closed, false);
+    c.destroy();
+  });
+
   it('answers pipelined requests in order with correct framing', async () => {
     const c = await RawConn.open(srv.port);
     const badBody = '{"username":1,"password":"x"}';
