@@ -7,12 +7,18 @@
 #   make bench    run benchmarks (one: make bench NAME=http)
 #   make world / make world-down   the test world on its own
 #
-# SANITIZER=address or SANITIZER=undefined builds with that sanitizer.
+# SANITIZER=address or SANITIZER=undefined builds with that sanitizer into
+# build-<sanitizer>/; `make test SANITIZER=address` runs the suite on it.
 
 CC      ?= cc
 CLANG   ?= clang
-BUILD   ?= build
 SANITIZER ?=
+# sanitizer builds live apart, so switching never mixes objects
+ifeq ($(SANITIZER),)
+BUILD   ?= build
+else
+BUILD   ?= build-$(SANITIZER)
+endif
 
 CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g -I/usr/include/postgresql -Iserver
 OPT     ?= -O2
@@ -105,10 +111,11 @@ fuzz-replay: $(FUZZ_BINS)
 	done
 
 integration: all
-	@ulimit -n 65536 2>/dev/null || true; node --test --test-concurrency=1 tests/integration/
+	@ulimit -n 65536 2>/dev/null || true; GPUCLOUD_BIN=$(abspath $(BUILD))/gpucloudd \
+	  node --test --test-concurrency=1 tests/integration/
 
 e2e: all
-	@node --test --test-concurrency=1 tests/e2e/
+	@GPUCLOUD_BIN=$(abspath $(BUILD))/gpucloudd node --test --test-concurrency=1 tests/e2e/
 
 fuzz: $(FUZZ_BINS)
 	@set -e; for f in $(FUZZ_BINS); do n=$${f##*/fuzz_}; \

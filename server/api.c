@@ -33,7 +33,8 @@ static int type_ok(json_t *v, const struct jfield *f, char *err, size_t errlen)
 		if (!json_is_string(v))
 			break;
 		if (f->max_len && json_string_length(v) > f->max_len) {
-			snprintf(err, errlen, "field '%s' is longer than %zu bytes", f->name, f->max_len);
+			snprintf(err, errlen, "field '%s' is longer than %zu bytes", f->name,
+			         f->max_len);
 			return 0;
 		}
 		if (memchr(json_string_value(v), '\0', json_string_length(v))) {
@@ -55,12 +56,15 @@ static int type_ok(json_t *v, const struct jfield *f, char *err, size_t errlen)
 		if (!json_is_array(v))
 			break;
 		if (f->max_len && json_array_size(v) > f->max_len) {
-			snprintf(err, errlen, "field '%s' has more than %zu elements", f->name, f->max_len);
+			snprintf(err, errlen, "field '%s' has more than %zu elements", f->name,
+			         f->max_len);
 			return 0;
 		}
-		json_array_foreach(v, i, e) {
+		json_array_foreach(v, i, e)
+		{
 			if (!json_is_string(e) || json_string_length(e) > 256) {
-				snprintf(err, errlen, "field '%s' must be an array of short strings", f->name);
+				snprintf(err, errlen,
+				         "field '%s' must be an array of short strings", f->name);
 				return 0;
 			}
 		}
@@ -75,8 +79,8 @@ static int type_ok(json_t *v, const struct jfield *f, char *err, size_t errlen)
 	return 0;
 }
 
-json_t *api_json_decode(const char *buf, size_t len, const struct jfield *spec,
-			char *err, size_t errlen)
+json_t *api_json_decode(const char *buf, size_t len, const struct jfield *spec, char *err,
+                        size_t errlen)
 {
 	json_error_t jerr;
 	json_t *obj, *v;
@@ -88,7 +92,7 @@ json_t *api_json_decode(const char *buf, size_t len, const struct jfield *spec,
 		obj = json_loadb(buf, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
 	if (!obj) {
 		snprintf(err, errlen, "malformed JSON at line %d column %d: %s", jerr.line,
-			 jerr.column, jerr.text);
+		         jerr.column, jerr.text);
 		return NULL;
 	}
 	if (!json_is_object(obj)) {
@@ -96,7 +100,8 @@ json_t *api_json_decode(const char *buf, size_t len, const struct jfield *spec,
 		json_decref(obj);
 		return NULL;
 	}
-	json_object_foreach(obj, key, v) {
+	json_object_foreach(obj, key, v)
+	{
 		const struct jfield *f;
 		for (f = spec; f->name; f++)
 			if (strcmp(f->name, key) == 0)
@@ -130,16 +135,16 @@ json_t *api_json_body(struct http_req *r, const struct jfield *spec)
 	json_t *obj;
 
 	if (len && (!ct || strncasecmp(ct, "application/json", 16) != 0 ||
-		    (ct[16] != '\0' && ct[16] != ';' && ct[16] != ' '))) {
+	            (ct[16] != '\0' && ct[16] != ';' && ct[16] != ' '))) {
 		http_reply_error(r, RC_UNSUPPORTED, "send 'Content-Type: application/json'",
-				 "request body must be JSON");
+		                 "request body must be JSON");
 		return NULL;
 	}
-	obj = api_json_decode(len ? (const char *)evbuffer_pullup(r->body, -1) : "", len, spec,
-			      err, sizeof(err));
+	obj = api_json_decode(len ? (const char *)evbuffer_pullup(r->body, -1) : "", len, spec, err,
+	                      sizeof(err));
 	if (!obj) {
-		http_reply_error(r, RC_INVALID, "check the API documentation at /api/v1/openapi.yaml",
-				 "%s", err);
+		http_reply_error(r, RC_INVALID,
+		                 "check the API documentation at /api/v1/openapi.yaml", "%s", err);
 		return NULL;
 	}
 	return obj;
@@ -149,7 +154,7 @@ void api_reply_db_error(struct http_req *r, enum rc rc, const char *what)
 {
 	if (rc == RC_UNAVAILABLE)
 		http_reply_error(r, RC_UNAVAILABLE, "retry in a few seconds",
-				 "the database is unavailable");
+		                 "the database is unavailable");
 	else if (rc == RC_CONFLICT)
 		http_reply_error(r, RC_CONFLICT, NULL, "%s", what);
 	else if (rc == RC_INVALID)
@@ -202,8 +207,9 @@ long api_query(struct http_req *r, const char *name, char *out, size_t outlen)
 	long n = http_query(r, name, out, outlen);
 
 	if (n == -2)
-		http_reply_error(r, RC_INVALID, "percent-encode the value as UTF-8 and keep it short",
-				 "malformed query parameter '%s'", name);
+		http_reply_error(r, RC_INVALID,
+		                 "percent-encode the value as UTF-8 and keep it short",
+		                 "malformed query parameter '%s'", name);
 	return n;
 }
 
@@ -216,13 +222,12 @@ int api_page(struct http_req *r, int def, int max, int *limit, long long *cursor
 	*limit = def;
 	*cursor = 0;
 	switch (api_query(r, "limit", buf, sizeof(buf))) {
-	case -2:
-		return -1;
-	case -1:
-		break;
+	case -2: return -1;
+	case -1: break;
 	default:
 		if (parse_ll(buf, &v) < 0 || v < 1 || v > max) {
-			http_reply_error(r, RC_INVALID, NULL, "limit must be an integer from 1 to %d", max);
+			http_reply_error(r, RC_INVALID, NULL,
+			                 "limit must be an integer from 1 to %d", max);
 			return -1;
 		}
 		*limit = (int)v;
@@ -232,7 +237,8 @@ int api_page(struct http_req *r, int def, int max, int *limit, long long *cursor
 		return -1;
 	if (n > 0) {
 		if (parse_ll(buf, &v) < 0) {
-			http_reply_error(r, RC_INVALID, "pass back next_cursor unchanged", "malformed cursor");
+			http_reply_error(r, RC_INVALID, "pass back next_cursor unchanged",
+			                 "malformed cursor");
 			return -1;
 		}
 		*cursor = v;
@@ -255,14 +261,12 @@ json_t *api_user_row(const PGresult *res, int row, int col)
 {
 	const char *dn = db_val(res, row, col + 2), *em = db_val(res, row, col + 3);
 
-	return json_pack("{s:I, s:s, s:s, s:s, s:s, s:b, s:s}",
-			 "id", (json_int_t)strtoll(db_val(res, row, col), NULL, 10),
-			 "username", db_val(res, row, col + 1),
-			 "display_name", dn ? dn : "",
-			 "email", em ? em : "",
-			 "role", db_val(res, row, col + 4),
-			 "disabled", strcmp(db_val(res, row, col + 5), "t") == 0,
-			 "created_at", db_val(res, row, col + 6));
+	return json_pack("{s:I, s:s, s:s, s:s, s:s, s:b, s:s}", "id",
+	                 (json_int_t)strtoll(db_val(res, row, col), NULL, 10), "username",
+	                 db_val(res, row, col + 1), "display_name", dn ? dn : "", "email",
+	                 em ? em : "", "role", db_val(res, row, col + 4), "disabled",
+	                 strcmp(db_val(res, row, col + 5), "t") == 0, "created_at",
+	                 db_val(res, row, col + 6));
 }
 
 void api_register_all(void)

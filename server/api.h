@@ -12,10 +12,10 @@
 enum jtype { J_STRING, J_INT, J_BOOL, J_STRINGS, J_OBJECT };
 
 struct jfield {
-	const char *name;    /* NULL ends a spec */
+	const char *name; /* NULL ends a spec */
 	enum jtype type;
 	int required;
-	size_t max_len;      /* strings: bytes; arrays: elements; 0 = no limit */
+	size_t max_len; /* strings: bytes; arrays: elements; 0 = no limit */
 };
 
 /* Decodes r->body as a JSON object that has only the fields of spec with
@@ -26,8 +26,8 @@ json_t *api_json_body(struct http_req *r, const struct jfield *spec);
 
 /* Pure part of the above, for tests and the fuzz target: decodes buf and
  * checks it.  Returns the object or NULL with a message in err. */
-json_t *api_json_decode(const char *buf, size_t len, const struct jfield *spec,
-			char *err, size_t errlen);
+json_t *api_json_decode(const char *buf, size_t len, const struct jfield *spec, char *err,
+                        size_t errlen);
 
 /* Reply for a failed database call: 503 when the database is unavailable,
  * 409 for conflicts (with msg), else 500. */
@@ -53,8 +53,8 @@ int api_page(struct http_req *r, int def, int max, int *limit, long long *cursor
 int api_id(struct http_req *r, const char *name, long long *id);
 
 /* The columns of a user, in the order api_user_row() reads them. */
-#define API_USER_COLS                                                          \
-	"id, username, display_name, email, role, disabled,"                   \
+#define API_USER_COLS                                        \
+	"id, username, display_name, email, role, disabled," \
 	" to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
 
 /* User JSON from the API_USER_COLS columns of row, starting at column col.

@@ -19,8 +19,8 @@
 
 /* ---- per-address throttling ---- */
 
-#define IP_SLOTS 4096
-#define IP_FACTOR 10  /* an address (a classroom behind NAT) gets 10x an account's free failures */
+#define IP_SLOTS  4096
+#define IP_FACTOR 10 /* an address (a classroom behind NAT) gets 10x an account's free failures */
 
 struct ip_slot {
 	char ip[64];
@@ -102,7 +102,7 @@ static void reply_throttled(struct http_req *r, int seconds)
 	snprintf(buf, sizeof(buf), "%d", seconds < 1 ? 1 : seconds);
 	http_add_header(r, "Retry-After", buf);
 	http_reply_error(r, RC_THROTTLED, "wait before trying again",
-			 "too many failed logins; try again in %s seconds", buf);
+	                 "too many failed logins; try again in %s seconds", buf);
 }
 
 /* ---- login ---- */
@@ -139,7 +139,7 @@ static void set_session_cookie(struct http_req *r, const char *value, int max_ag
 	char buf[256];
 
 	snprintf(buf, sizeof(buf), "%s=%s; Path=/; Max-Age=%d; HttpOnly; SameSite=Lax%s",
-		 auth_cookie_name(r->tls), value, max_age, r->tls ? "; Secure" : "");
+	         auth_cookie_name(r->tls), value, max_age, r->tls ? "; Secure" : "");
 	http_add_header(r, "Set-Cookie", buf);
 }
 
@@ -167,7 +167,7 @@ static void login_failed_done(PGresult *res, enum rc rc, void *arg)
 	(void)res;
 	(void)rc;
 	http_reply_error(l->r, RC_UNAUTHORIZED, "check the username and password",
-			 "invalid username or password");
+	                 "invalid username or password");
 }
 
 static void login_verified(void *arg, int ok, const char *new_phc)
@@ -179,7 +179,8 @@ static void login_verified(void *arg, int ok, const char *new_phc)
 
 	(void)new_phc;
 	if (ok < 0) {
-		http_reply_error(r, RC_INTERNAL, NULL, "stored password hash is unusable; ask an admin to reset it");
+		http_reply_error(r, RC_INTERNAL, NULL,
+		                 "stored password hash is unusable; ask an admin to reset it");
 		return;
 	}
 	if (ok == 0) {
@@ -200,21 +201,25 @@ static void login_verified(void *arg, int ok, const char *new_phc)
 		 * failure doubles the wait, capped, so an account sees at most
 		 * free + 3600/max_delay attempts an hour */
 		db_query("UPDATE users SET"
-			 " failed_logins = CASE WHEN last_failed_at < now() - interval '1 hour'"
-			 "  THEN 1 ELSE failed_logins + 1 END,"
-			 " last_failed_at = now(),"
-			 " locked_until = CASE WHEN (CASE WHEN last_failed_at < now() - interval '1 hour'"
-			 "  THEN 1 ELSE failed_logins + 1 END) >= $2::int"
-			 "  THEN now() + make_interval(secs => least(power(2, least((CASE WHEN last_failed_at <"
-			 "  now() - interval '1 hour' THEN 1 ELSE failed_logins + 1 END) - $2::int, 20)), $3::int))"
-			 "  ELSE NULL END"
-			 " WHERE id = $1",
-			 3, p, login_failed_done, l);
+		         " failed_logins = CASE WHEN last_failed_at < now() - interval '1 hour'"
+		         "  THEN 1 ELSE failed_logins + 1 END,"
+		         " last_failed_at = now(),"
+		         " locked_until = CASE WHEN (CASE WHEN last_failed_at < now() - interval "
+		         "'1 hour'"
+		         "  THEN 1 ELSE failed_logins + 1 END) >= $2::int"
+		         "  THEN now() + make_interval(secs => least(power(2, least((CASE WHEN "
+		         "last_failed_at <"
+		         "  now() - interval '1 hour' THEN 1 ELSE failed_logins + 1 END) - "
+		         "$2::int, 20)), $3::int))"
+		         "  ELSE NULL END"
+		         " WHERE id = $1",
+		         3, p, login_failed_done, l);
 		return;
 	}
 	if (l->disabled) {
 		auth_audit(r, &l->info, "login.disabled", l->info.username, NULL);
-		http_reply_error(r, RC_FORBIDDEN, "ask an administrator to enable it", "this account is disabled");
+		http_reply_error(r, RC_FORBIDDEN, "ask an administrator to enable it",
+		                 "this account is disabled");
 		return;
 	}
 	if (crypto_token(l->session_token, sizeof(l->session_token), 32) < 0 ||
@@ -225,10 +230,11 @@ static void login_verified(void *arg, int ok, const char *new_phc)
 	/* rotation: a session presented with the login is ended */
 	if (auth_cookie_value(r, old, sizeof(old)) == 0 && *old) {
 		char oldhash[65];
-		const char *q[1] = {oldhash};
+		const char *q[1] = { oldhash };
 		crypto_sha256_hex(old, strlen(old), oldhash);
-		db_query("UPDATE sessions SET revoked_at = now() WHERE token_hash = $1 AND revoked_at IS NULL",
-			 1, q, api_db_ignore, NULL);
+		db_query("UPDATE sessions SET revoked_at = now() WHERE token_hash = $1 AND "
+		         "revoked_at IS NULL",
+		         1, q, api_db_ignore, NULL);
 	}
 	crypto_sha256_hex(l->session_token, strlen(l->session_token), hash);
 	snprintf(ttl, sizeof(ttl), "%d", cfg.session_max_age);
@@ -239,10 +245,11 @@ static void login_verified(void *arg, int ok, const char *new_phc)
 	p[4] = http_header(r, "User-Agent") ? http_header(r, "User-Agent") : "";
 	p[5] = ttl;
 	db_query("WITH reset AS (UPDATE users SET failed_logins = 0, locked_until = NULL"
-		 "  WHERE id = $1 AND (failed_logins <> 0 OR locked_until IS NOT NULL))"
-		 " INSERT INTO sessions (user_id, token_hash, csrf_token, ip, user_agent, expires_at)"
-		 " VALUES ($1, $2, $3, $4, left($5, 200), now() + make_interval(secs => $6::int))",
-		 6, p, login_session_done, l);
+	         "  WHERE id = $1 AND (failed_logins <> 0 OR locked_until IS NOT NULL))"
+	         " INSERT INTO sessions (user_id, token_hash, csrf_token, ip, user_agent, "
+	         "expires_at)"
+	         " VALUES ($1, $2, $3, $4, left($5, 200), now() + make_interval(secs => $6::int))",
+	         6, p, login_session_done, l);
 }
 
 static void login_user_done(PGresult *res, enum rc rc, void *arg)
@@ -278,13 +285,14 @@ static void login_user_done(PGresult *res, enum rc rc, void *arg)
 		}
 	}
 	if (auth_verify_async(body_str(l->body, "password"), phc, NULL, login_verified, l) < 0)
-		http_reply_error(r, RC_UNAVAILABLE, "retry in a few seconds", "too many logins in progress");
+		http_reply_error(r, RC_UNAVAILABLE, "retry in a few seconds",
+		                 "too many logins in progress");
 }
 
 static const struct jfield login_spec[] = {
-	{"username", J_STRING, 1, 64},
-	{"password", J_STRING, 1, 1024},
-	{NULL, 0, 0, 0},
+	{ "username", J_STRING, 1, 64 },
+	{ "password", J_STRING, 1, 1024 },
+	{ NULL, 0, 0, 0 },
 };
 
 static void login(struct http_req *r)
@@ -311,12 +319,13 @@ static void login(struct http_req *r)
 	l->body = body;
 	p[0] = body_str(body, "username");
 	db_query("SELECT id, password_hash, disabled,"
-		 " CASE WHEN locked_until > now() THEN ceil(extract(epoch FROM locked_until - now()))::int"
-		 "  ELSE 0 END,"
-		 " display_name, email, role, username,"
-		 " to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
-		 " FROM users WHERE username = lower($1)",
-		 1, p, login_user_done, l);
+	         " CASE WHEN locked_until > now() THEN ceil(extract(epoch FROM locked_until - "
+	         "now()))::int"
+	         "  ELSE 0 END,"
+	         " display_name, email, role, username,"
+	         " to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
+	         " FROM users WHERE username = lower($1)",
+	         1, p, login_user_done, l);
 }
 
 /* ---- logout ---- */
@@ -337,11 +346,11 @@ static void logout_done(PGresult *res, enum rc rc, void *arg)
 static void logout(struct http_req *r)
 {
 	char id[24];
-	const char *p[1] = {id};
+	const char *p[1] = { id };
 
 	if (!r->auth->session_id) {
 		http_reply_error(r, RC_INVALID, "revoke the token with DELETE /api/v1/tokens/{id}",
-				 "logout ends browser sessions; this request used an API token");
+		                 "logout ends browser sessions; this request used an API token");
 		return;
 	}
 	snprintf(id, sizeof(id), "%lld", (long long)r->auth->session_id);
@@ -355,7 +364,7 @@ static void me(struct http_req *r)
 {
 	struct auth_info *a = r->auth;
 	json_t *out = json_pack("{s:o, s:s, s:{}, s:{}}", "user", auth_user_json(a), "auth",
-				a->session_id ? "session" : "token", "quotas", "usage");
+	                        a->session_id ? "session" : "token", "quotas", "usage");
 
 	if (out && a->session_id)
 		json_object_set_new(out, "csrf_token", json_string(a->csrf));
@@ -402,23 +411,25 @@ static void pwchange_verified(void *arg, int ok, const char *new_phc)
 {
 	struct pwchange *c = arg;
 	char uid[24], sid[24];
-	const char *p[3] = {uid, new_phc, sid};
+	const char *p[3] = { uid, new_phc, sid };
 
 	if (ok != 1 || !new_phc) {
 		if (ok == 0)
 			http_reply_error(c->r, RC_FORBIDDEN, NULL, "current password is wrong");
 		else
-			http_reply_error(c->r, RC_INTERNAL, NULL, "could not hash the new password");
+			http_reply_error(c->r, RC_INTERNAL, NULL,
+			                 "could not hash the new password");
 		return;
 	}
 	snprintf(uid, sizeof(uid), "%lld", (long long)c->r->auth->user_id);
 	snprintf(sid, sizeof(sid), "%lld", (long long)c->r->auth->session_id);
 	/* other sessions end: whoever knew the old password is logged out */
 	db_query("WITH s AS (UPDATE sessions SET revoked_at = now()"
-		 "  WHERE user_id = $1 AND id <> $3 AND revoked_at IS NULL)"
-		 " UPDATE users SET password_hash = $2, password_changed_at = now(), updated_at = now()"
-		 " WHERE id = $1",
-		 3, p, pwchange_saved, c);
+	         "  WHERE user_id = $1 AND id <> $3 AND revoked_at IS NULL)"
+	         " UPDATE users SET password_hash = $2, password_changed_at = now(), updated_at = "
+	         "now()"
+	         " WHERE id = $1",
+	         3, p, pwchange_saved, c);
 }
 
 static void pwchange_loaded(PGresult *res, enum rc rc, void *arg)
@@ -430,14 +441,14 @@ static void pwchange_loaded(PGresult *res, enum rc rc, void *arg)
 		return;
 	}
 	if (auth_verify_async(body_str(c->body, "current_password"), db_val(res, 0, 0),
-			      body_str(c->body, "new_password"), pwchange_verified, c) < 0)
+	                      body_str(c->body, "new_password"), pwchange_verified, c) < 0)
 		http_reply_error(c->r, RC_UNAVAILABLE, "retry in a few seconds", "server busy");
 }
 
 static const struct jfield pwchange_spec[] = {
-	{"current_password", J_STRING, 1, 1024},
-	{"new_password", J_STRING, 1, 1024},
-	{NULL, 0, 0, 0},
+	{ "current_password", J_STRING, 1, 1024 },
+	{ "new_password", J_STRING, 1, 1024 },
+	{ NULL, 0, 0, 0 },
 };
 
 static void password_change(struct http_req *r)
@@ -446,7 +457,7 @@ static void password_change(struct http_req *r)
 	struct pwchange *c;
 	const char *why;
 	char uid[24];
-	const char *p[1] = {uid};
+	const char *p[1] = { uid };
 
 	if (!body)
 		return;
@@ -459,7 +470,7 @@ static void password_change(struct http_req *r)
 	if (!r->auth->session_id) {
 		json_decref(body);
 		http_reply_error(r, RC_FORBIDDEN, "change your password from a browser session",
-				 "API tokens cannot change passwords");
+		                 "API tokens cannot change passwords");
 		return;
 	}
 	c = api_state(r, sizeof(*c), pwchange_free);
@@ -474,9 +485,9 @@ static void password_change(struct http_req *r)
 }
 
 const struct route api_auth_routes[] = {
-	{HTTP_POST, "/api/v1/auth/login", login, ROLES_PUBLIC, ROUTE_NO_CSRF, 8192, NULL},
-	{HTTP_POST, "/api/v1/auth/logout", logout, ROLES_ALL, 0, 0, NULL},
-	{HTTP_GET, "/api/v1/me", me, ROLES_ALL, 0, 0, NULL},
-	{HTTP_POST, "/api/v1/me/password", password_change, ROLES_ALL, 0, 8192, NULL},
-	{0, NULL, NULL, 0, 0, 0, NULL},
+	{ HTTP_POST, "/api/v1/auth/login", login, ROLES_PUBLIC, ROUTE_NO_CSRF, 8192, NULL },
+	{ HTTP_POST, "/api/v1/auth/logout", logout, ROLES_ALL, 0, 0, NULL },
+	{ HTTP_GET, "/api/v1/me", me, ROLES_ALL, 0, 0, NULL },
+	{ HTTP_POST, "/api/v1/me/password", password_change, ROLES_ALL, 0, 8192, NULL },
+	{ 0, NULL, NULL, 0, 0, 0, NULL },
 };

@@ -26,9 +26,10 @@ static void readyz(struct http_req *r)
 
 	db_get_stats(&st);
 	http_reply_json(r, ready ? 200 : 503,
-			json_pack("{s:s, s:{s:{s:s, s:i, s:i}}}", "status", ready ? "ready" : "not_ready",
-				  "checks", "database", "status", ready ? "ok" : "unavailable",
-				  "connections_up", st.up, "connections", st.size));
+	                json_pack("{s:s, s:{s:{s:s, s:i, s:i}}}", "status",
+	                          ready ? "ready" : "not_ready", "checks", "database", "status",
+	                          ready ? "ok" : "unavailable", "connections_up", st.up,
+	                          "connections", st.size));
 }
 
 static void metrics(struct http_req *r)
@@ -71,9 +72,9 @@ static void openapi(struct http_req *r)
 }
 
 const struct route api_health_routes[] = {
-	{HTTP_GET, "/healthz", healthz, ROLES_PUBLIC, 0, 0, NULL},
-	{HTTP_GET, "/readyz", readyz, ROLES_PUBLIC, 0, 0, NULL},
-	{HTTP_GET, "/metrics", metrics, ROLES_PUBLIC, 0, 0, NULL},
-	{HTTP_GET, "/api/v1/openapi.yaml", openapi, ROLES_PUBLIC, 0, 0, NULL},
-	{0, NULL, NULL, 0, 0, 0, NULL},
+	{ HTTP_GET, "/healthz", healthz, ROLES_PUBLIC, 0, 0, NULL },
+	{ HTTP_GET, "/readyz", readyz, ROLES_PUBLIC, 0, 0, NULL },
+	{ HTTP_GET, "/metrics", metrics, ROLES_PUBLIC, 0, 0, NULL },
+	{ HTTP_GET, "/api/v1/openapi.yaml", openapi, ROLES_PUBLIC, 0, 0, NULL },
+	{ 0, NULL, NULL, 0, 0, 0, NULL },
 };

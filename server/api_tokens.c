@@ -15,24 +15,21 @@
 #include "crypto.h"
 #include "db.h"
 
-#define TOKEN_COLS                                                                      \
-	"id, name, array_to_json(scopes)::text, prefix,"                                \
-	" to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),"   \
-	" to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),"   \
+#define TOKEN_COLS                                                                   \
+	"id, name, array_to_json(scopes)::text, prefix,"                             \
+	" to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')," \
+	" to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')," \
 	" to_char(last_used_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
 
 static json_t *token_row(const PGresult *res, int i)
 {
 	const char *used = db_val(res, i, 6);
 
-	return json_pack("{s:I, s:s, s:o, s:s, s:s, s:s, s:o}",
-			 "id", (json_int_t)strtoll(db_val(res, i, 0), NULL, 10),
-			 "name", db_val(res, i, 1),
-			 "scopes", json_loads(db_val(res, i, 2), 0, NULL),
-			 "prefix", db_val(res, i, 3),
-			 "created_at", db_val(res, i, 4),
-			 "expires_at", db_val(res, i, 5),
-			 "last_used_at", used ? json_string(used) : json_null());
+	return json_pack("{s:I, s:s, s:o, s:s, s:s, s:s, s:o}", "id",
+	                 (json_int_t)strtoll(db_val(res, i, 0), NULL, 10), "name",
+	                 db_val(res, i, 1), "scopes", json_loads(db_val(res, i, 2), 0, NULL),
+	                 "prefix", db_val(res, i, 3), "created_at", db_val(res, i, 4), "expires_at",
+	                 db_val(res, i, 5), "last_used_at", used ? json_string(used) : json_null());
 }
 
 static void list_done(PGresult *res, enum rc rc, void *arg)
@@ -53,12 +50,12 @@ static void list_done(PGresult *res, enum rc rc, void *arg)
 static void list(struct http_req *r)
 {
 	char uid[24];
-	const char *p[1] = {uid};
+	const char *p[1] = { uid };
 
 	snprintf(uid, sizeof(uid), "%lld", (long long)r->auth->user_id);
 	db_query("SELECT " TOKEN_COLS " FROM api_tokens WHERE user_id = $1 AND revoked_at IS NULL"
-		 " AND expires_at > now() ORDER BY id",
-		 1, p, list_done, r);
+	         " AND expires_at > now() ORDER BY id",
+	         1, p, list_done, r);
 }
 
 struct create {
@@ -73,7 +70,7 @@ static void create_done(PGresult *res, enum rc rc, void *arg)
 
 	if (rc == RC_CONFLICT) {
 		http_reply_error(c->r, RC_CONFLICT, "pick another name or revoke the old token",
-				 "you already have a token with this name");
+		                 "you already have a token with this name");
 		return;
 	}
 	if (rc != RC_OK) {
@@ -87,10 +84,10 @@ static void create_done(PGresult *res, enum rc rc, void *arg)
 }
 
 static const struct jfield create_spec[] = {
-	{"name", J_STRING, 1, 100},
-	{"scopes", J_STRINGS, 1, 2},
-	{"expires_in_days", J_INT, 0, 0},
-	{NULL, 0, 0, 0},
+	{ "name", J_STRING, 1, 100 },
+	{ "scopes", J_STRINGS, 1, 2 },
+	{ "expires_in_days", J_INT, 0, 0 },
+	{ NULL, 0, 0, 0 },
 };
 
 static void create(struct http_req *r)
@@ -109,25 +106,28 @@ static void create(struct http_req *r)
 	if (!r->auth->session_id) {
 		json_decref(body);
 		http_reply_error(r, RC_FORBIDDEN, "create tokens from a browser session",
-				 "an API token cannot create tokens");
+		                 "an API token cannot create tokens");
 		return;
 	}
 	name = json_string_value(json_object_get(body, "name"));
-	json_array_foreach(json_object_get(body, "scopes"), i, e) {
+	json_array_foreach(json_object_get(body, "scopes"), i, e)
+	{
 		const char *s = json_string_value(e);
 		if (strcmp(s, "read") == 0)
 			read = 1;
 		else if (strcmp(s, "write") == 0)
 			write = 1;
 		else {
-			http_reply_error(r, RC_INVALID, "use 'read' and/or 'write'", "unknown scope '%.32s'", s);
+			http_reply_error(r, RC_INVALID, "use 'read' and/or 'write'",
+			                 "unknown scope '%.32s'", s);
 			json_decref(body);
 			return;
 		}
 	}
 	if (!read && !write) {
 		json_decref(body);
-		http_reply_error(r, RC_INVALID, "use 'read' and/or 'write'", "a token needs at least one scope");
+		http_reply_error(r, RC_INVALID, "use 'read' and/or 'write'",
+		                 "a token needs at least one scope");
 		return;
 	}
 	if (json_is_integer(json_object_get(body, "expires_in_days")))
@@ -157,7 +157,7 @@ static void create(struct http_req *r)
 	crypto_sha256_hex(c->token, strlen(c->token), hash);
 	snprintf(prefix, sizeof(prefix), "%.10s", c->token);
 	snprintf(scopes, sizeof(scopes), "{%s%s%s}", read ? "read" : "", read && write ? "," : "",
-		 write ? "write" : "");
+	         write ? "write" : "");
 	snprintf(uid, sizeof(uid), "%lld", (long long)r->auth->user_id);
 	snprintf(ttl, sizeof(ttl), "%lld", days);
 	p[0] = uid;
@@ -167,9 +167,9 @@ static void create(struct http_req *r)
 	p[4] = scopes;
 	p[5] = ttl;
 	db_query("INSERT INTO api_tokens (user_id, name, token_hash, prefix, scopes, expires_at)"
-		 " VALUES ($1, $2, $3, $4, $5::text[], now() + make_interval(days => $6::int))"
-		 " RETURNING " TOKEN_COLS,
-		 6, p, create_done, c);
+	         " VALUES ($1, $2, $3, $4, $5::text[], now() + make_interval(days => $6::int))"
+	         " RETURNING " TOKEN_COLS,
+	         6, p, create_done, c);
 	json_decref(body);
 }
 
@@ -193,20 +193,20 @@ static void revoke(struct http_req *r)
 {
 	long long id;
 	char ids[24], uid[24];
-	const char *p[2] = {ids, uid};
+	const char *p[2] = { ids, uid };
 
 	if (api_id(r, "id", &id) < 0)
 		return;
 	snprintf(ids, sizeof(ids), "%lld", id);
 	snprintf(uid, sizeof(uid), "%lld", (long long)r->auth->user_id);
 	db_query("UPDATE api_tokens SET revoked_at = now()"
-		 " WHERE id = $1 AND user_id = $2 AND revoked_at IS NULL RETURNING name",
-		 2, p, revoke_done, r);
+	         " WHERE id = $1 AND user_id = $2 AND revoked_at IS NULL RETURNING name",
+	         2, p, revoke_done, r);
 }
 
 const struct route api_tokens_routes[] = {
-	{HTTP_GET, "/api/v1/tokens", list, ROLES_ALL, 0, 0, NULL},
-	{HTTP_POST, "/api/v1/tokens", create, ROLES_ALL, 0, 8192, NULL},
-	{HTTP_DELETE, "/api/v1/tokens/{id}", revoke, ROLES_ALL, 0, 0, NULL},
-	{0, NULL, NULL, 0, 0, 0, NULL},
+	{ HTTP_GET, "/api/v1/tokens", list, ROLES_ALL, 0, 0, NULL },
+	{ HTTP_POST, "/api/v1/tokens", create, ROLES_ALL, 0, 8192, NULL },
+	{ HTTP_DELETE, "/api/v1/tokens/{id}", revoke, ROLES_ALL, 0, 0, NULL },
+	{ 0, NULL, NULL, 0, 0, 0, NULL },
 };

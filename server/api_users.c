@@ -113,10 +113,8 @@ static void list(struct http_req *r)
 	if (api_page(r, 50, 500, &limit, &cursor) < 0)
 		return;
 	switch (api_query(r, "q", q, sizeof(q))) {
-	case -2:
-		return;
-	case -1:
-		q[0] = '\0';
+	case -2: return;
+	case -1: q[0] = '\0';
 	}
 	n = api_query(r, "role", role, sizeof(role));
 	if (n == -2)
@@ -124,7 +122,7 @@ static void list(struct http_req *r)
 	if (n > 0) {
 		if (auth_role_parse(role) < 0) {
 			http_reply_error(r, RC_INVALID, "use admin, teacher, researcher or student",
-					 "unknown role '%s'", role);
+			                 "unknown role '%s'", role);
 			return;
 		}
 		p[2] = role;
@@ -138,11 +136,12 @@ static void list(struct http_req *r)
 	p[3] = lim;
 	r->data = (void *)(intptr_t)limit;
 	db_query("SELECT " API_USER_COLS " FROM users WHERE id > $1"
-		 " AND ($2::text IS NULL OR strpos(username, lower($2)) > 0"
-		 "  OR strpos(lower(display_name), lower($2)) > 0 OR strpos(lower(email), lower($2)) > 0)"
-		 " AND ($3::user_role IS NULL OR role = $3::user_role)"
-		 " ORDER BY id LIMIT $4::int",
-		 4, p, list_done, r);
+	         " AND ($2::text IS NULL OR strpos(username, lower($2)) > 0"
+	         "  OR strpos(lower(display_name), lower($2)) > 0 OR strpos(lower(email), "
+	         "lower($2)) > 0)"
+	         " AND ($3::user_role IS NULL OR role = $3::user_role)"
+	         " ORDER BY id LIMIT $4::int",
+	         4, p, list_done, r);
 }
 
 /* ---- read ---- */
@@ -166,7 +165,7 @@ static void get(struct http_req *r)
 {
 	long long id;
 	char ids[24];
-	const char *p[1] = {ids};
+	const char *p[1] = { ids };
 
 	if (api_id(r, "id", &id) < 0)
 		return;
@@ -198,7 +197,7 @@ static void create_done(PGresult *res, enum rc rc, void *arg)
 
 	if (rc == RC_CONFLICT) {
 		http_reply_error(r, RC_CONFLICT, "pick another username", "username '%s' is taken",
-				 str(c->body, "username"));
+		                 str(c->body, "username"));
 		return;
 	}
 	if (rc != RC_OK) {
@@ -209,7 +208,7 @@ static void create_done(PGresult *res, enum rc rc, void *arg)
 	if (*c->generated)
 		json_object_set_new(out, "password", json_string(c->generated));
 	auth_audit(r, r->auth, "user.create", str(c->body, "username"),
-		   json_pack("{s:s}", "role", str(c->body, "role")));
+	           json_pack("{s:s}", "role", str(c->body, "role")));
 	http_reply_json(r, 201, out);
 }
 
@@ -230,18 +229,16 @@ static void create_hashed(void *arg, const char *phc)
 	p[3] = str(c->body, "role");
 	p[4] = phc;
 	p[5] = by;
-	db_query("INSERT INTO users (username, display_name, email, role, password_hash, created_by)"
-		 " VALUES ($1, $2, $3, $4::user_role, $5, $6) RETURNING " API_USER_COLS,
-		 6, p, create_done, c);
+	db_query(
+	        "INSERT INTO users (username, display_name, email, role, password_hash, created_by)"
+	        " VALUES ($1, $2, $3, $4::user_role, $5, $6) RETURNING " API_USER_COLS,
+	        6, p, create_done, c);
 }
 
 static const struct jfield create_spec[] = {
-	{"username", J_STRING, 1, 64},
-	{"display_name", J_STRING, 0, 200},
-	{"email", J_STRING, 0, 254},
-	{"role", J_STRING, 1, 16},
-	{"password", J_STRING, 0, 1024},
-	{NULL, 0, 0, 0},
+	{ "username", J_STRING, 1, 64 },   { "display_name", J_STRING, 0, 200 },
+	{ "email", J_STRING, 0, 254 },     { "role", J_STRING, 1, 16 },
+	{ "password", J_STRING, 0, 1024 }, { NULL, 0, 0, 0 },
 };
 
 static void create(struct http_req *r)
@@ -255,7 +252,8 @@ static void create(struct http_req *r)
 	if ((why = check_username(str(body, "username"))) ||
 	    (why = check_email(str(body, "email"))) ||
 	    (why = check_display_name(str(body, "display_name"))) ||
-	    (auth_role_parse(str(body, "role")) < 0 && (why = "role must be admin, teacher, researcher or student")) ||
+	    (auth_role_parse(str(body, "role")) < 0 &&
+	     (why = "role must be admin, teacher, researcher or student")) ||
 	    (json_is_string(json_object_get(body, "password")) &&
 	     (why = auth_password_policy(str(body, "password"), str(body, "username"))))) {
 		json_decref(body);
@@ -306,11 +304,11 @@ static void json_free(void *p)
 }
 
 static const struct jfield update_spec[] = {
-	{"display_name", J_STRING, 0, 200},
-	{"email", J_STRING, 0, 254},
-	{"role", J_STRING, 0, 16},
-	{"disabled", J_BOOL, 0, 0},
-	{NULL, 0, 0, 0},
+	{ "display_name", J_STRING, 0, 200 },
+	{ "email", J_STRING, 0, 254 },
+	{ "role", J_STRING, 0, 16 },
+	{ "disabled", J_BOOL, 0, 0 },
+	{ NULL, 0, 0, 0 },
 };
 
 static void update(struct http_req *r)
@@ -339,27 +337,30 @@ static void update(struct http_req *r)
 		http_reply_error(r, RC_INVALID, NULL, "%s", why);
 		return;
 	}
-	if (id == r->auth->user_id && ((json_is_string(role) && strcmp(json_string_value(role), "admin") != 0) ||
-				       json_is_true(disabled))) {
+	if (id == r->auth->user_id &&
+	    ((json_is_string(role) && strcmp(json_string_value(role), "admin") != 0) ||
+	     json_is_true(disabled))) {
 		json_decref(body);
-		http_reply_error(r, RC_CONFLICT, "ask another admin", "you cannot demote or disable yourself");
+		http_reply_error(r, RC_CONFLICT, "ask another admin",
+		                 "you cannot demote or disable yourself");
 		return;
 	}
 	r->data = body;
 	r->data_free = json_free;
 	snprintf(ids, sizeof(ids), "%lld", id);
 	p[0] = ids;
-	p[1] = json_is_string(json_object_get(body, "display_name")) ? str(body, "display_name") : NULL;
+	p[1] = json_is_string(json_object_get(body, "display_name")) ? str(body, "display_name")
+	                                                             : NULL;
 	p[2] = json_is_string(json_object_get(body, "email")) ? str(body, "email") : NULL;
 	p[3] = json_is_string(role) ? json_string_value(role) : NULL;
 	p[4] = json_is_boolean(disabled) ? (json_is_true(disabled) ? "t" : "f") : NULL;
 	db_query("WITH s AS (UPDATE sessions SET revoked_at = now()"
-		 "  WHERE user_id = $1 AND $5::boolean IS TRUE AND revoked_at IS NULL)"
-		 " UPDATE users SET display_name = COALESCE($2, display_name),"
-		 " email = COALESCE($3, email), role = COALESCE($4::user_role, role),"
-		 " disabled = COALESCE($5::boolean, disabled), updated_at = now()"
-		 " WHERE id = $1 RETURNING " API_USER_COLS,
-		 5, p, update_done, r);
+	         "  WHERE user_id = $1 AND $5::boolean IS TRUE AND revoked_at IS NULL)"
+	         " UPDATE users SET display_name = COALESCE($2, display_name),"
+	         " email = COALESCE($3, email), role = COALESCE($4::user_role, role),"
+	         " disabled = COALESCE($5::boolean, disabled), updated_at = now()"
+	         " WHERE id = $1 RETURNING " API_USER_COLS,
+	         5, p, update_done, r);
 }
 
 /* ---- password reset ---- */
@@ -395,22 +396,24 @@ static void reset_hashed(void *arg, const char *phc)
 {
 	struct reset *s = arg;
 	char ids[24];
-	const char *p[2] = {ids, phc};
+	const char *p[2] = { ids, phc };
 
 	if (!phc) {
 		http_reply_error(s->r, RC_INTERNAL, NULL, "could not hash the password");
 		return;
 	}
 	snprintf(ids, sizeof(ids), "%lld", s->id);
-	db_query("WITH s AS (UPDATE sessions SET revoked_at = now() WHERE user_id = $1 AND revoked_at IS NULL)"
-		 " UPDATE users SET password_hash = $2, password_changed_at = now(), failed_logins = 0,"
-		 " locked_until = NULL, updated_at = now() WHERE id = $1 RETURNING username",
-		 2, p, reset_done, s);
+	db_query("WITH s AS (UPDATE sessions SET revoked_at = now() WHERE user_id = $1 AND "
+	         "revoked_at IS NULL)"
+	         " UPDATE users SET password_hash = $2, password_changed_at = now(), failed_logins "
+	         "= 0,"
+	         " locked_until = NULL, updated_at = now() WHERE id = $1 RETURNING username",
+	         2, p, reset_done, s);
 }
 
 static const struct jfield reset_spec[] = {
-	{"password", J_STRING, 0, 1024},
-	{NULL, 0, 0, 0},
+	{ "password", J_STRING, 0, 1024 },
+	{ NULL, 0, 0, 0 },
 };
 
 static void reset_password(struct http_req *r)
@@ -453,7 +456,8 @@ static void reset_password(struct http_req *r)
 /* ---- CSV import ---- */
 
 enum col { C_USERNAME, C_DISPLAY, C_EMAIL, C_ROLE, C_PASSWORD, C__N };
-static const char *const col_names[C__N] = {"username", "display_name", "email", "role", "password"};
+static const char *const col_names[C__N] = { "username", "display_name", "email", "role",
+	                                     "password" };
 
 struct import_row {
 	int line;
@@ -498,8 +502,9 @@ static void import_reply_errors(struct import *im)
 	json_t *errs = im->errors;
 
 	im->errors = NULL;
-	http_reply_error_details(im->r, RC_INVALID, errs, "fix the listed lines and import again; nothing was created",
-				 "the CSV has errors");
+	http_reply_error_details(im->r, RC_INVALID, errs,
+	                         "fix the listed lines and import again; nothing was created",
+	                         "the CSV has errors");
 }
 
 static void import_inserted(PGresult *res, enum rc rc, void *arg)
@@ -509,7 +514,8 @@ static void import_inserted(PGresult *res, enum rc rc, void *arg)
 	json_t *created;
 
 	if (rc == RC_CONFLICT) {
-		http_reply_error(r, RC_CONFLICT, "import again", "a username was taken meanwhile; nothing was created");
+		http_reply_error(r, RC_CONFLICT, "import again",
+		                 "a username was taken meanwhile; nothing was created");
 		return;
 	}
 	if (rc != RC_OK) {
@@ -519,11 +525,13 @@ static void import_inserted(PGresult *res, enum rc rc, void *arg)
 	created = json_array();
 	for (int i = 0; i < PQntuples(res); i++) {
 		const char *u = db_val(res, i, 1);
-		json_t *o = json_pack("{s:I, s:s}", "id", (json_int_t)strtoll(db_val(res, i, 0), NULL, 10),
-				      "username", u);
+		json_t *o =
+		        json_pack("{s:I, s:s}", "id",
+		                  (json_int_t)strtoll(db_val(res, i, 0), NULL, 10), "username", u);
 		for (int k = 0; k < im->n; k++)
 			if (strcmp(im->rows[k].v[C_USERNAME], u) == 0 && *im->rows[k].generated)
-				json_object_set_new(o, "password", json_string(im->rows[k].generated));
+				json_object_set_new(o, "password",
+				                    json_string(im->rows[k].generated));
 		json_array_append_new(created, o);
 	}
 	auth_audit(r, r->auth, "user.import", "", json_pack("{s:i}", "count", PQntuples(res)));
@@ -538,11 +546,10 @@ static void import_insert(struct import *im)
 
 	for (int i = 0; i < im->n; i++) {
 		struct import_row *row = &im->rows[i];
-		json_array_append_new(arr, json_pack("{s:s, s:s, s:s, s:s, s:s}",
-						     "username", row->v[C_USERNAME],
-						     "display_name", row->v[C_DISPLAY],
-						     "email", row->v[C_EMAIL],
-						     "role", row->v[C_ROLE], "password_hash", row->phc));
+		json_array_append_new(
+		        arr, json_pack("{s:s, s:s, s:s, s:s, s:s}", "username", row->v[C_USERNAME],
+		                       "display_name", row->v[C_DISPLAY], "email", row->v[C_EMAIL],
+		                       "role", row->v[C_ROLE], "password_hash", row->phc));
 	}
 	doc = json_dumps(arr, JSON_COMPACT);
 	json_decref(arr);
@@ -554,11 +561,14 @@ static void import_insert(struct import *im)
 	p[0] = doc;
 	p[1] = by;
 	/* one statement: all rows or none */
-	db_query("INSERT INTO users (username, display_name, email, role, password_hash, created_by)"
-		 " SELECT x.username, x.display_name, x.email, x.role::user_role, x.password_hash, $2"
-		 " FROM jsonb_to_recordset($1::jsonb) AS x(username text, display_name text, email text,"
-		 " role text, password_hash text) RETURNING id, username",
-		 2, p, import_inserted, im);
+	db_query(
+	        "INSERT INTO users (username, display_name, email, role, password_hash, created_by)"
+	        " SELECT x.username, x.display_name, x.email, x.role::user_role, x.password_hash, "
+	        "$2"
+	        " FROM jsonb_to_recordset($1::jsonb) AS x(username text, display_name text, email "
+	        "text,"
+	        " role text, password_hash text) RETURNING id, username",
+	        2, p, import_inserted, im);
 	free(doc);
 }
 
@@ -580,7 +590,8 @@ static void import_hashed(void *arg, const char *phc)
 	if (--im->pending > 0)
 		return;
 	if (im->failed)
-		http_reply_error(im->r, RC_INTERNAL, NULL, "could not hash passwords; nothing was created");
+		http_reply_error(im->r, RC_INTERNAL, NULL,
+		                 "could not hash passwords; nothing was created");
 	else
 		import_insert(im);
 }
@@ -597,7 +608,8 @@ static void import_checked(PGresult *res, enum rc rc, void *arg)
 		const char *u = db_val(res, i, 0);
 		for (int k = 0; k < im->n; k++)
 			if (strcmp(im->rows[k].v[C_USERNAME], u) == 0)
-				import_error(im, im->rows[k].line, "username '%s' already exists", u);
+				import_error(im, im->rows[k].line, "username '%s' already exists",
+				             u);
 	}
 	if (json_array_size(im->errors)) {
 		import_reply_errors(im);
@@ -614,7 +626,8 @@ static void import_checked(PGresult *res, enum rc rc, void *arg)
 			free(j);
 			im->failed = 1;
 			if (--im->pending == 0)
-				http_reply_error(im->r, RC_INTERNAL, NULL, "could not prepare passwords");
+				http_reply_error(im->r, RC_INTERNAL, NULL,
+				                 "could not prepare passwords");
 			continue;
 		}
 		j->im = im;
@@ -623,7 +636,8 @@ static void import_checked(PGresult *res, enum rc rc, void *arg)
 			free(j);
 			im->failed = 1;
 			if (--im->pending == 0)
-				http_reply_error(im->r, RC_UNAVAILABLE, "retry in a few seconds", "server busy");
+				http_reply_error(im->r, RC_UNAVAILABLE, "retry in a few seconds",
+				                 "server busy");
 		}
 	}
 }
@@ -632,7 +646,7 @@ static void import_checked(PGresult *res, enum rc rc, void *arg)
 static int import_parse(struct import *im, const char *buf, size_t len)
 {
 	struct csv_field f[16];
-	int map[16], line = 0, have[C__N] = {0};
+	int map[16], line = 0, have[C__N] = { 0 };
 	size_t nf, off = 0, ncols = 0;
 	char val[1100];
 
@@ -662,18 +676,25 @@ static int import_parse(struct import *im, const char *buf, size_t len)
 						have[k] = 1;
 					}
 				if (map[i] < 0) {
-					import_error(im, line, "unknown column '%.64s' (use username, display_name, email, role, password)", val);
+					import_error(im, line,
+					             "unknown column '%.64s' (use username, "
+					             "display_name, email, role, password)",
+					             val);
 					return -1;
 				}
 			}
 			if (!have[C_USERNAME] || !have[C_ROLE]) {
-				import_error(im, line, "the header row must name at least the columns username and role%s", "");
+				import_error(im, line,
+				             "the header row must name at least the columns "
+				             "username and role%s",
+				             "");
 				return -1;
 			}
 			continue;
 		}
 		if (nf != ncols) {
-			import_error(im, line, "expected as many fields as the header row has%s", "");
+			import_error(im, line, "expected as many fields as the header row has%s",
+			             "");
 			continue;
 		}
 		if (im->n >= IMPORT_MAX_ROWS) {
@@ -709,7 +730,8 @@ static int import_parse(struct import *im, const char *buf, size_t len)
 		}
 		for (int k = 0; k < im->n - 1; k++)
 			if (strcmp(im->rows[k].v[C_USERNAME], row->v[C_USERNAME]) == 0) {
-				import_error(im, line, "username '%s' appears twice in the file", row->v[C_USERNAME]);
+				import_error(im, line, "username '%s' appears twice in the file",
+				             row->v[C_USERNAME]);
 				break;
 			}
 	}
@@ -731,7 +753,7 @@ static void import(struct http_req *r)
 
 	if (!ct || strncasecmp(ct, "text/csv", 8) != 0) {
 		http_reply_error(r, RC_UNSUPPORTED, "send the file with 'Content-Type: text/csv'",
-				 "the import expects CSV");
+		                 "the import expects CSV");
 		return;
 	}
 	im = calloc(1, sizeof(*im));
@@ -755,8 +777,9 @@ static void import(struct http_req *r)
 	doc = json_dumps(names, JSON_COMPACT);
 	json_decref(names);
 	p[0] = doc;
-	db_query("SELECT username FROM users WHERE username IN (SELECT jsonb_array_elements_text($1::jsonb))",
-		 1, p, import_checked, im);
+	db_query("SELECT username FROM users WHERE username IN (SELECT "
+	         "jsonb_array_elements_text($1::jsonb))",
+	         1, p, import_checked, im);
 	free(doc);
 }
 
@@ -769,7 +792,8 @@ static int write_secret_file(const char *path, const char *content)
 
 	if (fd < 0)
 		return -1;
-	if (fchmod(fd, 0600) < 0 || write(fd, content, n) != (ssize_t)n || write(fd, "\n", 1) != 1) {
+	if (fchmod(fd, 0600) < 0 || write(fd, content, n) != (ssize_t)n ||
+	    write(fd, "\n", 1) != 1) {
 		close(fd);
 		return -1;
 	}
@@ -804,7 +828,8 @@ static int hash_in_child(const char *pw, char *phc, size_t len)
 		n += got;
 	close(fds[0]);
 	phc[n] = '\0';
-	if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0 || n == 0)
+	if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0 ||
+	    n == 0)
 		return -1;
 	return 0;
 }
@@ -818,12 +843,14 @@ int api_users_seed_admin(const char *db_url)
 	int rc = -1;
 
 	if (PQstatus(conn) != CONNECTION_OK) {
-		log_msg(LOG_ERROR, "users", NULL, "cannot connect to seed the admin: %s", PQerrorMessage(conn));
+		log_msg(LOG_ERROR, "users", NULL, "cannot connect to seed the admin: %s",
+		        PQerrorMessage(conn));
 		goto out;
 	}
 	res = PQexec(conn, "SELECT 1 FROM users WHERE role = 'admin' LIMIT 1");
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-		log_msg(LOG_ERROR, "users", NULL, "cannot look for an admin: %s", PQerrorMessage(conn));
+		log_msg(LOG_ERROR, "users", NULL, "cannot look for an admin: %s",
+		        PQerrorMessage(conn));
 		goto out;
 	}
 	if (PQntuples(res) > 0) {
@@ -834,7 +861,7 @@ int api_users_seed_admin(const char *db_url)
 	res = NULL;
 	if (check_username(cfg.admin_username)) {
 		log_msg(LOG_ERROR, "users", NULL, "admin_username '%s': %s", cfg.admin_username,
-			check_username(cfg.admin_username));
+		        check_username(cfg.admin_username));
 		goto out;
 	}
 	pw = cfg.admin_password;
@@ -848,13 +875,14 @@ int api_users_seed_admin(const char *db_url)
 	p[0] = cfg.admin_username;
 	p[1] = phc;
 	res = PQexecParams(conn,
-			   "INSERT INTO users (username, display_name, role, password_hash)"
-			   " VALUES ($1, 'Administrator', 'admin', $2)"
-			   " ON CONFLICT (username) DO UPDATE SET role = 'admin', disabled = false,"
-			   " password_hash = EXCLUDED.password_hash",
-			   2, NULL, p, NULL, NULL, 0);
+	                   "INSERT INTO users (username, display_name, role, password_hash)"
+	                   " VALUES ($1, 'Administrator', 'admin', $2)"
+	                   " ON CONFLICT (username) DO UPDATE SET role = 'admin', disabled = false,"
+	                   " password_hash = EXCLUDED.password_hash",
+	                   2, NULL, p, NULL, NULL, 0);
 	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-		log_msg(LOG_ERROR, "users", NULL, "cannot seed the admin: %s", PQerrorMessage(conn));
+		log_msg(LOG_ERROR, "users", NULL, "cannot seed the admin: %s",
+		        PQerrorMessage(conn));
 		goto out;
 	}
 	if (*generated) {
@@ -862,9 +890,10 @@ int api_users_seed_admin(const char *db_url)
 		if (write_secret_file(path, generated) < 0)
 			log_msg(LOG_WARN, "users", NULL, "could not write %s", path);
 		/* shown once, on the terminal, never in the log stream */
-		fprintf(stdout, "\n  Admin account created: user '%s', password '%s'\n"
-				"  (also saved in %s, mode 0600)\n\n",
-			cfg.admin_username, generated, path);
+		fprintf(stdout,
+		        "\n  Admin account created: user '%s', password '%s'\n"
+		        "  (also saved in %s, mode 0600)\n\n",
+		        cfg.admin_username, generated, path);
 		fflush(stdout);
 	}
 	log_msg(LOG_INFO, "users", NULL, "seeded admin account '%s'", cfg.admin_username);
@@ -876,11 +905,11 @@ out:
 }
 
 const struct route api_users_routes[] = {
-	{HTTP_GET, "/api/v1/users", list, ROLE_ADMIN, 0, 0, NULL},
-	{HTTP_POST, "/api/v1/users", create, ROLE_ADMIN, 0, 16384, NULL},
-	{HTTP_POST, "/api/v1/users/import", import, ROLE_ADMIN, ROUTE_RAW_BODY, 1 << 20, NULL},
-	{HTTP_GET, "/api/v1/users/{id}", get, ROLE_ADMIN, 0, 0, NULL},
-	{HTTP_PATCH, "/api/v1/users/{id}", update, ROLE_ADMIN, 0, 16384, NULL},
-	{HTTP_POST, "/api/v1/users/{id}/password", reset_password, ROLE_ADMIN, 0, 8192, NULL},
-	{0, NULL, NULL, 0, 0, 0, NULL},
+	{ HTTP_GET, "/api/v1/users", list, ROLE_ADMIN, 0, 0, NULL },
+	{ HTTP_POST, "/api/v1/users", create, ROLE_ADMIN, 0, 16384, NULL },
+	{ HTTP_POST, "/api/v1/users/import", import, ROLE_ADMIN, ROUTE_RAW_BODY, 1 << 20, NULL },
+	{ HTTP_GET, "/api/v1/users/{id}", get, ROLE_ADMIN, 0, 0, NULL },
+	{ HTTP_PATCH, "/api/v1/users/{id}", update, ROLE_ADMIN, 0, 16384, NULL },
+	{ HTTP_POST, "/api/v1/users/{id}/password", reset_password, ROLE_ADMIN, 0, 8192, NULL },
+	{ 0, NULL, NULL, 0, 0, 0, NULL },
 };

@@ -30,7 +30,7 @@ static void wipe(char *s)
 
 #define TOKEN_PREFIX "gct_"
 
-static const char *const role_names[] = {"student", "researcher", "teacher", "admin"};
+static const char *const role_names[] = { "student", "researcher", "teacher", "admin" };
 
 int auth_role_parse(const char *s)
 {
@@ -97,13 +97,14 @@ void auth_info_free(struct auth_info *a)
 json_t *auth_user_json(const struct auth_info *a)
 {
 	return json_pack("{s:I, s:s, s:s, s:s, s:s, s:b, s:s}", "id", (json_int_t)a->user_id,
-			 "username", a->username, "display_name", a->display_name ? a->display_name : "",
-			 "email", a->email ? a->email : "", "role", auth_role_name(a->role),
-			 "disabled", 0, "created_at", a->created_at);
+	                 "username", a->username, "display_name",
+	                 a->display_name ? a->display_name : "", "email", a->email ? a->email : "",
+	                 "role", auth_role_name(a->role), "disabled", 0, "created_at",
+	                 a->created_at);
 }
 
-void auth_audit(const struct http_req *r, const struct auth_info *actor,
-		const char *action, const char *target, json_t *details)
+void auth_audit(const struct http_req *r, const struct auth_info *actor, const char *action,
+                const char *target, json_t *details)
 {
 	char actor_id[24] = "";
 	char *d = NULL;
@@ -121,11 +122,12 @@ void auth_audit(const struct http_req *r, const struct auth_info *actor,
 	params[4] = r ? r->peer : "";
 	params[5] = r ? r->reqid : "";
 	params[6] = d ? d : "{}";
-	db_query("INSERT INTO audit_log (actor_id, actor_name, action, target, ip, request_id, details)"
-		 " VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb)",
-		 7, params, api_db_ignore, NULL);
+	db_query("INSERT INTO audit_log (actor_id, actor_name, action, target, ip, request_id, "
+	         "details)"
+	         " VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb)",
+	         7, params, api_db_ignore, NULL);
 	log_msg(LOG_INFO, "audit", r ? r->reqid : NULL, "%s by %s target=%s", action,
-		actor ? actor->username : "-", target ? target : "");
+	        actor ? actor->username : "-", target ? target : "");
 	free(d);
 	json_decref(details);
 }
@@ -133,21 +135,21 @@ void auth_audit(const struct http_req *r, const struct auth_info *actor,
 /* ---- the hook ---- */
 
 static const char *const lookup_session_sql =
-	"SELECT s.id, s.csrf_token, (s.last_seen_at < now() - interval '60 seconds'),"
-	" u.id, u.username, u.display_name, u.email, u.role,"
-	" to_char(u.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
-	" FROM sessions s JOIN users u ON u.id = s.user_id"
-	" WHERE s.token_hash = $1 AND s.revoked_at IS NULL AND s.expires_at > now()"
-	" AND s.last_seen_at > now() - make_interval(secs => $2::int) AND NOT u.disabled";
+        "SELECT s.id, s.csrf_token, (s.last_seen_at < now() - interval '60 seconds'),"
+        " u.id, u.username, u.display_name, u.email, u.role,"
+        " to_char(u.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
+        " FROM sessions s JOIN users u ON u.id = s.user_id"
+        " WHERE s.token_hash = $1 AND s.revoked_at IS NULL AND s.expires_at > now()"
+        " AND s.last_seen_at > now() - make_interval(secs => $2::int) AND NOT u.disabled";
 
 static const char *const lookup_token_sql =
-	"SELECT t.id, array_to_string(t.scopes, ','),"
-	" (t.last_used_at IS NULL OR t.last_used_at < now() - interval '60 seconds'),"
-	" u.id, u.username, u.display_name, u.email, u.role,"
-	" to_char(u.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
-	" FROM api_tokens t JOIN users u ON u.id = t.user_id"
-	" WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND t.expires_at > now()"
-	" AND NOT u.disabled";
+        "SELECT t.id, array_to_string(t.scopes, ','),"
+        " (t.last_used_at IS NULL OR t.last_used_at < now() - interval '60 seconds'),"
+        " u.id, u.username, u.display_name, u.email, u.role,"
+        " to_char(u.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
+        " FROM api_tokens t JOIN users u ON u.id = t.user_id"
+        " WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND t.expires_at > now()"
+        " AND NOT u.disabled";
 
 static int is_safe_method(int m)
 {
@@ -180,7 +182,8 @@ static int origin_ok(const struct http_req *r)
 	if (origin)
 		return strcmp(origin, expect) == 0;
 	if (referer)
-		return strncmp(referer, expect, n) == 0 && (referer[n] == '/' || referer[n] == '\0');
+		return strncmp(referer, expect, n) == 0 &&
+		       (referer[n] == '/' || referer[n] == '\0');
 	return 0;
 }
 
@@ -212,28 +215,30 @@ static void authorize(struct http_req *r)
 
 	if (!(rt->roles & (unsigned)a->role)) {
 		http_reply_error(r, RC_FORBIDDEN, NULL, "this action needs the %s role",
-				 (rt->roles & ~(unsigned)ROLE_ADMIN) ? "teacher or admin" : "admin");
+		                 (rt->roles & ~(unsigned)ROLE_ADMIN) ? "teacher or admin"
+		                                                     : "admin");
 		return;
 	}
 	if (a->token_id) {
 		unsigned need = is_safe_method(r->method) ? SCOPE_READ : SCOPE_WRITE;
 		if (!(a->scopes & need)) {
 			http_reply_error(r, RC_FORBIDDEN, "create a token with the 'write' scope",
-					 "this token lacks the '%s' scope",
-					 need == SCOPE_READ ? "read" : "write");
+			                 "this token lacks the '%s' scope",
+			                 need == SCOPE_READ ? "read" : "write");
 			return;
 		}
 	} else if (!is_safe_method(r->method) && !(rt->flags & ROUTE_NO_CSRF)) {
 		const char *t = http_header(r, "X-CSRF-Token");
 		size_t n = strlen(a->csrf);
 		if (!t || strlen(t) != n || !crypto_equal(t, a->csrf, n)) {
-			http_reply_error(r, RC_FORBIDDEN, "send the csrf_token from login or /me in X-CSRF-Token",
-					 "missing or wrong CSRF token");
+			http_reply_error(r, RC_FORBIDDEN,
+			                 "send the csrf_token from login or /me in X-CSRF-Token",
+			                 "missing or wrong CSRF token");
 			return;
 		}
 		if (!origin_ok(r)) {
 			http_reply_error(r, RC_FORBIDDEN, NULL,
-					 "request origin does not match this site");
+			                 "request origin does not match this site");
 			return;
 		}
 	}
@@ -247,7 +252,7 @@ static void session_done(PGresult *res, enum rc rc, void *arg)
 
 	if (rc != RC_OK) {
 		http_reply_error(r, rc == RC_UNAVAILABLE ? RC_UNAVAILABLE : RC_DB,
-				 "retry in a few seconds", "cannot check the session now");
+		                 "retry in a few seconds", "cannot check the session now");
 		return;
 	}
 	if (PQntuples(res) != 1) {
@@ -264,8 +269,9 @@ static void session_done(PGresult *res, enum rc rc, void *arg)
 	a->scopes = SCOPE_READ | SCOPE_WRITE;
 	r->auth = a;
 	if (strcmp(db_val(res, 0, 2), "t") == 0) {
-		const char *p[1] = {db_val(res, 0, 0)};
-		db_query("UPDATE sessions SET last_seen_at = now() WHERE id = $1", 1, p, api_db_ignore, NULL);
+		const char *p[1] = { db_val(res, 0, 0) };
+		db_query("UPDATE sessions SET last_seen_at = now() WHERE id = $1", 1, p,
+		         api_db_ignore, NULL);
 	}
 	if (!http_req_alive(r)) {
 		http_resume(r); /* frees it */
@@ -282,12 +288,12 @@ static void token_done(PGresult *res, enum rc rc, void *arg)
 
 	if (rc != RC_OK) {
 		http_reply_error(r, rc == RC_UNAVAILABLE ? RC_UNAVAILABLE : RC_DB,
-				 "retry in a few seconds", "cannot check the token now");
+		                 "retry in a few seconds", "cannot check the token now");
 		return;
 	}
 	if (PQntuples(res) != 1) {
 		http_reply_error(r, RC_UNAUTHORIZED, "create a new API token",
-				 "API token unknown, expired or revoked");
+		                 "API token unknown, expired or revoked");
 		return;
 	}
 	a = info_from_row(res);
@@ -303,8 +309,9 @@ static void token_done(PGresult *res, enum rc rc, void *arg)
 		a->scopes |= SCOPE_WRITE | SCOPE_READ;
 	r->auth = a;
 	if (strcmp(db_val(res, 0, 2), "t") == 0) {
-		const char *p[1] = {db_val(res, 0, 0)};
-		db_query("UPDATE api_tokens SET last_used_at = now() WHERE id = $1", 1, p, api_db_ignore, NULL);
+		const char *p[1] = { db_val(res, 0, 0) };
+		db_query("UPDATE api_tokens SET last_used_at = now() WHERE id = $1", 1, p,
+		         api_db_ignore, NULL);
 	}
 	if (!http_req_alive(r)) {
 		http_resume(r);
@@ -323,7 +330,7 @@ void auth_request(struct http_req *r)
 		const char *tok;
 		if (strncasecmp(authz, "Bearer ", 7) != 0) {
 			http_reply_error(r, RC_UNAUTHORIZED, "send 'Authorization: Bearer <token>'",
-					 "unsupported authorization scheme");
+			                 "unsupported authorization scheme");
 			return;
 		}
 		tok = authz + 7;
@@ -356,8 +363,10 @@ void auth_request(struct http_req *r)
  * time. */
 static void dummy_phc(char *out, size_t len)
 {
-	snprintf(out, len, "$scrypt$ln=%d,r=8,p=1$c2FsdHNhbHRzYWx0c2FsdA$"
-		 "ZHVtbXlkdW1teWR1bW15ZHVtbXlkdW1teWR1bW15ZHU", cfg.scrypt_ln);
+	snprintf(out, len,
+	         "$scrypt$ln=%d,r=8,p=1$c2FsdHNhbHRzYWx0c2FsdA$"
+	         "ZHVtbXlkdW1teWR1bW15ZHVtbXlkdW1teWR1bW15ZHU",
+	         cfg.scrypt_ln);
 }
 
 const char *auth_password_policy(const char *password, const char *username)
@@ -462,7 +471,7 @@ static void verify_done(void *arg)
 }
 
 int auth_verify_async(const char *password, const char *phc, const char *new_password,
-		      void (*cb)(void *arg, int ok, const char *new_phc), void *arg)
+                      void (*cb)(void *arg, int ok, const char *new_phc), void *arg)
 {
 	struct pwjob *j = calloc(1, sizeof(*j));
 

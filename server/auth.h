@@ -20,12 +20,12 @@ struct auth_info {
 	char username[40];
 	char *display_name;
 	char *email;
-	int role;                /* one ROLE_* bit */
+	int role; /* one ROLE_* bit */
 	char created_at[40];
-	int64_t session_id;      /* 0 when authenticated by token */
-	int64_t token_id;        /* 0 when authenticated by session */
-	unsigned scopes;         /* SCOPE_* (sessions have all) */
-	char csrf[64];           /* session only */
+	int64_t session_id; /* 0 when authenticated by token */
+	int64_t token_id;   /* 0 when authenticated by session */
+	unsigned scopes;    /* SCOPE_* (sessions have all) */
+	char csrf[64];      /* session only */
 };
 
 /* The http auth hook. */
@@ -46,10 +46,8 @@ json_t *auth_user_json(const struct auth_info *a);
 
 /* Records an audit entry (fire and forget; failures are logged).  actor may
  * be NULL (anonymous); details is stolen and may be NULL. */
-void auth_audit(const struct http_req *r, const struct auth_info *actor,
-		const char *action, const char *target, json_t *details);
-
-
+void auth_audit(const struct http_req *r, const struct auth_info *actor, const char *action,
+                const char *target, json_t *details);
 
 /* ---- passwords, off the loop ---- */
 
@@ -71,5 +69,5 @@ int auth_hash_async(const char *password, void (*cb)(void *arg, const char *phc)
  * new password was given.  A NULL phc verifies against a dummy hash (same
  * cost) and reports 0.  Returns 0 or -1 as above. */
 int auth_verify_async(const char *password, const char *phc, const char *new_password,
-		      void (*cb)(void *arg, int ok, const char *new_phc), void *arg);
+                      void (*cb)(void *arg, int ok, const char *new_phc), void *arg);
 #endif

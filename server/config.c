@@ -25,16 +25,29 @@ struct setting {
 	const char *help;
 };
 
-#define S(n, d, h) {#n, T_STR, offsetof(struct config, n), d, 0, 0, 0, h}
-#define SECRET(n, d, h) {#n, T_STR, offsetof(struct config, n), d, 0, 0, 1, h}
-#define I(n, d, lo, hi, h) {#n, T_INT, offsetof(struct config, n), d, lo, hi, 0, h}
-#define L(n, d, lo, hi, h) {#n, T_I64, offsetof(struct config, n), d, lo, hi, 0, h}
+#define S(n, d, h)                                                   \
+	{                                                            \
+#n, T_STR, offsetof(struct config, n), d, 0, 0, 0, h \
+	}
+#define SECRET(n, d, h)                                              \
+	{                                                            \
+#n, T_STR, offsetof(struct config, n), d, 0, 0, 1, h \
+	}
+#define I(n, d, lo, hi, h)                                             \
+	{                                                              \
+#n, T_INT, offsetof(struct config, n), d, lo, hi, 0, h \
+	}
+#define L(n, d, lo, hi, h)                                             \
+	{                                                              \
+#n, T_I64, offsetof(struct config, n), d, lo, hi, 0, h \
+	}
 
 static const struct setting table[] = {
 	S(listen, "127.0.0.1", "address to listen on (IPv4 or IPv6 literal)"),
 	I(port, "8080", 0, 65535, "TCP port; 0 picks a free one"),
 	S(port_file, "", "write the bound port to this file once listening"),
-	S(public_url, "", "URL browsers use to reach the API (Origin checks); default http(s)://<Host>"),
+	S(public_url, "",
+	  "URL browsers use to reach the API (Origin checks); default http(s)://<Host>"),
 	S(tls_cert, "", "PEM certificate chain; enables TLS with tls_key"),
 	S(tls_key, "", "PEM private key for tls_cert"),
 	I(max_connections, "10000", 16, 1000000, "open client connections at most"),
@@ -49,20 +62,26 @@ static const struct setting table[] = {
 	I(shutdown_timeout, "10", 0, 3600, "seconds in-flight requests get on SIGTERM"),
 	S(web_root, "web", "directory of the static frontend"),
 	S(migrations_dir, "db/migrations", "directory of NNNN_*.sql migrations"),
-	S(openapi_file, "server/openapi.yaml", "the API description served at /api/v1/openapi.yaml"),
+	S(openapi_file, "server/openapi.yaml",
+	  "the API description served at /api/v1/openapi.yaml"),
 	S(state_dir, "var/state", "writable directory for generated state (admin password file)"),
 	SECRET(db_url, "postgresql:///gpucloud", "libpq connection URL (may hold a password)"),
 	I(db_pool_size, "8", 1, 256, "PostgreSQL connections in the pool"),
 	I(db_queue_max, "10000", 1, 10000000, "queries waiting for a connection at most"),
-	I(db_statement_timeout, "5", 0, 3600, "seconds a statement may go unanswered before its connection is reset (0 = never)"),
+	I(db_statement_timeout, "5", 0, 3600,
+	  "seconds a statement may go unanswered before its connection is reset (0 = never)"),
 	I(workers, "2", 1, 64, "worker threads for blocking work (password hashing)"),
 	I(scrypt_ln, "17", 10, 20, "log2 of scrypt N for new password hashes"),
 	I(session_idle_timeout, "28800", 60, 31536000, "seconds a session may stay unused"),
 	I(session_max_age, "604800", 300, 31536000, "seconds a session lives at most"),
-	I(login_free_failures, "5", 1, 100, "failed logins before backoff starts (per account and per IP)"),
-	I(login_max_delay, "60", 1, 3600, "longest login backoff, seconds (60 keeps failures under 100/hour)"),
+	I(login_free_failures, "5", 1, 100,
+	  "failed logins before backoff starts (per account and per IP)"),
+	I(login_max_delay, "60", 1, 3600,
+	  "longest login backoff, seconds (60 keeps failures under 100/hour)"),
 	S(admin_username, "admin", "user seeded as admin when no admin exists"),
-	SECRET(admin_password, "", "password for the seeded admin; generated and written to state_dir/admin-password when empty"),
+	SECRET(admin_password, "",
+	       "password for the seeded admin; generated and written to state_dir/admin-password "
+	       "when empty"),
 	S(log_level, "info", "debug, info, warn or error"),
 };
 
@@ -82,8 +101,7 @@ static const struct setting *find(const char *name)
 	return NULL;
 }
 
-static int apply(const struct setting *s, const char *value, char *err,
-		 size_t errlen)
+static int apply(const struct setting *s, const char *value, char *err, size_t errlen)
 {
 	char *p = (char *)&cfg + s->off;
 	char *end;
@@ -102,13 +120,13 @@ static int apply(const struct setting *s, const char *value, char *err,
 	errno = 0;
 	v = strtoll(value, &end, 10);
 	if (errno || end == value || *end != '\0') {
-		snprintf(err, errlen, "setting '%s': '%s' is not a number",
-			 s->name, s->secret ? "***" : value);
+		snprintf(err, errlen, "setting '%s': '%s' is not a number", s->name,
+		         s->secret ? "***" : value);
 		return -1;
 	}
 	if (v < s->min || v > s->max) {
-		snprintf(err, errlen, "setting '%s': %lld is out of range [%lld, %lld]",
-			 s->name, v, s->min, s->max);
+		snprintf(err, errlen, "setting '%s': %lld is out of range [%lld, %lld]", s->name, v,
+		         s->min, s->max);
 		return -1;
 	}
 	if (s->type == T_INT)
@@ -149,7 +167,7 @@ static int load_file(const char *path)
 
 	if (!f) {
 		fprintf(stderr, "gpucloudd: cannot open config file '%s': %s\n", path,
-			strerror(errno));
+		        strerror(errno));
 		return -1;
 	}
 	while (fgets(line, sizeof(line), f)) {
@@ -159,7 +177,8 @@ static int load_file(const char *path)
 			continue;
 		eq = strchr(s, '=');
 		if (!eq) {
-			fprintf(stderr, "gpucloudd: %s:%d: expected 'name = value'\n", path, lineno);
+			fprintf(stderr, "gpucloudd: %s:%d: expected 'name = value'\n", path,
+			        lineno);
 			rc = -1;
 			break;
 		}
@@ -186,18 +205,17 @@ void config_help(FILE *f)
 {
 	char env[80];
 
-	fprintf(f, "%-22s %-6s %-28s %-32s %s\n", "SETTING", "TYPE", "DEFAULT",
-		"ENVIRONMENT", "MEANING");
+	fprintf(f, "%-22s %-6s %-28s %-32s %s\n", "SETTING", "TYPE", "DEFAULT", "ENVIRONMENT",
+	        "MEANING");
 	for (size_t i = 0; i < NSETTINGS; i++) {
 		const struct setting *s = &table[i];
 		env_name(s->name, env, sizeof(env));
 		fprintf(f, "%-22s %-6s %-28s %-32s %s%s\n", s->name,
-			s->type == T_STR ? "string" : "int",
-			*s->def ? s->def : "\"\"", env, s->help,
-			s->secret ? " [secret]" : "");
+		        s->type == T_STR ? "string" : "int", *s->def ? s->def : "\"\"", env,
+		        s->help, s->secret ? " [secret]" : "");
 	}
 	fprintf(f, "\nPrecedence: default < --config=FILE (name = value) < "
-		   "environment < --name=value flags.\n");
+	           "environment < --name=value flags.\n");
 }
 
 int config_load(int argc, char **argv)

@@ -14,18 +14,18 @@
 
 struct config {
 	/* network */
-	char *listen;         /* address to bind, e.g. 127.0.0.1 */
-	int port;             /* 0 = ephemeral */
-	char *port_file;      /* write the bound port here (tests) */
-	char *public_url;     /* origin browsers use, for Origin checks */
-	char *tls_cert;       /* PEM; TLS when set */
+	char *listen;     /* address to bind, e.g. 127.0.0.1 */
+	int port;         /* 0 = ephemeral */
+	char *port_file;  /* write the bound port here (tests) */
+	char *public_url; /* origin browsers use, for Origin checks */
+	char *tls_cert;   /* PEM; TLS when set */
 	char *tls_key;
 	int max_connections;
 	/* http limits and timeouts (seconds) */
 	int max_header_bytes;
 	int max_headers;
 	int max_url;
-	int64_t max_body;     /* default JSON body limit, bytes */
+	int64_t max_body; /* default JSON body limit, bytes */
 	int header_timeout;
 	int body_timeout;
 	int keepalive_timeout;
@@ -35,7 +35,7 @@ struct config {
 	char *web_root;
 	char *migrations_dir;
 	char *openapi_file;
-	char *state_dir;      /* writable dir: admin password file, keys */
+	char *state_dir; /* writable dir: admin password file, keys */
 	/* database */
 	char *db_url;
 	int db_pool_size;
@@ -50,7 +50,7 @@ struct config {
 	int login_free_failures;  /* failures before backoff starts */
 	int login_max_delay;      /* cap of the backoff, seconds */
 	char *admin_username;
-	char *admin_password;     /* secret; generated when unset */
+	char *admin_password; /* secret; generated when unset */
 	/* logging */
 	char *log_level;
 };

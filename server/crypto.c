@@ -17,23 +17,21 @@
 
 #define SALT_LEN 16
 #define HASH_LEN 32
-#define SALT_MIN 8      /* accepted when verifying strings made elsewhere */
+#define SALT_MIN 8 /* accepted when verifying strings made elsewhere */
 #define SALT_MAX 64
 
 #define LN_MIN 10
 #define LN_MAX 20
-#define R_MIN 1
-#define R_MAX 16
-#define P_MIN 1
-#define P_MAX 4
+#define R_MIN  1
+#define R_MAX  16
+#define P_MIN  1
+#define P_MAX  4
 
 #define HASH_R 8
 #define HASH_P 1
 
-static const char b64_std[] =
-	"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-static const char b64_url[] =
-	"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+static const char b64_std[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+static const char b64_url[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
 /* Length of the unpadded base64 text for len bytes. */
 static size_t b64_len(size_t len)
@@ -43,16 +41,15 @@ static size_t b64_len(size_t len)
 
 /* Unpadded base64 of len bytes with alphabet abc into out, NUL-terminated.
  * Returns the text length, or 0 if out is too small. */
-static size_t b64_encode(const char *abc, const unsigned char *in, size_t len,
-			 char *out, size_t outlen)
+static size_t b64_encode(const char *abc, const unsigned char *in, size_t len, char *out,
+                         size_t outlen)
 {
 	size_t n = b64_len(len), i, o = 0;
 
 	if (len > (SIZE_MAX - 1) / 4 * 3 || outlen < n + 1)
 		return 0;
 	for (i = 0; i + 2 < len; i += 3) {
-		uint32_t v = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8 |
-			     in[i + 2];
+		uint32_t v = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8 | in[i + 2];
 		out[o++] = abc[v >> 18 & 63];
 		out[o++] = abc[v >> 12 & 63];
 		out[o++] = abc[v >> 6 & 63];
@@ -91,8 +88,7 @@ static int b64_std_value(char c)
  * outmax bytes).  Rejects padding, foreign characters, impossible lengths
  * and non-zero trailing bits, so each byte string has exactly one accepted
  * spelling.  Returns the decoded length or -1. */
-static long b64_decode(const char *in, size_t len, unsigned char *out,
-		       size_t outmax)
+static long b64_decode(const char *in, size_t len, unsigned char *out, size_t outmax)
 {
 	size_t i, o = 0, need;
 	uint32_t acc = 0;
@@ -146,17 +142,16 @@ static int parse_param(const char **s, const char *name, int *val)
 	return 0;
 }
 
-static int scrypt_raw(const char *password, const unsigned char *salt,
-		      size_t saltlen, int ln, int r, int p, unsigned char *key,
-		      size_t keylen)
+static int scrypt_raw(const char *password, const unsigned char *salt, size_t saltlen, int ln,
+                      int r, int p, unsigned char *key, size_t keylen)
 {
 	uint64_t N = (uint64_t)1 << ln;
 	/* OpenSSL needs 128*r*(N+2) bytes for V plus 128*r*p for B. */
-	uint64_t maxmem = 128 * (uint64_t)r * (N + 2) +
-			  128 * (uint64_t)r * (uint64_t)p + (1u << 20);
+	uint64_t maxmem =
+	        128 * (uint64_t)r * (N + 2) + 128 * (uint64_t)r * (uint64_t)p + (1u << 20);
 
-	if (EVP_PBE_scrypt(password, strlen(password), salt, saltlen, N,
-			   (uint64_t)r, (uint64_t)p, maxmem, key, keylen) != 1)
+	if (EVP_PBE_scrypt(password, strlen(password), salt, saltlen, N, (uint64_t)r, (uint64_t)p,
+	                   maxmem, key, keylen) != 1)
 		return -1;
 	return 0;
 }
@@ -171,14 +166,13 @@ int crypto_password_hash(const char *password, int ln, char *out, size_t outlen)
 		return -1;
 	if (crypto_random(salt, sizeof(salt)) != 0)
 		goto out;
-	if (scrypt_raw(password, salt, sizeof(salt), ln, HASH_R, HASH_P, key,
-		       sizeof(key)) != 0)
+	if (scrypt_raw(password, salt, sizeof(salt), ln, HASH_R, HASH_P, key, sizeof(key)) != 0)
 		goto out;
 	if (!b64_encode(b64_std, salt, sizeof(salt), salt64, sizeof(salt64)) ||
 	    !b64_encode(b64_std, key, sizeof(key), key64, sizeof(key64)))
 		goto out;
-	n = snprintf(out, outlen, "$scrypt$ln=%d,r=%d,p=%d$%s$%s", ln, HASH_R,
-		     HASH_P, salt64, key64);
+	n = snprintf(out, outlen, "$scrypt$ln=%d,r=%d,p=%d$%s$%s", ln, HASH_R, HASH_P, salt64,
+	             key64);
 	if (n < 0 || (size_t)n >= outlen) {
 		if (outlen)
 			out[0] = '\0';
@@ -204,30 +198,25 @@ int crypto_password_verify(const char *password, const char *phc)
 	if (strncmp(phc, prefix, sizeof(prefix) - 1) != 0)
 		return -1;
 	s = phc + sizeof(prefix) - 1;
-	if (parse_param(&s, "ln", &ln) != 0 || *s++ != ',' ||
-	    parse_param(&s, "r", &r) != 0 || *s++ != ',' ||
-	    parse_param(&s, "p", &p) != 0 || *s++ != '$')
+	if (parse_param(&s, "ln", &ln) != 0 || *s++ != ',' || parse_param(&s, "r", &r) != 0 ||
+	    *s++ != ',' || parse_param(&s, "p", &p) != 0 || *s++ != '$')
 		return -1;
-	if (ln < LN_MIN || ln > LN_MAX || r < R_MIN || r > R_MAX ||
-	    p < P_MIN || p > P_MAX)
+	if (ln < LN_MIN || ln > LN_MAX || r < R_MIN || r > R_MAX || p < P_MIN || p > P_MAX)
 		return -1;
 
 	salt64 = s;
 	hash64 = strchr(salt64, '$');
 	if (!hash64)
 		return -1;
-	saltlen = b64_decode(salt64, (size_t)(hash64 - salt64), salt,
-			     sizeof(salt));
+	saltlen = b64_decode(salt64, (size_t)(hash64 - salt64), salt, sizeof(salt));
 	if (saltlen < SALT_MIN)
 		return -1;
 	hash64++;
 	end = hash64 + strlen(hash64);
-	if (b64_decode(hash64, (size_t)(end - hash64), want, sizeof(want)) !=
-	    HASH_LEN)
+	if (b64_decode(hash64, (size_t)(end - hash64), want, sizeof(want)) != HASH_LEN)
 		return -1;
 
-	if (scrypt_raw(password, salt, (size_t)saltlen, ln, r, p, got,
-		       sizeof(got)) != 0)
+	if (scrypt_raw(password, salt, (size_t)saltlen, ln, r, p, got, sizeof(got)) != 0)
 		goto out;
 	ret = CRYPTO_memcmp(got, want, sizeof(got)) == 0 ? 1 : 0;
 out:
@@ -290,8 +279,7 @@ void crypto_sha256_hex(const void *data, size_t len, char out[65])
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned int mdlen = 0, i;
 
-	if (EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL) != 1 ||
-	    mdlen != 32) {
+	if (EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL) != 1 || mdlen != 32) {
 		out[0] = '\0';
 		return;
 	}

@@ -16,7 +16,7 @@
 #include <string.h>
 
 #define NEED_MORE (-2)
-#define BAD (-1)
+#define BAD       (-1)
 
 /* What follows a field at buf[i]: 0 another field (i advanced past ','),
  * 1 end of record (i advanced past the terminator), BAD or NEED_MORE. */
@@ -27,12 +27,8 @@ static int field_end(const char *buf, size_t len, int eof, size_t *i)
 	if (k == len)
 		return eof ? 1 : NEED_MORE;
 	switch (buf[k]) {
-	case ',':
-		*i = k + 1;
-		return 0;
-	case '\n':
-		*i = k + 1;
-		return 1;
+	case ',': *i = k + 1; return 0;
+	case '\n': *i = k + 1; return 1;
 	case '\r':
 		if (k + 1 == len)
 			return eof ? BAD : NEED_MORE;
@@ -40,13 +36,12 @@ static int field_end(const char *buf, size_t len, int eof, size_t *i)
 			return BAD;
 		*i = k + 2;
 		return 1;
-	default:
-		return BAD;
+	default: return BAD;
 	}
 }
 
-ssize_t csv_parse_record(const char *buf, size_t len, int eof,
-			 struct csv_field *fields, size_t maxf, size_t *nfields)
+ssize_t csv_parse_record(const char *buf, size_t len, int eof, struct csv_field *fields,
+                         size_t maxf, size_t *nfields)
 {
 	size_t i = 0, n = 0;
 	int end;
@@ -91,8 +86,7 @@ ssize_t csv_parse_record(const char *buf, size_t len, int eof,
 
 			quoted = 0;
 			start = buf + i;
-			while (j < len && buf[j] != ',' && buf[j] != '\n' &&
-			       buf[j] != '\r') {
+			while (j < len && buf[j] != ',' && buf[j] != '\n' && buf[j] != '\r') {
 				if (buf[j] == '"' || buf[j] == '\0')
 					return BAD;
 				j++;

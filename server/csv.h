@@ -11,9 +11,9 @@
 #include <sys/types.h>
 
 struct csv_field {
-	const char *p;  /* start of the field's content (inside quotes if quoted) */
-	size_t len;     /* raw length of that content */
-	int quoted;     /* 1 if the field was quoted (may contain "" pairs) */
+	const char *p; /* start of the field's content (inside quotes if quoted) */
+	size_t len;    /* raw length of that content */
+	int quoted;    /* 1 if the field was quoted (may contain "" pairs) */
 };
 
 /* Parses one record (line) from buf[0..len).  Records end in \n or \r\n; at
@@ -24,8 +24,8 @@ struct csv_field {
  * the middle of an unquoted field, text after a closing quote, NUL byte, too
  * many fields), -2 when the record is incomplete and eof is 0.  An empty
  * line is a record with one empty field. */
-ssize_t csv_parse_record(const char *buf, size_t len, int eof,
-			 struct csv_field *fields, size_t maxf, size_t *nfields);
+ssize_t csv_parse_record(const char *buf, size_t len, int eof, struct csv_field *fields,
+                         size_t maxf, size_t *nfields);
 
 /* Copies the field's value into out (NUL-terminated), turning "" into ".
  * Returns the value's length, or -1 if it does not fit in outlen. */

@@ -36,7 +36,7 @@
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 2000
 /* libpq leaves connect timeouts to the application in non-blocking mode. */
-#define CONNECT_TIMEOUT_MS 10000
+#define CONNECT_TIMEOUT_MS  10000
 #define MIGRATION_MAX_BYTES (16 << 20)
 /* Statements a connection prepares (planning once per connection is most
  * of the cost of a small indexed query); beyond this, unnamed statements. */
@@ -89,7 +89,7 @@ struct db_conn {
 	int releasing; /* db_release() came while a statement was in flight */
 	int orphan;    /* the pool shut down while held: db_release() frees */
 	struct job *cur;
-	int preparing;       /* cur waits for the PREPARE of its statement */
+	int preparing;        /* cur waits for the PREPARE of its statement */
 	char *prep[PREP_MAX]; /* statements prepared here; prep[i] is "gc<i>" */
 	unsigned prep_hash[PREP_MAX];
 	int nprep;
@@ -156,8 +156,8 @@ static void on_notice(void *arg, const PGresult *res)
 		return;
 	/* Only warnings are news: a FATAL on an idle connection is a restart
 	 * or a kill, which the pool's down/up lines report once. */
-	log_msg(strcmp(sev, "WARNING") == 0 ? LOG_WARN : LOG_DEBUG, "db", NULL,
-		"server %s: %s", sev, msg);
+	log_msg(strcmp(sev, "WARNING") == 0 ? LOG_WARN : LOG_DEBUG, "db", NULL, "server %s: %s",
+	        sev, msg);
 }
 
 static size_t align_up(size_t n)
@@ -170,7 +170,7 @@ static size_t align_up(size_t n)
 /* One allocation holds the job, its completion event and copies of the SQL
  * and parameters (the caller's buffers may be gone before it runs). */
 static struct job *job_new(enum job_kind kind, const char *sql, int nparams,
-			   const char *const *params)
+                           const char *const *params)
 {
 	size_t off_ev = align_up(sizeof(struct job));
 	size_t off_params = align_up(off_ev + event_get_struct_event_size());
@@ -292,8 +292,8 @@ static enum rc result_rc(const PGresult *res, const PGconn *pg, const char *sql)
 	    strcmp(state, "57P02") == 0 || strcmp(state, "57P03") == 0 ||
 	    PQstatus(pg) == CONNECTION_BAD)
 		return RC_UNAVAILABLE;
-	LOG_E("db", "query failed (%s): %.*s; statement '%.80s'",
-	      *state ? state : "no sqlstate", msglen(msg), msg, sql);
+	LOG_E("db", "query failed (%s): %.*s; statement '%.80s'", *state ? state : "no sqlstate",
+	      msglen(msg), msg, sql);
 	return RC_DB;
 }
 
@@ -331,8 +331,7 @@ static void on_qtimer(evutil_socket_t fd, short what, void *arg)
 		n++;
 	}
 	if (n)
-		LOG_W("db", "%d queries waited over %d ms for a connection",
-		      n, queue_wait_ms);
+		LOG_W("db", "%d queries waited over %d ms for a connection", n, queue_wait_ms);
 	arm_qtimer();
 }
 
@@ -350,8 +349,7 @@ static int watch(struct db_conn *c, short what)
 	    event_get_fd(c->io) == fd && event_get_events(c->io) == what)
 		return 0;
 	event_del(c->io);
-	if (event_assign(c->io, base, fd, what, on_io, c) < 0 ||
-	    event_add(c->io, NULL) < 0)
+	if (event_assign(c->io, base, fd, what, on_io, c) < 0 || event_add(c->io, NULL) < 0)
 		return -1;
 	return 0;
 }
@@ -400,7 +398,7 @@ static void reconnect_later(struct db_conn *c)
 
 static void connect_start(struct db_conn *c)
 {
-	struct timeval tv = {CONNECT_TIMEOUT_MS / 1000, 0};
+	struct timeval tv = { CONNECT_TIMEOUT_MS / 1000, 0 };
 
 	c->pg = PQconnectStart(pool->url);
 	if (!c->pg) {
@@ -486,11 +484,8 @@ static void connect_step(struct db_conn *c)
 		if (watch(c, EV_WRITE) == 0)
 			return;
 		break;
-	case PGRES_POLLING_OK:
-		conn_up(c);
-		return;
-	default:
-		break;
+	case PGRES_POLLING_OK: conn_up(c); return;
+	default: break;
 	}
 	conn_down(c, PQerrorMessage(c->pg));
 }
@@ -544,7 +539,8 @@ static int conn_send(struct db_conn *c, struct job *j)
 		return -1;
 	}
 	if (statement_timeout_ms > 0) {
-		struct timeval tv = {statement_timeout_ms / 1000, (statement_timeout_ms % 1000) * 1000};
+		struct timeval tv = { statement_timeout_ms / 1000,
+			              (statement_timeout_ms % 1000) * 1000 };
 		evtimer_add(c->timer, &tv);
 	}
 	return 0;
@@ -748,8 +744,7 @@ static void submit(struct job *j)
 		conn_send(c, j);
 		return;
 	}
-	if ((pool->up == 0 && pool->known_down) ||
-	    pool->nqueued >= pool->queue_max) {
+	if ((pool->up == 0 && pool->known_down) || pool->nqueued >= pool->queue_max) {
 		finish(j, NULL, RC_UNAVAILABLE);
 		return;
 	}
@@ -786,8 +781,7 @@ int db_init(struct event_base *b, const char *url, int pool_size, int queue_max)
 		goto out;
 	}
 	if (!b || !url || pool_size < 1 || queue_max < 0) {
-		LOG_E("db", "bad database pool settings (size %d, queue %d)",
-		      pool_size, queue_max);
+		LOG_E("db", "bad database pool settings (size %d, queue %d)", pool_size, queue_max);
 		goto out;
 	}
 	/* Never log url: it may hold a password. */
@@ -800,8 +794,7 @@ int db_init(struct event_base *b, const char *url, int pool_size, int queue_max)
 	}
 	p = calloc(1, sizeof(*p));
 	if (!p || !(p->conns = calloc((size_t)pool_size, sizeof(*p->conns))) ||
-	    !(p->url = strdup(url)) ||
-	    !(p->qtimer = evtimer_new(b, on_qtimer, NULL)))
+	    !(p->url = strdup(url)) || !(p->qtimer = evtimer_new(b, on_qtimer, NULL)))
 		goto nomem;
 	p->size = pool_size;
 	p->queue_max = queue_max;
@@ -833,8 +826,7 @@ out:
 	return ret;
 }
 
-void db_query(const char *sql, int nparams, const char *const *params,
-	      db_cb cb, void *arg)
+void db_query(const char *sql, int nparams, const char *const *params, db_cb cb, void *arg)
 {
 	struct job *j;
 
@@ -856,8 +848,8 @@ void db_acquire(db_acquire_cb cb, void *arg)
 	submit(j);
 }
 
-void db_conn_query(struct db_conn *c, const char *sql, int nparams,
-		   const char *const *params, db_cb cb, void *arg)
+void db_conn_query(struct db_conn *c, const char *sql, int nparams, const char *const *params,
+                   db_cb cb, void *arg)
 {
 	struct job *j;
 
@@ -978,8 +970,8 @@ static int by_name(const struct dirent **a, const struct dirent **b)
 
 /* Runs sql (several statements when nparams is 0); returns 0, or -1 after
  * logging "<subject> failed: <error>". */
-static int run(PGconn *pg, const char *subject, const char *sql,
-	       int nparams, const char *const *params)
+static int run(PGconn *pg, const char *subject, const char *sql, int nparams,
+               const char *const *params)
 {
 	PGresult *r;
 	ExecStatusType st;
@@ -1019,8 +1011,8 @@ static char *read_migration(const char *dir, const char *name)
 		goto out;
 	}
 	if (!S_ISREG(st.st_mode) || st.st_size > MIGRATION_MAX_BYTES) {
-		LOG_E("db", "migration '%s' is not a regular file under %d bytes",
-		      path, MIGRATION_MAX_BYTES);
+		LOG_E("db", "migration '%s' is not a regular file under %d bytes", path,
+		      MIGRATION_MAX_BYTES);
 		goto out;
 	}
 	buf = malloc((size_t)st.st_size + 1);
@@ -1033,8 +1025,7 @@ static char *read_migration(const char *dir, const char *name)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
-			LOG_E("db", "could not read migration '%s': %s", path,
-			      strerror(errno));
+			LOG_E("db", "could not read migration '%s': %s", path, strerror(errno));
 			goto out;
 		}
 		if (n == 0)
@@ -1056,25 +1047,24 @@ out:
 }
 
 /* Applies one file and records it, in one transaction. */
-static int apply(PGconn *pg, const char *name, const char *version,
-		 const char *text)
+static int apply(PGconn *pg, const char *name, const char *version, const char *text)
 {
-	const char *params[1] = {version};
+	const char *params[1] = { version };
 	char subject[300];
 	int ret = -1;
 
 	snprintf(subject, sizeof(subject), "migration '%s'", name);
-	if (run(pg, subject, "BEGIN", 0, NULL) < 0 ||
-	    run(pg, subject, text, 0, NULL) < 0)
+	if (run(pg, subject, "BEGIN", 0, NULL) < 0 || run(pg, subject, text, 0, NULL) < 0)
 		goto out;
 	if (PQtransactionStatus(pg) != PQTRANS_INTRANS) {
-		LOG_E("db", "migration '%s' ended its own transaction; "
-		      "remove BEGIN/COMMIT from the file", name);
+		LOG_E("db",
+		      "migration '%s' ended its own transaction; "
+		      "remove BEGIN/COMMIT from the file",
+		      name);
 		goto out;
 	}
-	if (run(pg, subject,
-		"INSERT INTO schema_migrations (version) VALUES ($1)",
-		1, params) < 0 ||
+	if (run(pg, subject, "INSERT INTO schema_migrations (version) VALUES ($1)", 1, params) <
+	            0 ||
 	    run(pg, subject, "COMMIT", 0, NULL) < 0)
 		goto out;
 	LOG_I("db", "applied migration '%s'", name);
@@ -1100,42 +1090,40 @@ int db_migrate(const char *url, const char *dir)
 	if (!pg || PQstatus(pg) != CONNECTION_OK) {
 		const char *m = pg ? PQerrorMessage(pg) : "out of memory";
 
-		LOG_E("db", "migrations: could not connect to the database: %.*s",
-		      msglen(m), m);
+		LOG_E("db", "migrations: could not connect to the database: %.*s", msglen(m), m);
 		goto out;
 	}
 	PQsetNoticeReceiver(pg, on_notice, NULL);
 	/* Two replicas starting together: the second waits here, then finds
 	 * everything applied. */
-	if (run(pg, "taking the migration lock",
-		"SELECT pg_advisory_lock(" MIGRATE_LOCK_KEY ")", 0, NULL) < 0)
+	if (run(pg, "taking the migration lock", "SELECT pg_advisory_lock(" MIGRATE_LOCK_KEY ")", 0,
+	        NULL) < 0)
 		goto out;
 	locked = 1;
 	if (run(pg, "creating schema_migrations",
-		"CREATE TABLE IF NOT EXISTS schema_migrations ("
-		"version text PRIMARY KEY, "
-		"applied_at timestamptz NOT NULL DEFAULT now())", 0, NULL) < 0)
+	        "CREATE TABLE IF NOT EXISTS schema_migrations ("
+	        "version text PRIMARY KEY, "
+	        "applied_at timestamptz NOT NULL DEFAULT now())",
+	        0, NULL) < 0)
 		goto out;
 	n = scandir(dir, &ents, is_migration, by_name);
 	if (n < 0) {
-		LOG_E("db", "could not read migrations directory '%s': %s",
-		      dir, strerror(errno));
+		LOG_E("db", "could not read migrations directory '%s': %s", dir, strerror(errno));
 		n = 0;
 		goto out;
 	}
 	for (i = 0; i < n; i++) {
 		name = ents[i]->d_name;
-		snprintf(version, sizeof(version), "%.*s",
-			 (int)(strlen(name) - 4), name);
+		snprintf(version, sizeof(version), "%.*s", (int)(strlen(name) - 4), name);
 		params[0] = version;
-		r = PQexecParams(pg, "SELECT 1 FROM schema_migrations "
-				 "WHERE version = $1", 1, NULL, params,
-				 NULL, NULL, 0);
+		r = PQexecParams(pg,
+		                 "SELECT 1 FROM schema_migrations "
+		                 "WHERE version = $1",
+		                 1, NULL, params, NULL, NULL, 0);
 		if (PQresultStatus(r) != PGRES_TUPLES_OK) {
 			const char *m = errmsg(r, pg);
 
-			LOG_E("db", "reading schema_migrations failed: %.*s",
-			      msglen(m), m);
+			LOG_E("db", "reading schema_migrations failed: %.*s", msglen(m), m);
 			goto out;
 		}
 		if (PQntuples(r) > 0) {
@@ -1169,8 +1157,8 @@ out:
 
 const char *db_val(const PGresult *res, int row, int col)
 {
-	if (!res || row < 0 || col < 0 || row >= PQntuples(res) ||
-	    col >= PQnfields(res) || PQgetisnull(res, row, col))
+	if (!res || row < 0 || col < 0 || row >= PQntuples(res) || col >= PQnfields(res) ||
+	    PQgetisnull(res, row, col))
 		return NULL;
 	return PQgetvalue(res, row, col);
 }

@@ -32,12 +32,12 @@ struct db_conn;
 typedef void (*db_acquire_cb)(struct db_conn *c, enum rc rc, void *arg);
 
 struct db_stats {
-	int size;      /* configured connections */
-	int up;        /* connected */
-	int busy;      /* running a query or held by db_acquire */
-	int waiting;   /* queries queued for a connection */
-	long long queries;  /* completed since start */
-	long long errors;   /* completed with rc != RC_OK */
+	int size;          /* configured connections */
+	int up;            /* connected */
+	int busy;          /* running a query or held by db_acquire */
+	int waiting;       /* queries queued for a connection */
+	long long queries; /* completed since start */
+	long long errors;  /* completed with rc != RC_OK */
 };
 
 /* Starts the pool: opens pool_size connections asynchronously.  queue_max
@@ -46,8 +46,7 @@ struct db_stats {
 int db_init(struct event_base *base, const char *url, int pool_size, int queue_max);
 
 /* Runs one statement on any free connection. */
-void db_query(const char *sql, int nparams, const char *const *params,
-	      db_cb cb, void *arg);
+void db_query(const char *sql, int nparams, const char *const *params, db_cb cb, void *arg);
 
 /* Pins one connection for a sequence of statements (a transaction: send
  * "BEGIN", ..., "COMMIT").  cb fires with rc RC_OK and a connection, or rc
@@ -55,8 +54,8 @@ void db_query(const char *sql, int nparams, const char *const *params,
  * if a transaction is still open then (or the connection broke), the pool
  * rolls back / reconnects before reuse. */
 void db_acquire(db_acquire_cb cb, void *arg);
-void db_conn_query(struct db_conn *c, const char *sql, int nparams,
-		   const char *const *params, db_cb cb, void *arg);
+void db_conn_query(struct db_conn *c, const char *sql, int nparams, const char *const *params,
+                   db_cb cb, void *arg);
 void db_release(struct db_conn *c);
 
 /* A statement without an answer after ms milliseconds (default 5000; 0 =

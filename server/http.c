@@ -52,7 +52,7 @@ enum phase {
 	PH_ERROR,        /* an error reply is due (parse/limit) */
 };
 
-#define READ_HIGH_WATERMARK (256 * 1024)
+#define READ_HIGH_WATERMARK  (256 * 1024)
 #define STREAM_LOW_WATERMARK (64 * 1024)
 /* Output queued beyond this stops parsing further pipelined requests. */
 #define OUT_HIGH_WATERMARK (256 * 1024)
@@ -75,15 +75,15 @@ struct http_conn {
 	struct bufferevent *bev;
 	http_parser parser;
 	struct http_req *req;
-	struct event *timer;     /* header deadline */
-	struct event *kick;      /* deferred drive() / close */
+	struct event *timer; /* header deadline */
+	struct event *kick;  /* deferred drive() / close */
 	char peer[64];
 	int tls;
-	int paused;              /* parser paused, waiting for hook/handler/reply */
-	int closing;             /* close once the output is flushed */
+	int paused;  /* parser paused, waiting for hook/handler/reply */
+	int closing; /* close once the output is flushed */
 	int keep_alive;
-	int out_blocked;         /* parsing stopped until the output drains */
-	enum rc err_rc;          /* error recorded by a parser callback */
+	int out_blocked; /* parsing stopped until the output drains */
+	enum rc err_rc;  /* error recorded by a parser callback */
 	struct http_conn *prev, *next;
 };
 
@@ -163,7 +163,7 @@ const char *http_reason(int status)
 
 static void set_read_timeout(struct http_conn *c, int seconds)
 {
-	struct timeval rt = {seconds, 0}, wt = {cfg.write_timeout, 0};
+	struct timeval rt = { seconds, 0 }, wt = { cfg.write_timeout, 0 };
 	bufferevent_set_timeouts(c->bev, seconds > 0 ? &rt : NULL, &wt);
 }
 
@@ -316,7 +316,7 @@ static int count_bytes(struct http_conn *c, size_t len)
 static int on_message_begin(http_parser *p)
 {
 	struct http_conn *c = p->data;
-	struct timeval tv = {cfg.header_timeout, 0};
+	struct timeval tv = { cfg.header_timeout, 0 };
 
 	c->req = req_new(c);
 	if (!c->req)
@@ -464,8 +464,7 @@ static int wants_close(struct http_req *r)
 {
 	struct http_conn *c = r->conn;
 
-	return !c || !c->keep_alive || c->srv->draining || r->close_after ||
-	       r->phase != PH_HANDLER;
+	return !c || !c->keep_alive || c->srv->draining || r->close_after || r->phase != PH_HANDLER;
 }
 
 /* Writes the status line and headers.  length < 0: chunked; length == -2:
@@ -478,9 +477,8 @@ static void write_head(struct http_req *r, int status, const char *ctype, int64_
 	r->status = status;
 	if (close)
 		r->close_after = 1;
-	evbuffer_add_printf(out,
-			    "HTTP/1.1 %d %s\r\nDate: %s\r\nX-Request-Id: %s\r\n",
-			    status, http_reason(status), date_header(), r->reqid);
+	evbuffer_add_printf(out, "HTTP/1.1 %d %s\r\nDate: %s\r\nX-Request-Id: %s\r\n", status,
+	                    http_reason(status), date_header(), r->reqid);
 	if (ctype)
 		evbuffer_add_printf(out, "Content-Type: %s\r\n", ctype);
 	if (length >= 0)
@@ -501,8 +499,7 @@ static int no_body_status(int status)
 	return status == 204 || status == 304 || (status >= 100 && status < 200);
 }
 
-void http_reply_evbuffer(struct http_req *r, int status, const char *ctype,
-			 struct evbuffer *body)
+void http_reply_evbuffer(struct http_req *r, int status, const char *ctype, struct evbuffer *body)
 {
 	size_t len = body ? evbuffer_get_length(body) : 0;
 
@@ -523,8 +520,7 @@ void http_reply_evbuffer(struct http_req *r, int status, const char *ctype,
 	request_done(r);
 }
 
-void http_reply(struct http_req *r, int status, const char *ctype,
-		const void *body, size_t len)
+void http_reply(struct http_req *r, int status, const char *ctype, const void *body, size_t len)
 {
 	if (r->conn && !r->closed) {
 		if (no_body_status(status)) {
@@ -596,8 +592,8 @@ static void utf8_clean(const char *s, char *out, size_t outlen)
 	out[o] = '\0';
 }
 
-void http_reply_error_details(struct http_req *r, enum rc rc, json_t *details,
-			      const char *hint, const char *message)
+void http_reply_error_details(struct http_req *r, enum rc rc, json_t *details, const char *hint,
+                              const char *message)
 {
 	char clean[1024];
 	json_t *err;
@@ -614,17 +610,17 @@ void http_reply_error_details(struct http_req *r, enum rc rc, json_t *details,
 		json_decref(details);
 	if (status == 503 && !http_header_out_has(r, "Retry-After"))
 		http_add_header(r, "Retry-After", "2");
-	if (status == 405 || status == 413 || status == 414 || status == 431 ||
-	    status == 408 || status == 400)
+	if (status == 405 || status == 413 || status == 414 || status == 431 || status == 408 ||
+	    status == 400)
 		r->close_after = r->close_after || r->phase != PH_HANDLER;
-	log_msg(status >= 500 ? LOG_WARN : LOG_DEBUG, "http", r->reqid,
-		"%d %s: %s", status, rc_code(rc), clean);
-	http_reply_json(r, status, err ? json_pack("{s:o}", "error", err)
-				       : json_pack("{s:{s:s}}", "error", "code", "internal"));
+	log_msg(status >= 500 ? LOG_WARN : LOG_DEBUG, "http", r->reqid, "%d %s: %s", status,
+	        rc_code(rc), clean);
+	http_reply_json(r, status,
+	                err ? json_pack("{s:o}", "error", err)
+	                    : json_pack("{s:{s:s}}", "error", "code", "internal"));
 }
 
-void http_reply_error(struct http_req *r, enum rc rc, const char *hint,
-		      const char *fmt, ...)
+void http_reply_error(struct http_req *r, enum rc rc, const char *hint, const char *fmt, ...)
 {
 	char msg[1024];
 	va_list ap;
@@ -711,11 +707,9 @@ static void request_done(struct http_req *r)
 	if (r->srv->opts.observe)
 		r->srv->opts.observe(r, r->status, dt);
 	if (c) {
-		log_msg(LOG_INFO, "http", r->reqid,
-			"%s %s %d %.1fms %llu bytes peer=%s",
-			http_method_str((enum http_method)r->method),
-			r->path ? r->path : "-", r->status, dt * 1000.0,
-			(unsigned long long)r->out_bytes, r->peer);
+		log_msg(LOG_INFO, "http", r->reqid, "%s %s %d %.1fms %llu bytes peer=%s",
+		        http_method_str((enum http_method)r->method), r->path ? r->path : "-",
+		        r->status, dt * 1000.0, (unsigned long long)r->out_bytes, r->peer);
 		c->req = NULL;
 		if (r->close_after || !c->keep_alive || srv->draining) {
 			c->closing = 1;
@@ -794,7 +788,8 @@ static void headers_ready(struct http_conn *c)
 		for (int i = 0; i < r->nhdr; i++)
 			hosts += strcasecmp(r->hdr[i].name, "Host") == 0;
 		if (hosts != 1) {
-			error_reply(c, RC_INVALID, "an HTTP/1.1 request needs exactly one Host header");
+			error_reply(c, RC_INVALID,
+			            "an HTTP/1.1 request needs exactly one Host header");
 			return;
 		}
 	}
@@ -810,14 +805,16 @@ static void headers_ready(struct http_conn *c)
 				char allow[128];
 				router_allowed(r->path, allow, sizeof(allow));
 				http_add_header(r, "Allow", allow);
-				http_reply_error(r, RC_METHOD, NULL, "method %s is not allowed on '%s'",
-						 http_method_str((enum http_method)r->method), r->path);
-			}
-			else if (why == RC_INVALID)
-				http_reply_error(r, RC_INVALID, "encode path segments as UTF-8 with %%XX escapes",
-						 "malformed path '%s'", r->path);
+				http_reply_error(
+				        r, RC_METHOD, NULL, "method %s is not allowed on '%s'",
+				        http_method_str((enum http_method)r->method), r->path);
+			} else if (why == RC_INVALID)
+				http_reply_error(r, RC_INVALID,
+				                 "encode path segments as UTF-8 with %%XX escapes",
+				                 "malformed path '%s'", r->path);
 			else
-				http_reply_error(r, RC_NOTFOUND, NULL, "no such endpoint '%s'", r->path);
+				http_reply_error(r, RC_NOTFOUND, NULL, "no such endpoint '%s'",
+				                 r->path);
 			return;
 		}
 	}
@@ -860,7 +857,8 @@ void http_resume(struct http_req *r)
 	r->phase = PH_BODY;
 	expect = http_header(r, "Expect");
 	if (expect && r->content_length != 0)
-		evbuffer_add_printf(bufferevent_get_output(c->bev), "HTTP/1.1 100 Continue\r\n\r\n");
+		evbuffer_add_printf(bufferevent_get_output(c->bev),
+		                    "HTTP/1.1 100 Continue\r\n\r\n");
 	set_read_timeout(c, cfg.body_timeout);
 	c->paused = 0;
 	http_parser_pause(&c->parser, 0);
@@ -892,7 +890,8 @@ static void drive(struct http_conn *c)
 		size_t nparsed;
 		enum http_errno e;
 
-		if (!c->req && evbuffer_get_length(bufferevent_get_output(c->bev)) > OUT_HIGH_WATERMARK) {
+		if (!c->req &&
+		    evbuffer_get_length(bufferevent_get_output(c->bev)) > OUT_HIGH_WATERMARK) {
 			/* the client is not reading its responses: on_write resumes */
 			c->out_blocked = 1;
 			break;
@@ -912,12 +911,14 @@ static void drive(struct http_conn *c)
 		}
 		if (e != HPE_OK) {
 			enum rc rc = c->err_rc != RC_OK ? c->err_rc : parser_rc(e);
-			const char *msg = rc == RC_HEADERS ? "request headers are too large"
-					: rc == RC_URITOOLONG ? "request target is too long"
-					: rc == RC_TOOLARGE ? "request body is larger than this endpoint accepts"
-					: rc == RC_NOMEM ? "out of memory"
-					: c->err_rc != RC_OK ? "request body rejected"
-					: http_errno_description(e);
+			const char *msg =
+			        rc == RC_HEADERS      ? "request headers are too large"
+			        : rc == RC_URITOOLONG ? "request target is too long"
+			        : rc == RC_TOOLARGE
+			                ? "request body is larger than this endpoint accepts"
+			        : rc == RC_NOMEM     ? "out of memory"
+			        : c->err_rc != RC_OK ? "request body rejected"
+			                             : http_errno_description(e);
 			if (c->req && c->req->phase >= PH_AUTH && c->req->route &&
 			    (c->req->route->flags & ROUTE_STREAM) && c->err_rc != RC_OK &&
 			    rc != RC_TOOLARGE && rc != RC_NOMEM)
@@ -1006,7 +1007,7 @@ static void on_read(struct bufferevent *bev, void *arg)
 	(void)bev;
 	if (c->closing) {
 		evbuffer_drain(bufferevent_get_input(c->bev),
-			       evbuffer_get_length(bufferevent_get_input(c->bev)));
+		               evbuffer_get_length(bufferevent_get_input(c->bev)));
 		return;
 	}
 	drive(c);
@@ -1044,7 +1045,8 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
 		return; /* TLS handshake done */
 	if ((what & BEV_EVENT_TIMEOUT) && (what & BEV_EVENT_READING) && !c->closing) {
 		if (r && (r->phase == PH_HEADERS || r->phase == PH_BODY)) {
-			log_msg(LOG_INFO, "http", r->reqid, "client too slow, closing (peer=%s)", c->peer);
+			log_msg(LOG_INFO, "http", r->reqid, "client too slow, closing (peer=%s)",
+			        c->peer);
 			error_reply(c, RC_TIMEDOUT_CLIENT, "the request was not received in time");
 			return;
 		}
@@ -1093,7 +1095,8 @@ static void conn_start(struct http_server *s, evutil_socket_t fd, const struct s
 		if (!ssl)
 			goto fail;
 		bev = bufferevent_openssl_socket_new(s->base, fd, ssl, BUFFEREVENT_SSL_ACCEPTING,
-						     BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+		                                     BEV_OPT_CLOSE_ON_FREE |
+		                                             BEV_OPT_DEFER_CALLBACKS);
 		if (!bev) {
 			SSL_free(ssl);
 			goto fail;
@@ -1112,9 +1115,11 @@ static void conn_start(struct http_server *s, evutil_socket_t fd, const struct s
 	if (!c->timer || !c->kick)
 		goto fail_bev;
 	if (sa && sa->sa_family == AF_INET)
-		inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, c->peer, sizeof(c->peer));
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, c->peer,
+		          sizeof(c->peer));
 	else if (sa && sa->sa_family == AF_INET6)
-		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, c->peer, sizeof(c->peer));
+		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, c->peer,
+		          sizeof(c->peer));
 	else
 		snprintf(c->peer, sizeof(c->peer), "local");
 	http_parser_init(&c->parser, HTTP_REQUEST);
@@ -1143,8 +1148,8 @@ fail:
 	evutil_closesocket(fd);
 }
 
-static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
-		      int salen, void *arg)
+static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen,
+                      void *arg)
 {
 	(void)l;
 	(void)salen;
@@ -1189,7 +1194,7 @@ static SSL_CTX *tls_context(void)
 		char buf[256];
 		ERR_error_string_n(ERR_get_error(), buf, sizeof(buf));
 		log_msg(LOG_ERROR, "http", NULL, "cannot load TLS certificate '%s' / key '%s': %s",
-			cfg.tls_cert, cfg.tls_key, buf);
+		        cfg.tls_cert, cfg.tls_key, buf);
 		SSL_CTX_free(ctx);
 		return NULL;
 	}
@@ -1197,7 +1202,7 @@ static SSL_CTX *tls_context(void)
 }
 
 struct http_server *http_server_new_unbound(struct event_base *base,
-					    const struct http_server_opts *opts)
+                                            const struct http_server_opts *opts)
 {
 	struct http_server *s = calloc(1, sizeof(*s));
 
@@ -1213,8 +1218,7 @@ struct http_server *http_server_new_unbound(struct event_base *base,
 	return s;
 }
 
-struct http_server *http_server_new(struct event_base *base,
-				    const struct http_server_opts *opts)
+struct http_server *http_server_new(struct event_base *base, const struct http_server_opts *opts)
 {
 	struct http_server *s = http_server_new_unbound(base, opts);
 	struct sockaddr_storage ss;
@@ -1240,13 +1244,14 @@ struct http_server *http_server_new(struct event_base *base,
 		((struct sockaddr_in6 *)&ss)->sin6_port = htons((uint16_t)cfg.port);
 		sslen = sizeof(struct sockaddr_in6);
 	} else {
-		log_msg(LOG_ERROR, "http", NULL, "listen address '%s' is not an IPv4 or IPv6 literal",
-			cfg.listen);
+		log_msg(LOG_ERROR, "http", NULL,
+		        "listen address '%s' is not an IPv4 or IPv6 literal", cfg.listen);
 		goto fail;
 	}
 	s->lis = evconnlistener_new_bind(base, on_accept, s,
-					 LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
-					 1024, (struct sockaddr *)&ss, sslen);
+	                                 LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE |
+	                                         LEV_OPT_CLOSE_ON_EXEC,
+	                                 1024, (struct sockaddr *)&ss, sslen);
 	if (!s->lis) {
 		log_msg(LOG_ERROR, "http", NULL, "cannot listen on %s: %s", addr, strerror(errno));
 		goto fail;
@@ -1254,7 +1259,7 @@ struct http_server *http_server_new(struct event_base *base,
 	evconnlistener_set_error_cb(s->lis, on_accept_error);
 	if (getsockname(evconnlistener_get_fd(s->lis), (struct sockaddr *)&ss, &len) == 0)
 		s->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-							 : ((struct sockaddr_in *)&ss)->sin_port);
+		                                         : ((struct sockaddr_in *)&ss)->sin_port);
 	return s;
 fail:
 	if (s->ssl)
@@ -1289,7 +1294,7 @@ static void on_drain_timeout(evutil_socket_t fd, short what, void *arg)
 void http_server_shutdown(struct http_server *s, void (*done)(void *arg), void *arg)
 {
 	struct http_conn *c, *next;
-	struct timeval tv = {cfg.shutdown_timeout, 0};
+	struct timeval tv = { cfg.shutdown_timeout, 0 };
 
 	s->draining = 1;
 	s->drain_done = done;

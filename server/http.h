@@ -37,28 +37,28 @@ struct http_header {
 };
 
 struct http_req {
-	struct http_conn *conn;     /* NULL once the client is gone */
-	int method;                 /* enum http_method */
-	char *url;                  /* request target as sent */
-	char *path;                 /* path part of url, raw (not decoded) */
-	char *query;                /* query part without '?', or NULL */
+	struct http_conn *conn; /* NULL once the client is gone */
+	int method;             /* enum http_method */
+	char *url;              /* request target as sent */
+	char *path;             /* path part of url, raw (not decoded) */
+	char *query;            /* query part without '?', or NULL */
 	struct http_header *hdr;
 	int nhdr;
-	char reqid[17];             /* random hex id, also in logs and X-Request-Id */
-	char peer[64];              /* client IP address */
+	char reqid[17]; /* random hex id, also in logs and X-Request-Id */
+	char peer[64];  /* client IP address */
 	int tls;
-	int64_t content_length;     /* -1 when absent or chunked */
+	int64_t content_length; /* -1 when absent or chunked */
 	const struct route *route;
 	struct route_params params;
-	struct evbuffer *body;      /* whole body, for non-stream routes */
-	struct auth_info *auth;     /* set by the auth hook; freed with the request */
-	void *data;                 /* handler state */
+	struct evbuffer *body;         /* whole body, for non-stream routes */
+	struct auth_info *auth;        /* set by the auth hook; freed with the request */
+	void *data;                    /* handler state */
 	void (*data_free)(void *data); /* called when the request is freed */
 
 	/* Internal below. */
 	struct http_server *srv;
 	int status;
-	struct evbuffer *out_hdrs;  /* extra response header lines */
+	struct evbuffer *out_hdrs; /* extra response header lines */
 	int phase;
 	int closed;
 	int close_after;
@@ -67,7 +67,7 @@ struct http_req {
 	int64_t body_bytes;
 	uint64_t out_bytes;
 	double t_start;
-	char *hname;                /* header being parsed */
+	char *hname; /* header being parsed */
 	size_t hdr_bytes;
 	int last_was_value;
 	void (*on_drain)(struct http_req *r, void *arg);
@@ -87,8 +87,7 @@ typedef void (*http_fallback_hook)(struct http_req *r);
 
 /* Called once per finished request for metrics: route pattern (or "-"),
  * method, status, seconds, bytes written. */
-typedef void (*http_observe_hook)(const struct http_req *r, int status,
-				  double seconds);
+typedef void (*http_observe_hook)(const struct http_req *r, int status, double seconds);
 
 struct http_server_opts {
 	http_auth_hook auth;
@@ -99,8 +98,7 @@ struct http_server_opts {
 
 /* Binds cfg.listen:cfg.port (TLS when cfg.tls_cert is set) and starts
  * accepting.  Returns NULL on error (logged). */
-struct http_server *http_server_new(struct event_base *base,
-				    const struct http_server_opts *opts);
+struct http_server *http_server_new(struct event_base *base, const struct http_server_opts *opts);
 /* Port actually bound (useful with port 0). */
 int http_server_port(const struct http_server *s);
 /* Graceful shutdown: stop accepting, close idle connections, let in-flight
@@ -113,7 +111,7 @@ struct http_stats {
 	long long connections_open;
 	long long connections_total;
 	long long requests_total;
-	long long orphaned;         /* requests whose client left mid-handler */
+	long long orphaned; /* requests whose client left mid-handler */
 };
 void http_get_stats(struct http_stats *st);
 
@@ -131,20 +129,18 @@ void http_req_on_close(struct http_req *r, void (*cb)(struct http_req *r, void *
 
 /* Response.  Headers added with http_add_header go out with the reply. */
 void http_add_header(struct http_req *r, const char *name, const char *value);
-void http_reply(struct http_req *r, int status, const char *ctype,
-		const void *body, size_t len);
+void http_reply(struct http_req *r, int status, const char *ctype, const void *body, size_t len);
 /* Moves the content of body into the response. */
-void http_reply_evbuffer(struct http_req *r, int status, const char *ctype,
-			 struct evbuffer *body);
+void http_reply_evbuffer(struct http_req *r, int status, const char *ctype, struct evbuffer *body);
 /* Steals j (may be NULL for an empty 204-style reply with no body). */
 void http_reply_json(struct http_req *r, int status, json_t *j);
 /* {"error":{"code":rc_code(rc),"message":...,"hint":...}} with
  * rc_http_status(rc).  hint may be NULL. */
-void http_reply_error(struct http_req *r, enum rc rc, const char *hint,
-		      const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+void http_reply_error(struct http_req *r, enum rc rc, const char *hint, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
 /* Same, with an extra "details" member (stolen). */
-void http_reply_error_details(struct http_req *r, enum rc rc, json_t *details,
-			      const char *hint, const char *message);
+void http_reply_error_details(struct http_req *r, enum rc rc, json_t *details, const char *hint,
+                              const char *message);
 
 /* Streaming responses.  length -1 means chunked transfer encoding.
  * http_stream_write returns 0, or -1 when the client is gone (then call
@@ -163,6 +159,6 @@ const char *http_reason(int status);
 void http_server_adopt(struct http_server *s, int fd);
 /* A server without a listener (fuzzing, tests). */
 struct http_server *http_server_new_unbound(struct event_base *base,
-					    const struct http_server_opts *opts);
+                                            const struct http_server_opts *opts);
 
 #endif

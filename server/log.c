@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 static enum log_level min_level = LOG_INFO;
-static const char *const names[] = {"debug", "info", "warn", "error"};
+static const char *const names[] = { "debug", "info", "warn", "error" };
 
 void log_set_level(enum log_level level)
 {
@@ -52,8 +52,8 @@ static size_t put_quoted(char *buf, size_t n, size_t cap, const char *s)
 	return n;
 }
 
-void log_vmsg(enum log_level level, const char *module, const char *reqid,
-	      const char *fmt, va_list ap)
+void log_vmsg(enum log_level level, const char *module, const char *reqid, const char *fmt,
+              va_list ap)
 {
 	char msg[2048], line[4096];
 	struct timeval tv;
@@ -67,10 +67,9 @@ void log_vmsg(enum log_level level, const char *module, const char *reqid,
 	gmtime_r(&tv.tv_sec, &tm);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	k = snprintf(line, sizeof(line),
-		     "ts=%04d-%02d-%02dT%02d:%02d:%02d.%03dZ level=%s module=%s",
-		     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-		     tm.tm_min, tm.tm_sec, (int)(tv.tv_usec / 1000),
-		     names[level], module ? module : "-");
+	             "ts=%04d-%02d-%02dT%02d:%02d:%02d.%03dZ level=%s module=%s", tm.tm_year + 1900,
+	             tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+	             (int)(tv.tv_usec / 1000), names[level], module ? module : "-");
 	n = k < 0 ? 0 : (size_t)k;
 	if (reqid && *reqid && n < sizeof(line)) {
 		k = snprintf(line + n, sizeof(line) - n, " req=%s", reqid);
@@ -87,8 +86,7 @@ void log_vmsg(enum log_level level, const char *module, const char *reqid,
 	}
 }
 
-void log_msg(enum log_level level, const char *module, const char *reqid,
-	     const char *fmt, ...)
+void log_msg(enum log_level level, const char *module, const char *reqid, const char *fmt, ...)
 {
 	va_list ap;
 

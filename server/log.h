@@ -17,10 +17,10 @@ void log_set_level(enum log_level level);
 int log_level_parse(const char *s);
 
 /* msg is a printf format; the result is quoted and escaped.  reqid may be NULL. */
-void log_msg(enum log_level level, const char *module, const char *reqid,
-	     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-void log_vmsg(enum log_level level, const char *module, const char *reqid,
-	      const char *fmt, va_list ap);
+void log_msg(enum log_level level, const char *module, const char *reqid, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
+void log_vmsg(enum log_level level, const char *module, const char *reqid, const char *fmt,
+              va_list ap);
 
 #define LOG_D(mod, ...) log_msg(LOG_DEBUG, mod, NULL, __VA_ARGS__)
 #define LOG_I(mod, ...) log_msg(LOG_INFO, mod, NULL, __VA_ARGS__)

@@ -33,7 +33,7 @@ static int stopping;
 
 static void print_route(const struct route *rt, void *arg)
 {
-	static const char *const roles[] = {"student", "researcher", "teacher", "admin"};
+	static const char *const roles[] = { "student", "researcher", "teacher", "admin" };
 	char who[64] = "";
 	size_t n = 0;
 
@@ -45,7 +45,8 @@ static void print_route(const struct route *rt, void *arg)
 	else
 		for (int i = 0; i < 4; i++)
 			if (rt->roles & (1u << i))
-				n += (size_t)snprintf(who + n, sizeof(who) - n, "%s%s", n ? "," : "", roles[i]);
+				n += (size_t)snprintf(who + n, sizeof(who) - n, "%s%s",
+				                      n ? "," : "", roles[i]);
 	printf("%s %s %s\n", http_method_str((enum http_method)rt->method), rt->pattern, who);
 }
 
@@ -67,7 +68,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 	}
 	stopping = 1;
 	log_msg(LOG_INFO, "main", NULL, "signal %d: shutting down (in-flight requests get %d s)",
-		(int)sig, cfg.shutdown_timeout);
+	        (int)sig, cfg.shutdown_timeout);
 	http_server_shutdown(server, drained, NULL);
 }
 
@@ -151,7 +152,7 @@ int main(int argc, char **argv)
 	raise_fd_limit();
 	if (mkdir(cfg.state_dir, 0700) < 0 && errno != EEXIST) {
 		log_msg(LOG_ERROR, "main", NULL, "cannot create state_dir '%s': %s", cfg.state_dir,
-			strerror(errno));
+		        strerror(errno));
 		return 1;
 	}
 	if (migrate_with_retry() < 0) {
@@ -164,7 +165,8 @@ int main(int argc, char **argv)
 	base = event_base_new();
 	if (!base || worker_init(base, cfg.workers, 4096) < 0 ||
 	    db_init(base, cfg.db_url, cfg.db_pool_size, cfg.db_queue_max) < 0) {
-		log_msg(LOG_ERROR, "main", NULL, "cannot start the event loop, workers or database pool");
+		log_msg(LOG_ERROR, "main", NULL,
+		        "cannot start the event loop, workers or database pool");
 		return 1;
 	}
 	db_set_statement_timeout(cfg.db_statement_timeout * 1000);
@@ -179,7 +181,8 @@ int main(int argc, char **argv)
 	evsignal_add(sigterm, NULL);
 	evsignal_add(sigint, NULL);
 	log_msg(LOG_INFO, "main", NULL, "gpucloudd %s listening on %s://%s:%d/", VERSION,
-		cfg.tls_cert && *cfg.tls_cert ? "https" : "http", cfg.listen, http_server_port(server));
+	        cfg.tls_cert && *cfg.tls_cert ? "https" : "http", cfg.listen,
+	        http_server_port(server));
 
 	event_base_dispatch(base);
 

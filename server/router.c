@@ -40,8 +40,7 @@ static int hexval(char c)
 	return -1;
 }
 
-long router_decode(const char *src, size_t len, char *out, size_t outlen,
-		   int plus_is_space)
+long router_decode(const char *src, size_t len, char *out, size_t outlen, int plus_is_space)
 {
 	size_t o = 0;
 
@@ -147,7 +146,7 @@ static int match(const char *pattern, const char *path, struct route_params *par
 		sp += slen;
 	}
 	/* "/x/{p...}" also matches "/x" and "/x/" with an empty rest */
-	if (*sp == '\0' && *pp == '/' ) {
+	if (*sp == '\0' && *pp == '/') {
 		const char *q = pp + 1;
 		size_t ql = strlen(q);
 		if (ql > 5 && q[0] == '{' && memcmp(q + ql - 4, "...}", 4) == 0 &&
@@ -169,8 +168,8 @@ nomatch:
 	return 0;
 }
 
-const struct route *router_match(int method, const char *path,
-				 struct route_params *params, enum rc *why)
+const struct route *router_match(int method, const char *path, struct route_params *params,
+                                 enum rc *why)
 {
 	int want = method == HTTP_HEAD ? HTTP_GET : method;
 	int path_matched = 0;
@@ -199,7 +198,7 @@ const struct route *router_match(int method, const char *path,
 
 void router_allowed(const char *path, char *out, size_t outlen)
 {
-	struct route_params params = {0};
+	struct route_params params = { 0 };
 	size_t n = 0;
 
 	if (outlen)
@@ -212,7 +211,8 @@ void router_allowed(const char *path, char *out, size_t outlen)
 			router_params_free(&params);
 			if (strstr(out, m))
 				continue;
-			n += (size_t)snprintf(out + n, n < outlen ? outlen - n : 0, "%s%s", n ? ", " : "", m);
+			n += (size_t)snprintf(out + n, n < outlen ? outlen - n : 0, "%s%s",
+			                      n ? ", " : "", m);
 			if (rt->method == HTTP_GET && n < outlen)
 				n += (size_t)snprintf(out + n, outlen - n, ", HEAD");
 			if (n >= outlen)

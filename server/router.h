@@ -23,7 +23,7 @@ enum role_bits {
 	ROLE_ADMIN = 1 << 3,
 };
 #define ROLES_PUBLIC 0u   /* no authentication at all */
-#define ROLES_ALL 0xfu    /* any authenticated user */
+#define ROLES_ALL    0xfu /* any authenticated user */
 
 enum route_flags {
 	ROUTE_STREAM = 1 << 0,   /* body goes to on_body as it arrives */
@@ -32,12 +32,12 @@ enum route_flags {
 };
 
 struct route {
-	int method;           /* enum http_method (http_parser.h) */
-	const char *pattern;  /* NULL ends a table */
+	int method;          /* enum http_method (http_parser.h) */
+	const char *pattern; /* NULL ends a table */
 	void (*handler)(struct http_req *r);
-	unsigned roles;       /* ROLES_PUBLIC, ROLES_ALL or role bits */
+	unsigned roles; /* ROLES_PUBLIC, ROLES_ALL or role bits */
 	unsigned flags;
-	int64_t max_body;     /* 0 = cfg.max_body */
+	int64_t max_body; /* 0 = cfg.max_body */
 	/* ROUTE_STREAM only: called with each piece of body; a non-OK rc ends
 	 * the request with that error. */
 	enum rc (*on_body)(struct http_req *r, const char *data, size_t len);
@@ -50,7 +50,7 @@ struct route_params {
 	struct {
 		const char *name; /* points into the pattern */
 		size_t name_len;
-		char *value;      /* owned by the params */
+		char *value; /* owned by the params */
 	} p[ROUTE_MAX_PARAMS];
 };
 
@@ -62,8 +62,8 @@ int router_add(const struct route *table);
  * params (release with router_params_free).  Otherwise returns NULL and sets
  * *why: RC_NOTFOUND (no pattern matches), RC_METHOD (a pattern matches with
  * another method) or RC_INVALID (bad percent-encoding in a capture). */
-const struct route *router_match(int method, const char *path,
-				 struct route_params *params, enum rc *why);
+const struct route *router_match(int method, const char *path, struct route_params *params,
+                                 enum rc *why);
 
 void router_params_free(struct route_params *params);
 /* Value of a named capture, or NULL. */
@@ -82,7 +82,6 @@ void router_reset(void);
 /* Percent-decodes src[0..len) into out (NUL-terminated).  Rejects bad
  * escapes and NUL bytes; '+' is kept (paths) unless plus_is_space.
  * Returns the decoded length, or -1. */
-long router_decode(const char *src, size_t len, char *out, size_t outlen,
-		   int plus_is_space);
+long router_decode(const char *src, size_t len, char *out, size_t outlen, int plus_is_space);
 
 #endif

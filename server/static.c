@@ -23,17 +23,17 @@
 #include "crypto.h"
 #include "log.h"
 
-#define MAX_FILE (8 << 20)
+#define MAX_FILE    (8 << 20)
 #define CACHE_SLOTS 256
 
 struct entry {
-	char *path;        /* relative, decoded */
+	char *path; /* relative, decoded */
 	char *data;
 	size_t len;
 	char *gz;
 	size_t gzlen;
 	char etag[48];
-	char gz_etag[52];   /* the gzip copy is another representation: its own tag */
+	char gz_etag[52]; /* the gzip copy is another representation: its own tag */
 	time_t mtime;
 	long mtime_ns;
 	const char *ctype;
@@ -46,19 +46,19 @@ static const struct {
 	const char *type;
 	int compress;
 } types[] = {
-	{".html", "text/html; charset=utf-8", 1},
-	{".js", "text/javascript; charset=utf-8", 1},
-	{".mjs", "text/javascript; charset=utf-8", 1},
-	{".css", "text/css; charset=utf-8", 1},
-	{".json", "application/json", 1},
-	{".svg", "image/svg+xml", 1},
-	{".png", "image/png", 0},
-	{".jpg", "image/jpeg", 0},
-	{".ico", "image/x-icon", 0},
-	{".woff2", "font/woff2", 0},
-	{".txt", "text/plain; charset=utf-8", 1},
-	{".map", "application/json", 1},
-	{".yaml", "application/yaml", 1},
+	{ ".html", "text/html; charset=utf-8", 1 },
+	{ ".js", "text/javascript; charset=utf-8", 1 },
+	{ ".mjs", "text/javascript; charset=utf-8", 1 },
+	{ ".css", "text/css; charset=utf-8", 1 },
+	{ ".json", "application/json", 1 },
+	{ ".svg", "image/svg+xml", 1 },
+	{ ".png", "image/png", 0 },
+	{ ".jpg", "image/jpeg", 0 },
+	{ ".ico", "image/x-icon", 0 },
+	{ ".woff2", "font/woff2", 0 },
+	{ ".txt", "text/plain; charset=utf-8", 1 },
+	{ ".map", "application/json", 1 },
+	{ ".yaml", "application/yaml", 1 },
 };
 
 static const char *content_type(const char *path, int *compress)
@@ -222,7 +222,8 @@ static int accepts_gzip(const char *ae)
 			p++;
 			len--;
 		}
-		if ((len >= 4 && strncasecmp(p, "gzip", 4) == 0 && (len == 4 || p[4] == ';' || p[4] == ' ')) ||
+		if ((len >= 4 && strncasecmp(p, "gzip", 4) == 0 &&
+		     (len == 4 || p[4] == ';' || p[4] == ' ')) ||
 		    (len >= 1 && p[0] == '*' && (len == 1 || p[1] == ';' || p[1] == ' '))) {
 			q = memchr(p, '=', len);
 			if (!q)
@@ -272,9 +273,9 @@ void static_serve(struct http_req *r)
 		http_add_header(r, "Vary", "Accept-Encoding");
 	if (strncmp(e->ctype, "text/html", 9) == 0) {
 		http_add_header(r, "Content-Security-Policy",
-				"default-src 'self'; img-src 'self' data:; style-src 'self'; "
-				"script-src 'self'; connect-src 'self'; frame-ancestors 'none'; "
-				"base-uri 'none'; form-action 'self'; object-src 'none'");
+		                "default-src 'self'; img-src 'self' data:; style-src 'self'; "
+		                "script-src 'self'; connect-src 'self'; frame-ancestors 'none'; "
+		                "base-uri 'none'; form-action 'self'; object-src 'none'");
 		http_add_header(r, "X-Frame-Options", "DENY");
 	}
 	inm = http_header(r, "If-None-Match");

@@ -35,10 +35,10 @@ struct job_list {
  * only the thread calling worker_init/worker_shutdown touches. */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
-static int accepting;           /* 1 between init and shutdown */
-static int stopping;            /* threads exit once the queue is empty */
+static int accepting; /* 1 between init and shutdown */
+static int stopping;  /* threads exit once the queue is empty */
 static int waiting, running, queue_limit;
-static struct job_list queue;   /* waiting for a thread */
+static struct job_list queue;    /* waiting for a thread */
 static struct job_list finished; /* waiting for the loop */
 
 static struct event_base *base;
