@@ -22,6 +22,7 @@ static const char *type_name(enum jtype t)
 	case J_BOOL: return "a boolean";
 	case J_STRINGS: return "an array of strings";
 	case J_OBJECT: return "an object";
+	case J_ARRAY: return "an array";
 	}
 	return "?";
 }
@@ -74,6 +75,15 @@ static int type_ok(json_t *v, const struct jfield *f, char *err, size_t errlen)
 		if (json_is_object(v))
 			return 1;
 		break;
+	case J_ARRAY:
+		if (!json_is_array(v))
+			break;
+		if (f->max_len && json_array_size(v) > f->max_len) {
+			snprintf(err, errlen, "field '%s' has more than %zu elements", f->name,
+			         f->max_len);
+			return 0;
+		}
+		return 1;
 	}
 	snprintf(err, errlen, "field '%s' must be %s", f->name, type_name(f->type));
 	return 0;
@@ -276,4 +286,5 @@ void api_register_all(void)
 	router_add(api_users_routes);
 	router_add(api_tokens_routes);
 	router_add(api_audit_routes);
+	router_add(api_nodes_routes);
 }

@@ -9,7 +9,7 @@
 #include <jansson.h>
 #include "http.h"
 
-enum jtype { J_STRING, J_INT, J_BOOL, J_STRINGS, J_OBJECT };
+enum jtype { J_STRING, J_INT, J_BOOL, J_STRINGS, J_OBJECT, J_ARRAY };
 
 struct jfield {
 	const char *name; /* NULL ends a spec */
@@ -70,6 +70,7 @@ extern const struct route api_users_routes[];
 extern const struct route api_tokens_routes[];
 extern const struct route api_health_routes[];
 extern const struct route api_audit_routes[];
+extern const struct route api_nodes_routes[];
 
 /* Seeds the first admin when no admin exists (blocking, start-up only).
  * Returns 0 or -1. */

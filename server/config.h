@@ -41,6 +41,9 @@ struct config {
 	int db_pool_size;
 	int db_queue_max;
 	int db_statement_timeout; /* seconds */
+	/* nodes */
+	int node_check_interval; /* seconds */
+	int node_down_after;     /* seconds */
 	/* workers */
 	int workers;
 	/* auth */

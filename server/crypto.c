@@ -6,7 +6,11 @@
  */
 #include "crypto.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <stdlib.h>
+#include <unistd.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -300,4 +304,122 @@ size_t crypto_b64url(const void *data, size_t len, char *out, size_t outlen)
 int crypto_equal(const void *a, const void *b, size_t len)
 {
 	return CRYPTO_memcmp(a, b, len) == 0;
+}
+
+/* ---- secrets at rest: AES-256-GCM under a master key file ---- */
+
+#define SEAL_PREFIX "v1:"
+#define NONCE_LEN   12
+#define TAG_LEN     16
+
+static unsigned char master_key[32];
+static int master_loaded;
+
+int crypto_master_key_load(const char *path)
+{
+	unsigned char key[32];
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	ssize_t n;
+
+	if (fd < 0 && errno == ENOENT) {
+		/* first start: a new random key, readable by this user only */
+		if (crypto_random(key, sizeof(key)) < 0)
+			return -1;
+		fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+		if (fd < 0)
+			return -1;
+		n = write(fd, key, sizeof(key));
+		if (close(fd) != 0 || n != (ssize_t)sizeof(key))
+			return -1;
+		fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	}
+	if (fd < 0)
+		return -1;
+	n = read(fd, key, sizeof(key));
+	close(fd);
+	if (n != (ssize_t)sizeof(key))
+		return -1;
+	memcpy(master_key, key, sizeof(key));
+	OPENSSL_cleanse(key, sizeof(key));
+	master_loaded = 1;
+	return 0;
+}
+
+char *crypto_seal(const void *plain, size_t len, const char *aad)
+{
+	unsigned char *buf = NULL;
+	char *out = NULL;
+	EVP_CIPHER_CTX *ctx = NULL;
+	int n, ok = 0;
+	size_t total = NONCE_LEN + len + TAG_LEN, outlen;
+
+	if (!master_loaded || len > INT_MAX / 2)
+		return NULL;
+	buf = malloc(total);
+	outlen = strlen(SEAL_PREFIX) + b64_len(total) + 1;
+	out = malloc(outlen);
+	ctx = EVP_CIPHER_CTX_new();
+	if (!buf || !out || !ctx || crypto_random(buf, NONCE_LEN) < 0)
+		goto done;
+	if (EVP_EncryptInit_ex(ctx, EVP_aes_256_gcm(), NULL, master_key, buf) != 1 ||
+	    (aad &&
+	     EVP_EncryptUpdate(ctx, NULL, &n, (const unsigned char *)aad, (int)strlen(aad)) != 1) ||
+	    EVP_EncryptUpdate(ctx, buf + NONCE_LEN, &n, plain, (int)len) != 1 ||
+	    EVP_EncryptFinal_ex(ctx, buf + NONCE_LEN + n, &n) != 1 ||
+	    EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, TAG_LEN, buf + NONCE_LEN + len) != 1)
+		goto done;
+	memcpy(out, SEAL_PREFIX, strlen(SEAL_PREFIX));
+	ok = b64_encode(b64_std, buf, total, out + strlen(SEAL_PREFIX),
+	                outlen - strlen(SEAL_PREFIX)) > 0;
+done:
+	EVP_CIPHER_CTX_free(ctx);
+	free(buf);
+	if (!ok) {
+		free(out);
+		return NULL;
+	}
+	return out;
+}
+
+char *crypto_open(const char *sealed, const char *aad, size_t *len)
+{
+	size_t plen = strlen(SEAL_PREFIX), slen;
+	unsigned char *buf = NULL;
+	char *plain = NULL;
+	EVP_CIPHER_CTX *ctx = NULL;
+	long n;
+	int k, ok = 0;
+
+	if (!master_loaded || strncmp(sealed, SEAL_PREFIX, plen) != 0)
+		return NULL;
+	slen = strlen(sealed + plen);
+	buf = malloc(slen);
+	if (!buf)
+		return NULL;
+	n = b64_decode(sealed + plen, slen, buf, slen);
+	if (n < NONCE_LEN + TAG_LEN)
+		goto done;
+	plain = malloc((size_t)n - NONCE_LEN - TAG_LEN + 1);
+	ctx = EVP_CIPHER_CTX_new();
+	if (!plain || !ctx)
+		goto done;
+	if (EVP_DecryptInit_ex(ctx, EVP_aes_256_gcm(), NULL, master_key, buf) != 1 ||
+	    (aad &&
+	     EVP_DecryptUpdate(ctx, NULL, &k, (const unsigned char *)aad, (int)strlen(aad)) != 1) ||
+	    EVP_DecryptUpdate(ctx, (unsigned char *)plain, &k, buf + NONCE_LEN,
+	                      (int)(n - NONCE_LEN - TAG_LEN)) != 1 ||
+	    EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, TAG_LEN, buf + n - TAG_LEN) != 1 ||
+	    EVP_DecryptFinal_ex(ctx, (unsigned char *)plain + k, &k) != 1)
+		goto done;
+	*len = (size_t)n - NONCE_LEN - TAG_LEN;
+	plain[*len] = '\0';
+	ok = 1;
+done:
+	EVP_CIPHER_CTX_free(ctx);
+	free(buf);
+	if (!ok) {
+		free(plain);
+		return NULL;
+	}
+	return plain;
 }

@@ -40,4 +40,22 @@ size_t crypto_b64url(const void *data, size_t len, char *out, size_t outlen);
 /* Constant-time equality of two equal-length buffers: 1 equal, 0 not. */
 int crypto_equal(const void *a, const void *b, size_t len);
 
+/* Secrets at rest (node TLS keys, registry passwords): AES-256-GCM under a
+ * 32-byte master key kept in a file (created 0600 with a random key on first
+ * start; every replica must read the same file). */
+
+/* Loads (or creates) the master key at path.  Returns 0 or -1. */
+int crypto_master_key_load(const char *path);
+
+/* Encrypts len bytes of plain, binding aad (a context string such as
+ * "node:12:tls_key", may be NULL) so a value cannot be moved to another
+ * record.  Returns "v1:" + base64(nonce | ciphertext | tag), malloc'd (caller
+ * frees), or NULL. */
+char *crypto_seal(const void *plain, size_t len, const char *aad);
+
+/* Decrypts what crypto_seal made with the same aad.  Returns the plaintext
+ * (malloc'd, NUL-terminated, caller frees) with its length in *len, or NULL
+ * when the value was tampered with, the aad differs or the key is wrong. */
+char *crypto_open(const char *sealed, const char *aad, size_t *len);
+
 #endif

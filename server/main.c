@@ -18,10 +18,13 @@
 #include "api.h"
 #include "auth.h"
 #include "config.h"
+#include "crypto.h"
 #include "db.h"
+#include "docker.h"
 #include "http.h"
 #include "log.h"
 #include "metrics.h"
+#include "nodes.h"
 #include "static.h"
 #include "worker.h"
 
@@ -161,12 +164,23 @@ int main(int argc, char **argv)
 	}
 	if (api_users_seed_admin(cfg.db_url) < 0)
 		return 1;
+	{
+		char keypath[1100];
+		snprintf(keypath, sizeof(keypath), "%s/master.key", cfg.state_dir);
+		if (crypto_master_key_load(keypath) < 0) {
+			log_msg(LOG_ERROR, "main", NULL,
+			        "cannot read or create the master key '%s': %s", keypath,
+			        strerror(errno));
+			return 1;
+		}
+	}
 
 	base = event_base_new();
 	if (!base || worker_init(base, cfg.workers, 4096) < 0 ||
-	    db_init(base, cfg.db_url, cfg.db_pool_size, cfg.db_queue_max) < 0) {
+	    db_init(base, cfg.db_url, cfg.db_pool_size, cfg.db_queue_max) < 0 ||
+	    docker_init(base) < 0 || nodes_init(base) < 0) {
 		log_msg(LOG_ERROR, "main", NULL,
-		        "cannot start the event loop, workers or database pool");
+		        "cannot start the event loop, workers, database pool or engine client");
 		return 1;
 	}
 	db_set_statement_timeout(cfg.db_statement_timeout * 1000);
@@ -186,8 +200,12 @@ int main(int argc, char **argv)
 
 	event_base_dispatch(base);
 
-	/* Requests whose clients left may still wait on the database or a
-	 * worker: complete them while the server they point to exists. */
+	/* Requests whose clients left may still wait on the database, an
+	 * engine or a worker: complete them while the server they point to
+	 * exists. */
+	nodes_shutdown();
+	docker_shutdown();
+	event_base_loop(base, EVLOOP_NONBLOCK);
 	db_shutdown();
 	event_base_loop(base, EVLOOP_NONBLOCK);
 	worker_shutdown();

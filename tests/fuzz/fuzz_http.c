@@ -65,7 +65,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	static char *args[] = {"fuzz", "--log-level=error", "--web-root=web",
 			       "--db-url=postgresql:///none?host=/nonexistent-gpucloud-fuzz",
-			       "--db-pool-size=1", NULL};
+			       "--db-pool-size=1", "--state-dir=/tmp", NULL};
 	struct http_server_opts opts = {
 		.auth = fuzz_auth,
 		.auth_free = auth_info_free,
@@ -75,7 +75,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 	(void)argc;
 	(void)argv;
-	if (config_load(5, args) != 0)
+	if (config_load(6, args) != 0)
 		abort();
 	log_set_level(LOG_ERROR);
 	base = event_base_new();

@@ -1,0 +1,610 @@
+/* api_nodes.c — /nodes: registering Docker engines as GPU nodes (unix
+ * socket or tcp:// with mutual TLS), their declared GPUs, labels and admin
+ * state (active, draining, cordoned).  Admin only.
+ *
+ * A node is registered only after its engine answered GET /info with the
+ * credentials given, so a wrong address or client certificate is an error
+ * at once, with the engine's (or TLS library's) words.  The health check
+ * afterwards is nodes.c's.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <http_parser.h>
+
+#include "api.h"
+#include "auth.h"
+#include "config.h"
+#include "crypto.h"
+#include "db.h"
+#include "docker.h"
+#include "nodes.h"
+
+#define MAX_DECLARED_GPUS 16
+#define MAX_DEVICES       8
+#define PROBE_TIMEOUT_MS  5000
+#define RUNC_MIN          "1.1.12" /* CVE-2024-21626 fixed */
+#define TOOLKIT_MIN       "1.17.8" /* CVE-2025-23266 fixed */
+
+#define NODE_SELECT                                                                                \
+	"SELECT n.id, n.name, n.url, n.labels::text, n.admin_state, n.health,"                     \
+	" to_char(n.last_seen_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),"           \
+	" n.last_error, to_char(n.down_since AT TIME ZONE 'UTC', "                                 \
+	"'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),"                                                       \
+	" n.ncpu, n.memory_bytes, n.engine_version, n.api_version, n.runc_version,"                \
+	" n.toolkit_version, n.runtimes::text, n.os, n.kernel,"                                    \
+	" to_char(n.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),"             \
+	" n.tls_cert IS NOT NULL,"                                                                 \
+	" COALESCE((SELECT json_agg(json_build_object('id', g.id, 'index', g.idx, 'uuid', g.uuid," \
+	"  'model', g.model, 'memory_mib', g.memory_mib, 'mig_enabled', g.mig_enabled,"            \
+	"  'simulated', g.simulated, 'devices', g.devices) ORDER BY g.idx)"                        \
+	"  FROM gpus g WHERE g.node_id = n.id), '[]')::text"                                       \
+	" FROM nodes n"
+
+static json_t *str_or_null(const char *s)
+{
+	return s && *s ? json_string(s) : json_null();
+}
+
+static json_t *node_row(const PGresult *res, int i)
+{
+	const char *health = db_val(res, i, 5), *admin = db_val(res, i, 4);
+	const char *runc = db_val(res, i, 13), *toolkit = db_val(res, i, 14);
+	const char *state = strcmp(health, "down") == 0    ? "down"
+	                    : strcmp(admin, "active") != 0 ? admin
+	                    : strcmp(health, "up") == 0    ? "up"
+	                                                   : "unknown";
+	int runc_old = runc && *runc ? nodes_version_older(runc, RUNC_MIN) : -1;
+	int tk_old = toolkit && *toolkit ? nodes_version_older(toolkit, TOOLKIT_MIN) : -1;
+	const char *ncpu = db_val(res, i, 9), *mem = db_val(res, i, 10);
+	json_t *o = json_pack("{s:I, s:s, s:s, s:o, s:s, s:s, s:s, s:o, s:s, s:o}", "id",
+	                      (json_int_t)strtoll(db_val(res, i, 0), NULL, 10), "name",
+	                      db_val(res, i, 1), "url", db_val(res, i, 2), "labels",
+	                      json_loads(db_val(res, i, 3), 0, NULL), "state", state, "admin_state",
+	                      admin, "health", health, "last_seen_at",
+	                      str_or_null(db_val(res, i, 6)), "last_error", db_val(res, i, 7),
+	                      "down_since", str_or_null(db_val(res, i, 8)));
+	json_t *gpus = json_loads(db_val(res, i, 20), 0, NULL);
+	json_t *flags = json_array();
+
+	if (runc_old == 1)
+		json_array_append_new(flags, json_string("runc_vulnerable"));
+	if (tk_old == 1)
+		json_array_append_new(flags, json_string("toolkit_vulnerable"));
+	json_object_set_new(o, "ncpu", ncpu ? json_integer(strtoll(ncpu, NULL, 10)) : json_null());
+	json_object_set_new(o, "memory_bytes",
+	                    mem ? json_integer(strtoll(mem, NULL, 10)) : json_null());
+	json_object_set_new(o, "engine_version", str_or_null(db_val(res, i, 11)));
+	json_object_set_new(o, "api_version", str_or_null(db_val(res, i, 12)));
+	json_object_set_new(o, "runc_version", str_or_null(runc));
+	json_object_set_new(o, "toolkit_version", str_or_null(toolkit));
+	json_object_set_new(o, "runtimes", json_loads(db_val(res, i, 15), 0, NULL));
+	json_object_set_new(o, "os", str_or_null(db_val(res, i, 16)));
+	json_object_set_new(o, "kernel", str_or_null(db_val(res, i, 17)));
+	json_object_set_new(o, "created_at", json_string(db_val(res, i, 18)));
+	json_object_set_new(o, "tls", json_boolean(strcmp(db_val(res, i, 19), "t") == 0));
+	json_object_set_new(o, "flags", flags);
+	json_object_set_new(o, "gpus", gpus ? gpus : json_array());
+	return o;
+}
+
+/* ---- read ---- */
+
+static void list_done(PGresult *res, enum rc rc, void *arg)
+{
+	struct http_req *r = arg;
+	json_t *items;
+
+	if (rc != RC_OK) {
+		api_reply_db_error(r, rc, "");
+		return;
+	}
+	items = json_array();
+	for (int i = 0; i < PQntuples(res); i++)
+		json_array_append_new(items, node_row(res, i));
+	http_reply_json(r, 200, json_pack("{s:o}", "items", items));
+}
+
+static void list(struct http_req *r)
+{
+	db_query(NODE_SELECT " ORDER BY n.name", 0, NULL, list_done, r);
+}
+
+static void one_reply(PGresult *res, enum rc rc, struct http_req *r, int status)
+{
+	if (rc != RC_OK) {
+		api_reply_db_error(r, rc, "");
+		return;
+	}
+	if (PQntuples(res) != 1) {
+		http_reply_error(r, RC_NOTFOUND, NULL, "no such node");
+		return;
+	}
+	http_reply_json(r, status, node_row(res, 0));
+}
+
+static void one_done(PGresult *res, enum rc rc, void *arg)
+{
+	one_reply(res, rc, arg, 200);
+}
+
+static void one_created(PGresult *res, enum rc rc, void *arg)
+{
+	one_reply(res, rc, arg, 201);
+}
+
+static void reply_node(struct http_req *r, const char *id, int status)
+{
+	const char *p[1] = { id };
+
+	db_query(NODE_SELECT " WHERE n.id = $1", 1, p, status == 201 ? one_created : one_done, r);
+}
+
+static void get(struct http_req *r)
+{
+	long long id;
+	char ids[24];
+
+	if (api_id(r, "id", &id) < 0)
+		return;
+	snprintf(ids, sizeof(ids), "%lld", id);
+	reply_node(r, ids, 200);
+}
+
+/* ---- declared GPUs ---- */
+
+static int path_ok(const char *p)
+{
+	return p[0] == '/' && !strstr(p, "/../") && !strstr(p, "/./") && strlen(p) < 256 &&
+	       strcmp(p + (strlen(p) >= 3 ? strlen(p) - 3 : 0), "/..") != 0 && !strpbrk(p, ":,\n");
+}
+
+/* Checks the declared GPUs and returns them as the JSON the INSERT reads,
+ * or NULL with a message. */
+static json_t *declared_gpus(json_t *gpus, char *err, size_t errlen)
+{
+	json_t *out = json_array(), *g, *d;
+	size_t i, k;
+	char uuid[64];
+	unsigned char rnd[16];
+
+	json_array_foreach(gpus, i, g)
+	{
+		json_t *model = json_object_get(g, "model"),
+		       *mem = json_object_get(g, "memory_mib");
+		json_t *devs = json_object_get(g, "devices"), *u = json_object_get(g, "uuid");
+		const char *key;
+		json_t *v;
+
+		json_object_foreach(g, key, v) if (strcmp(key, "model") &&
+		                                   strcmp(key, "memory_mib") &&
+		                                   strcmp(key, "devices") && strcmp(key, "uuid"))
+		{
+			snprintf(err, errlen, "gpus[%zu]: unknown field '%.32s'", i, key);
+			goto bad;
+		}
+		if (!json_is_string(model) || !json_string_length(model) ||
+		    json_string_length(model) > 95) {
+			snprintf(err, errlen,
+			         "gpus[%zu].model must be a name like 'NVIDIA A100-SXM4-80GB'", i);
+			goto bad;
+		}
+		if (!json_is_integer(mem) || json_integer_value(mem) < 0 ||
+		    json_integer_value(mem) > (1LL << 30)) {
+			snprintf(err, errlen, "gpus[%zu].memory_mib must be a non-negative integer",
+			         i);
+			goto bad;
+		}
+		if (!json_is_array(devs) || json_array_size(devs) == 0 ||
+		    json_array_size(devs) > MAX_DEVICES) {
+			snprintf(err, errlen, "gpus[%zu].devices must list 1 to %d device files", i,
+			         MAX_DEVICES);
+			goto bad;
+		}
+		json_array_foreach(devs, k,
+		                   d) if (!json_is_string(d) || !path_ok(json_string_value(d)))
+		{
+			snprintf(err, errlen, "gpus[%zu].devices[%zu] must be an absolute path", i,
+			         k);
+			goto bad;
+		}
+		if (u && !json_is_null(u)) {
+			if (!json_is_string(u) || strncmp(json_string_value(u), "GPU-", 4) != 0 ||
+			    json_string_length(u) > 63) {
+				snprintf(err, errlen, "gpus[%zu].uuid must look like 'GPU-...'", i);
+				goto bad;
+			}
+			snprintf(uuid, sizeof(uuid), "%s", json_string_value(u));
+		} else {
+			if (crypto_random(rnd, sizeof(rnd)) < 0)
+				goto bad;
+			snprintf(uuid, sizeof(uuid),
+			         "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%"
+			         "02x%02x",
+			         rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7],
+			         rnd[8], rnd[9], rnd[10], rnd[11], rnd[12], rnd[13], rnd[14],
+			         rnd[15]);
+		}
+		json_array_append_new(out, json_pack("{s:i, s:s, s:O, s:O, s:O}", "idx", (int)i,
+		                                     "uuid", uuid, "model", model, "memory_mib",
+		                                     mem, "devices", devs));
+	}
+	return out;
+bad:
+	json_decref(out);
+	return NULL;
+}
+
+/* ---- register ---- */
+
+struct create {
+	struct http_req *r;
+	json_t *body;
+	json_t *gpus;
+	struct docker_engine *probe;
+	char dir[1100];
+	char *sealed;
+};
+
+static void remove_probe_dir(struct create *c)
+{
+	char path[1200];
+
+	if (!*c->dir)
+		return;
+	for (int i = 0; i < 3; i++) {
+		static const char *const f[] = { "ca.pem", "cert.pem", "key.pem" };
+		snprintf(path, sizeof(path), "%s/%s", c->dir, f[i]);
+		unlink(path);
+	}
+	rmdir(c->dir);
+	c->dir[0] = '\0';
+}
+
+static void create_free(void *p)
+{
+	struct create *c = p;
+
+	remove_probe_dir(c);
+	nodes_free_engine_later(c->probe);
+	json_decref(c->body);
+	json_decref(c->gpus);
+	free(c->sealed);
+	free(c);
+}
+
+static const char *str(json_t *o, const char *k)
+{
+	const char *s = json_string_value(json_object_get(o, k));
+	return s ? s : NULL;
+}
+
+static void created(PGresult *res, enum rc rc, void *arg)
+{
+	struct create *c = arg;
+	struct http_req *r = c->r;
+
+	if (rc == RC_CONFLICT) {
+		http_reply_error(r, RC_CONFLICT, "pick another name, or declare other GPU UUIDs",
+		                 "a node named '%s' or one of its GPU UUIDs exists already",
+		                 str(c->body, "name"));
+		return;
+	}
+	if (rc != RC_OK) {
+		api_reply_db_error(r, rc, "could not register the node");
+		return;
+	}
+	auth_audit(r, r->auth, "node.create", str(c->body, "name"),
+	           json_pack("{s:s}", "url", str(c->body, "url")));
+	nodes_check_soon();
+	reply_node(r, db_val(res, 0, 0), 201);
+}
+
+static void probed(struct docker_call *call, enum rc rc, int status, const char *body, size_t len,
+                   const char *err, void *arg)
+{
+	struct create *c = arg;
+	struct http_req *r = c->r;
+	char *labels, *gpus;
+	const char *p[7];
+
+	(void)call;
+	(void)body;
+	(void)len;
+	remove_probe_dir(c);
+	if (rc != RC_OK || status != 200) {
+		char msg[700];
+		if (rc == RC_OK)
+			snprintf(msg, sizeof(msg), "the engine answered GET /info with HTTP %d",
+			         status);
+		else
+			snprintf(msg, sizeof(msg), "%s", err && *err ? err : rc_code(rc));
+		http_reply_error(r, RC_INVALID,
+		                 strncmp(str(c->body, "url"), "tcp://", 6) == 0
+		                         ? "check the address, and that the engine trusts this "
+		                           "client certificate and we trust its CA"
+		                         : "check that the engine runs and listens on that socket",
+		                 "could not reach the engine at '%s': %s", str(c->body, "url"),
+		                 msg);
+		return;
+	}
+	labels = json_is_object(json_object_get(c->body, "labels"))
+	                 ? json_dumps(json_object_get(c->body, "labels"), JSON_COMPACT)
+	                 : NULL;
+	gpus = json_dumps(c->gpus, JSON_COMPACT);
+	p[0] = str(c->body, "name");
+	p[1] = str(c->body, "url");
+	p[2] = str(c->body, "tls_ca");
+	p[3] = str(c->body, "tls_cert");
+	p[4] = c->sealed;
+	p[5] = labels ? labels : "{}";
+	p[6] = gpus ? gpus : "[]";
+	db_query(
+	        "WITH n AS (INSERT INTO nodes (name, url, tls_ca, tls_cert, tls_key_sealed, labels)"
+	        "  VALUES ($1, $2, $3, $4, $5, $6::jsonb) RETURNING id),"
+	        " g AS (INSERT INTO gpus (node_id, idx, uuid, model, memory_mib, simulated, "
+	        "devices)"
+	        "  SELECT n.id, x.idx, x.uuid, x.model, x.memory_mib, true, x.devices"
+	        "  FROM n, jsonb_to_recordset($7::jsonb) AS x(idx int, uuid text, model text,"
+	        "  memory_mib bigint, devices text[]))"
+	        " SELECT id FROM n",
+	        7, p, created, c);
+	free(labels);
+	free(gpus);
+}
+
+static const struct jfield create_spec[] = {
+	{ "name", J_STRING, 1, 63 },
+	{ "url", J_STRING, 1, 300 },
+	{ "tls_ca", J_STRING, 0, 65536 },
+	{ "tls_cert", J_STRING, 0, 65536 },
+	{ "tls_key", J_STRING, 0, 65536 },
+	{ "labels", J_OBJECT, 0, 0 },
+	{ "gpus", J_ARRAY, 0, MAX_DECLARED_GPUS },
+	{ NULL, 0, 0, 0 },
+};
+
+static int name_ok(const char *n)
+{
+	size_t len = strlen(n);
+
+	if (len == 0 || len > 63 || !((n[0] >= 'a' && n[0] <= 'z') || (n[0] >= '0' && n[0] <= '9')))
+		return 0;
+	return strspn(n, "abcdefghijklmnopqrstuvwxyz0123456789._-") == len;
+}
+
+static int labels_ok(json_t *labels)
+{
+	const char *k;
+	json_t *v;
+
+	if (!labels || json_is_null(labels))
+		return 1;
+	if (json_object_size(labels) > 64)
+		return 0;
+	json_object_foreach(labels, k, v) if (!*k || strlen(k) > 63 || !json_is_string(v) ||
+	                                      json_string_length(v) > 255) return 0;
+	return 1;
+}
+
+static void create(struct http_req *r)
+{
+	json_t *body = api_json_body(r, create_spec);
+	struct create *c;
+	const char *url, *ca, *cert, *key;
+	char err[512], aad[128], cap[1200], certp[1200], keyp[1200];
+	unsigned char rnd[8];
+	int tcp;
+
+	if (!body)
+		return;
+	c = api_state(r, sizeof(*c), create_free);
+	if (!c) {
+		json_decref(body);
+		return;
+	}
+	c->r = r;
+	c->body = body;
+	url = str(body, "url");
+	ca = str(body, "tls_ca");
+	cert = str(body, "tls_cert");
+	key = str(body, "tls_key");
+	tcp = strncmp(url, "tcp://", 6) == 0;
+	if (!name_ok(str(body, "name"))) {
+		http_reply_error(r, RC_INVALID, "use a-z, 0-9, '.', '_' and '-'",
+		                 "node name must be 1 to 63 lower-case characters");
+		return;
+	}
+	if (!tcp && (strncmp(url, "unix:///", 8) != 0 || !path_ok(url + 7))) {
+		http_reply_error(r, RC_INVALID,
+		                 "e.g. unix:///var/run/docker.sock or tcp://10.0.0.5:2376",
+		                 "url must be unix:///<socket path> or tcp://<host>:<port>");
+		return;
+	}
+	if (tcp && (!ca || !cert || !key)) {
+		http_reply_error(
+		        r, RC_INVALID,
+		        "Docker's remote API must only be reachable with TLS client certificates",
+		        "a tcp:// node needs tls_ca, tls_cert and tls_key (PEM)");
+		return;
+	}
+	if (!tcp && (ca || cert || key)) {
+		http_reply_error(r, RC_INVALID, NULL, "TLS material is only for tcp:// nodes");
+		return;
+	}
+	if (!labels_ok(json_object_get(body, "labels"))) {
+		http_reply_error(r, RC_INVALID, NULL,
+		                 "labels must map up to 64 names to strings of at most 255 bytes");
+		return;
+	}
+	c->gpus = declared_gpus(json_object_get(body, "gpus"), err, sizeof(err));
+	if (!c->gpus) {
+		http_reply_error(r, RC_INVALID,
+		                 "declare GPUs as {model, memory_mib, devices:[paths]}", "%s", err);
+		return;
+	}
+	if (tcp) {
+		snprintf(aad, sizeof(aad), "node-tls-key:%s", str(body, "name"));
+		c->sealed = crypto_seal(key, strlen(key), aad);
+		if (!c->sealed || crypto_random(rnd, sizeof(rnd)) < 0) {
+			http_reply_error(r, RC_INTERNAL, NULL, "cannot encrypt the TLS key");
+			return;
+		}
+		snprintf(c->dir, sizeof(c->dir), "%s/probe-%02x%02x%02x%02x%02x%02x%02x%02x",
+		         cfg.state_dir, rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], rnd[6],
+		         rnd[7]);
+		if (nodes_write_tls(c->dir, ca, cert, key) < 0) {
+			http_reply_error(r, RC_INTERNAL, NULL,
+			                 "cannot write TLS files under state_dir");
+			return;
+		}
+		snprintf(cap, sizeof(cap), "%s/ca.pem", c->dir);
+		snprintf(certp, sizeof(certp), "%s/cert.pem", c->dir);
+		snprintf(keyp, sizeof(keyp), "%s/key.pem", c->dir);
+	}
+	c->probe = docker_engine_new(url, tcp ? cap : NULL, tcp ? certp : NULL, tcp ? keyp : NULL,
+	                             err, sizeof(err));
+	if (!c->probe) {
+		http_reply_error(r, RC_INVALID, NULL, "unusable engine address '%s': %s", url, err);
+		return;
+	}
+	if (!docker_request(c->probe, "GET", "/info", NULL, NULL, 0, NULL, PROBE_TIMEOUT_MS, probed,
+	                    c))
+		http_reply_error(r, RC_INTERNAL, NULL, "could not start a request to the engine");
+}
+
+/* ---- change ---- */
+
+static void updated(PGresult *res, enum rc rc, void *arg)
+{
+	struct http_req *r = arg;
+	char id[24];
+
+	if (rc == RC_CONFLICT) {
+		http_reply_error(r, RC_CONFLICT, NULL, "a declared GPU UUID exists already");
+		return;
+	}
+	if (rc != RC_OK) {
+		api_reply_db_error(r, rc, "could not update the node");
+		return;
+	}
+	if (PQntuples(res) != 1) {
+		http_reply_error(r, RC_NOTFOUND, NULL, "no such node");
+		return;
+	}
+	snprintf(id, sizeof(id), "%s", db_val(res, 0, 0));
+	auth_audit(r, r->auth, "node.update", db_val(res, 0, 1), NULL);
+	nodes_check_soon();
+	reply_node(r, id, 200);
+}
+
+static const struct jfield update_spec[] = {
+	{ "labels", J_OBJECT, 0, 0 },
+	{ "state", J_STRING, 0, 16 },
+	{ "gpus", J_ARRAY, 0, MAX_DECLARED_GPUS },
+	{ NULL, 0, 0, 0 },
+};
+
+static void update(struct http_req *r)
+{
+	json_t *body, *gpus = NULL;
+	long long id;
+	char ids[24], err[512];
+	char *labels = NULL, *gdoc = NULL;
+	const char *state, *p[4];
+
+	if (api_id(r, "id", &id) < 0)
+		return;
+	body = api_json_body(r, update_spec);
+	if (!body)
+		return;
+	state = str(body, "state");
+	if (state && strcmp(state, "active") && strcmp(state, "draining") &&
+	    strcmp(state, "cordoned")) {
+		json_decref(body);
+		http_reply_error(r, RC_INVALID, "use active, draining or cordoned",
+		                 "state must be active, draining or cordoned");
+		return;
+	}
+	if (!labels_ok(json_object_get(body, "labels"))) {
+		json_decref(body);
+		http_reply_error(r, RC_INVALID, NULL,
+		                 "labels must map up to 64 names to strings of at most 255 bytes");
+		return;
+	}
+	if (json_is_array(json_object_get(body, "gpus"))) {
+		gpus = declared_gpus(json_object_get(body, "gpus"), err, sizeof(err));
+		if (!gpus) {
+			json_decref(body);
+			http_reply_error(r, RC_INVALID, NULL, "%s", err);
+			return;
+		}
+		gdoc = json_dumps(gpus, JSON_COMPACT);
+		json_decref(gpus);
+	}
+	if (json_is_object(json_object_get(body, "labels")))
+		labels = json_dumps(json_object_get(body, "labels"), JSON_COMPACT);
+	snprintf(ids, sizeof(ids), "%lld", id);
+	p[0] = ids;
+	p[1] = labels;
+	p[2] = state;
+	p[3] = gdoc;
+	/* declared GPUs are replaced as a whole when given */
+	db_query("WITH n AS (UPDATE nodes SET labels = COALESCE($2::jsonb, labels),"
+	         "  admin_state = COALESCE($3::node_admin_state, admin_state), updated_at = now()"
+	         "  WHERE id = $1 RETURNING id, name),"
+	         " d AS (DELETE FROM gpus WHERE $4::jsonb IS NOT NULL AND node_id IN (SELECT id "
+	         "FROM n)"
+	         "  AND simulated),"
+	         " g AS (INSERT INTO gpus (node_id, idx, uuid, model, memory_mib, simulated, "
+	         "devices)"
+	         "  SELECT n.id, x.idx, x.uuid, x.model, x.memory_mib, true, x.devices"
+	         "  FROM n, jsonb_to_recordset(COALESCE($4::jsonb, '[]')) AS x(idx int, uuid text,"
+	         "  model text, memory_mib bigint, devices text[]))"
+	         " SELECT id, name FROM n",
+	         4, p, updated, r);
+	free(labels);
+	free(gdoc);
+	json_decref(body);
+}
+
+static void deleted(PGresult *res, enum rc rc, void *arg)
+{
+	struct http_req *r = arg;
+
+	if (rc != RC_OK) {
+		api_reply_db_error(r, rc, "could not remove the node");
+		return;
+	}
+	if (PQntuples(res) != 1) {
+		http_reply_error(r, RC_NOTFOUND, NULL, "no such node");
+		return;
+	}
+	auth_audit(r, r->auth, "node.delete", db_val(res, 0, 0), NULL);
+	nodes_check_soon();
+	http_reply(r, 204, NULL, NULL, 0);
+}
+
+static void delete_node(struct http_req *r)
+{
+	long long id;
+	char ids[24];
+	const char *p[1] = { ids };
+
+	if (api_id(r, "id", &id) < 0)
+		return;
+	snprintf(ids, sizeof(ids), "%lld", id);
+	db_query("DELETE FROM nodes WHERE id = $1 RETURNING name", 1, p, deleted, r);
+}
+
+const struct route api_nodes_routes[] = {
+	{ HTTP_GET, "/api/v1/nodes", list, ROLE_ADMIN, 0, 0, NULL },
+	{ HTTP_POST, "/api/v1/nodes", create, ROLE_ADMIN, 0, 256 * 1024, NULL },
+	{ HTTP_GET, "/api/v1/nodes/{id}", get, ROLE_ADMIN, 0, 0, NULL },
+	{ HTTP_PATCH, "/api/v1/nodes/{id}", update, ROLE_ADMIN, 0, 64 * 1024, NULL },
+	{ HTTP_DELETE, "/api/v1/nodes/{id}", delete_node, ROLE_ADMIN, 0, 0, NULL },
+	{ 0, NULL, NULL, 0, 0, 0, NULL },
+};

@@ -1,0 +1,448 @@
+/* nodes.c — engine clients for the registered nodes and their health check.
+ *
+ * Owns: the in-memory list of engine clients (rebuilt from the database at
+ * every check, so changes made on any replica arrive), the TLS files libcurl
+ * reads for tcp:// nodes (written under state_dir/nodes/<id>/, the key
+ * decrypted from the database), and the check itself: GET /info and GET
+ * /version on every node, then one UPDATE with what was seen.  A node that
+ * stops answering keeps its health for cfg.node_down_after seconds, then
+ * becomes down; one answer makes it up again.
+ * Does not own: the API (api_nodes.c) or what runs on the nodes.
+ */
+#include "nodes.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "config.h"
+#include "crypto.h"
+#include "db.h"
+#include "docker.h"
+#include "log.h"
+
+#define MAX_NODES 4096
+
+struct node_rt {
+	long long id;
+	char name[64];
+	char ver[40]; /* digest of url and TLS material */
+	struct docker_engine *eng;
+	struct docker_call *call; /* check in flight */
+	json_t *info;             /* /info of the check in flight */
+	int seen;                 /* present in the last listing */
+	int health;               /* last logged: 0 unknown, 1 up, 2 down */
+};
+
+static struct event_base *base;
+static struct event *tick;
+static struct node_rt *nodes[MAX_NODES];
+static int nnodes;
+static int listing;
+
+int nodes_version_older(const char *version, const char *minimum)
+{
+	long a[3] = { 0, 0, 0 }, b[3] = { 0, 0, 0 };
+	const char *p;
+	char *end;
+
+	for (int pass = 0; pass < 2; pass++) {
+		long *v = pass ? b : a;
+		p = pass ? minimum : version;
+		while (*p == 'v' || *p == ' ')
+			p++;
+		if (*p < '0' || *p > '9')
+			return -1;
+		for (int i = 0; i < 3; i++) {
+			v[i] = strtol(p, &end, 10);
+			if (end == p)
+				break;
+			p = end;
+			if (*p != '.')
+				break;
+			p++;
+		}
+	}
+	for (int i = 0; i < 3; i++)
+		if (a[i] != b[i])
+			return a[i] < b[i];
+	return 0;
+}
+
+static int write_file(const char *dir, const char *name, const char *content, mode_t mode)
+{
+	char path[1100];
+	size_t n = strlen(content);
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
+	if (fd < 0)
+		return -1;
+	if (fchmod(fd, mode) < 0 || write(fd, content, n) != (ssize_t)n) {
+		close(fd);
+		return -1;
+	}
+	return close(fd);
+}
+
+int nodes_write_tls(const char *dir, const char *ca, const char *cert, const char *key)
+{
+	if ((mkdir(dir, 0700) < 0 && errno != EEXIST) || chmod(dir, 0700) < 0)
+		return -1;
+	if (write_file(dir, "ca.pem", ca, 0644) < 0 ||
+	    write_file(dir, "cert.pem", cert, 0644) < 0 ||
+	    write_file(dir, "key.pem", key, 0600) < 0)
+		return -1;
+	return 0;
+}
+
+static void rt_free(struct node_rt *n)
+{
+	if (!n)
+		return;
+	if (n->call)
+		docker_cancel(n->call);
+	json_decref(n->info);
+	docker_engine_free(n->eng);
+	free(n);
+}
+
+static struct node_rt *rt_find(long long id)
+{
+	for (int i = 0; i < nnodes; i++)
+		if (nodes[i]->id == id)
+			return nodes[i];
+	return NULL;
+}
+
+static void log_health(struct node_rt *n, int health, const char *why)
+{
+	if (n->health == health)
+		return;
+	n->health = health;
+	if (health == 1)
+		log_msg(LOG_INFO, "nodes", NULL, "node '%s' is up", n->name);
+	else
+		log_msg(LOG_WARN, "nodes", NULL, "node '%s' is down: %s", n->name, why);
+}
+
+/* ---- recording what a check saw ---- */
+
+/* Database completions name the node by id: it may be gone meanwhile. */
+static void failed_done(PGresult *res, enum rc rc, void *arg)
+{
+	struct node_rt *n = rt_find((long long)(intptr_t)arg);
+
+	if (n && rc == RC_OK && PQntuples(res) == 1 && strcmp(db_val(res, 0, 0), "down") == 0)
+		log_health(n, 2, db_val(res, 0, 1));
+}
+
+static void check_failed(struct node_rt *n, const char *why)
+{
+	char id[24], grace[16];
+	const char *p[3] = { id, why, grace };
+
+	snprintf(id, sizeof(id), "%lld", n->id);
+	snprintf(grace, sizeof(grace), "%d", cfg.node_down_after);
+	db_query("UPDATE nodes SET last_error = left($2, 500), down_since = COALESCE(down_since, "
+	         "now()),"
+	         " health = CASE WHEN COALESCE(down_since, now()) <= now() - make_interval(secs => "
+	         "$3::int)"
+	         "  THEN 'down'::node_health ELSE health END, updated_at = now()"
+	         " WHERE id = $1 RETURNING health, last_error",
+	         3, p, failed_done, (void *)(intptr_t)n->id);
+}
+
+static void up_done(PGresult *res, enum rc rc, void *arg)
+{
+	struct node_rt *n = rt_find((long long)(intptr_t)arg);
+
+	(void)res;
+	if (n && rc == RC_OK)
+		log_health(n, 1, "");
+}
+
+static const char *component_version(json_t *version, const char *name)
+{
+	size_t i;
+	json_t *c;
+
+	json_array_foreach(json_object_get(version, "Components"), i, c)
+	{
+		const char *cn = json_string_value(json_object_get(c, "Name"));
+		if (cn && strcmp(cn, name) == 0)
+			return json_string_value(json_object_get(c, "Version"));
+	}
+	return NULL;
+}
+
+static void check_succeeded(struct node_rt *n, json_t *info, json_t *version)
+{
+	char id[24], ncpu[24], mem[24];
+	const char *runc = component_version(version, "runc");
+	const char *p[9];
+	json_t *runtimes = json_array();
+	const char *key;
+	json_t *v;
+	char *rt_doc;
+
+	json_object_foreach(json_object_get(info, "Runtimes"), key, v)
+	        json_array_append_new(runtimes, json_string(key));
+	rt_doc = json_dumps(runtimes, JSON_COMPACT);
+	json_decref(runtimes);
+	snprintf(id, sizeof(id), "%lld", n->id);
+	snprintf(ncpu, sizeof(ncpu), "%lld",
+	         (long long)json_integer_value(json_object_get(info, "NCPU")));
+	snprintf(mem, sizeof(mem), "%lld",
+	         (long long)json_integer_value(json_object_get(info, "MemTotal")));
+	p[0] = id;
+	p[1] = ncpu;
+	p[2] = mem;
+	p[3] = json_string_value(json_object_get(version, "Version"));
+	p[4] = json_string_value(json_object_get(version, "ApiVersion"));
+	p[5] = runc ? runc : "";
+	p[6] = rt_doc ? rt_doc : "[]";
+	p[7] = json_string_value(json_object_get(info, "OperatingSystem"));
+	p[8] = json_string_value(json_object_get(info, "KernelVersion"));
+	for (int i = 3; i < 9; i++)
+		if (!p[i])
+			p[i] = "";
+	db_query(
+	        "UPDATE nodes SET health = 'up', last_seen_at = now(), last_error = '', down_since "
+	        "= NULL,"
+	        " ncpu = $2, memory_bytes = $3, engine_version = $4, api_version = $5,"
+	        " runc_version = $6, runtimes = $7::jsonb, os = $8, kernel = $9, updated_at = now()"
+	        " WHERE id = $1",
+	        9, p, up_done, (void *)(intptr_t)n->id);
+	free(rt_doc);
+}
+
+static void version_done(struct docker_call *call, enum rc rc, int status, const char *body,
+                         size_t len, const char *err, void *arg)
+{
+	struct node_rt *n = arg;
+	json_t *version;
+
+	(void)call;
+	n->call = NULL;
+	if (rc != RC_OK || status != 200) {
+		check_failed(n, rc != RC_OK ? err : "the engine answered /version with an error");
+		return;
+	}
+	version = json_loadb(body, len, 0, NULL);
+	if (!json_is_object(version))
+		check_failed(n, "the engine's /version is not JSON");
+	else
+		check_succeeded(n, n->info, version);
+	json_decref(version);
+	json_decref(n->info);
+	n->info = NULL;
+}
+
+static void info_done(struct docker_call *call, enum rc rc, int status, const char *body,
+                      size_t len, const char *err, void *arg)
+{
+	struct node_rt *n = arg;
+	char msg[600];
+
+	(void)call;
+	n->call = NULL;
+	if (rc != RC_OK) {
+		snprintf(msg, sizeof(msg), "%s", err && *err ? err : rc_code(rc));
+		check_failed(n, msg);
+		return;
+	}
+	if (status != 200) {
+		snprintf(msg, sizeof(msg), "the engine answered /info with HTTP %d", status);
+		check_failed(n, msg);
+		return;
+	}
+	n->info = json_loadb(body, len, 0, NULL);
+	if (!json_is_object(n->info)) {
+		json_decref(n->info);
+		n->info = NULL;
+		check_failed(n, "the engine's /info is not JSON");
+		return;
+	}
+	n->call = docker_request(n->eng, "GET", "/version", NULL, NULL, 0, NULL,
+	                         cfg.node_check_interval * 1000, version_done, n);
+	if (!n->call)
+		check_failed(n, "could not start a request to the engine");
+}
+
+/* ---- the listing and the checks ---- */
+
+static struct docker_engine *engine_for(long long id, const char *name, const char *url,
+                                        const char *ca, const char *cert, const char *sealed,
+                                        char *err, size_t errlen)
+{
+	char dir[1100], aad[128], cap[1200], certp[1200], keyp[1200];
+	char *key;
+	size_t klen;
+	struct docker_engine *e;
+
+	if (strncmp(url, "tcp://", 6) != 0)
+		return docker_engine_new(url, NULL, NULL, NULL, err, errlen);
+	snprintf(aad, sizeof(aad), "node-tls-key:%s", name);
+	key = sealed ? crypto_open(sealed, aad, &klen) : NULL;
+	if (!key) {
+		snprintf(err, errlen,
+		         "cannot decrypt the node's TLS key (is the master key the one it was "
+		         "stored with?)");
+		return NULL;
+	}
+	snprintf(dir, sizeof(dir), "%s/nodes", cfg.state_dir);
+	mkdir(dir, 0700);
+	snprintf(dir, sizeof(dir), "%s/nodes/%lld", cfg.state_dir, id);
+	if (nodes_write_tls(dir, ca ? ca : "", cert ? cert : "", key) < 0) {
+		free(key);
+		snprintf(err, errlen, "cannot write the node's TLS files under '%.300s'", dir);
+		return NULL;
+	}
+	free(key);
+	snprintf(cap, sizeof(cap), "%s/ca.pem", dir);
+	snprintf(certp, sizeof(certp), "%s/cert.pem", dir);
+	snprintf(keyp, sizeof(keyp), "%s/key.pem", dir);
+	e = docker_engine_new(url, cap, certp, keyp, err, errlen);
+	return e;
+}
+
+static void start_check(struct node_rt *n)
+{
+	if (n->call)
+		return;
+	if (!n->eng) {
+		check_failed(n, "no engine client for this node");
+		return;
+	}
+	n->call = docker_request(n->eng, "GET", "/info", NULL, NULL, 0, NULL,
+	                         cfg.node_check_interval * 1000, info_done, n);
+	if (!n->call)
+		check_failed(n, "could not start a request to the engine");
+}
+
+static void listed(PGresult *res, enum rc rc, void *arg)
+{
+	char err[512];
+
+	(void)arg;
+	listing = 0;
+	if (rc != RC_OK)
+		return; /* the database is down: try again next tick */
+	for (int i = 0; i < nnodes; i++)
+		nodes[i]->seen = 0;
+	for (int r = 0; r < PQntuples(res); r++) {
+		long long id = strtoll(db_val(res, r, 0), NULL, 10);
+		const char *ver = db_val(res, r, 6);
+		struct node_rt *n = rt_find(id);
+
+		if (n && strcmp(n->ver, ver) != 0) {
+			/* url or TLS material changed: a new client */
+			if (n->call)
+				docker_cancel(n->call);
+			n->call = NULL;
+			json_decref(n->info);
+			n->info = NULL;
+			docker_engine_free(n->eng);
+			n->eng = NULL;
+			n->ver[0] = '\0';
+		}
+		if (!n) {
+			if (nnodes >= MAX_NODES)
+				continue;
+			n = calloc(1, sizeof(*n));
+			if (!n)
+				continue;
+			n->id = id;
+			nodes[nnodes++] = n;
+		}
+		n->seen = 1;
+		snprintf(n->name, sizeof(n->name), "%s", db_val(res, r, 1));
+		if (!n->eng) {
+			n->eng = engine_for(id, n->name, db_val(res, r, 2), db_val(res, r, 3),
+			                    db_val(res, r, 4), db_val(res, r, 5), err, sizeof(err));
+			snprintf(n->ver, sizeof(n->ver), "%s", ver);
+			if (!n->eng) {
+				check_failed(n, err);
+				continue;
+			}
+		}
+		start_check(n);
+	}
+	for (int i = 0; i < nnodes;) {
+		if (!nodes[i]->seen) {
+			rt_free(nodes[i]);
+			nodes[i] = nodes[--nnodes];
+		} else {
+			i++;
+		}
+	}
+}
+
+static void on_tick(evutil_socket_t fd, short what, void *arg)
+{
+	struct timeval tv = { cfg.node_check_interval, 0 };
+
+	(void)fd;
+	(void)what;
+	(void)arg;
+	evtimer_add(tick, &tv);
+	if (listing)
+		return;
+	listing = 1;
+	db_query("SELECT id, name, url, tls_ca, tls_cert, tls_key_sealed,"
+	         " md5(url || coalesce(tls_ca, '') || coalesce(tls_cert, '') || "
+	         "coalesce(tls_key_sealed, ''))"
+	         " FROM nodes ORDER BY id",
+	         0, NULL, listed, NULL);
+}
+
+int nodes_init(struct event_base *b)
+{
+	struct timeval now = { 0, 0 };
+
+	base = b;
+	tick = evtimer_new(base, on_tick, NULL);
+	if (!tick)
+		return -1;
+	evtimer_add(tick, &now);
+	return 0;
+}
+
+static void free_engine_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	docker_engine_free(arg);
+}
+
+void nodes_free_engine_later(struct docker_engine *e)
+{
+	if (e && (!base || event_base_once(base, -1, EV_TIMEOUT, free_engine_cb, e, NULL) < 0))
+		docker_engine_free(e);
+}
+
+void nodes_check_soon(void)
+{
+	struct timeval soon = { 0, 100000 };
+
+	if (tick)
+		evtimer_add(tick, &soon);
+}
+
+void nodes_shutdown(void)
+{
+	if (tick)
+		event_free(tick);
+	tick = NULL;
+	for (int i = 0; i < nnodes; i++)
+		rt_free(nodes[i]);
+	nnodes = 0;
+}

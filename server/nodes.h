@@ -1,0 +1,36 @@
+/* nodes.h — the GPU nodes: one Docker engine client per registered node,
+ * and the periodic health check that keeps each node's health, versions and
+ * capacity current in the database.
+ *
+ * The database is the source of truth: every check starts by reading the
+ * node list, so nodes added, changed or removed through the API (on any
+ * replica) are picked up at the next check.
+ */
+#ifndef GPUCLOUD_NODES_H
+#define GPUCLOUD_NODES_H
+
+#include <event2/event.h>
+
+/* Starts the periodic check on base (every cfg.node_check_interval s; the
+ * first one at once).  Returns 0 or -1. */
+int nodes_init(struct event_base *base);
+
+/* Runs a check soon (after the API changed a node). */
+void nodes_check_soon(void);
+
+/* Stops checking and frees the engine clients. */
+void nodes_shutdown(void);
+
+/* 1 when version (e.g. "1.1.12", "v1.1.11-0ubuntu1", "1.17.8") is older
+ * than minimum ("1.1.12"); 0 when not; -1 when it cannot be read. */
+int nodes_version_older(const char *version, const char *minimum);
+
+/* Writes the PEM files of a TLS node into dir (created 0700; the key 0600)
+ * and returns 0, or -1.  key is plaintext PEM. */
+int nodes_write_tls(const char *dir, const char *ca, const char *cert, const char *key);
+
+struct docker_engine;
+/* Frees e from the loop, later: for engines whose own callback is running. */
+void nodes_free_engine_later(struct docker_engine *e);
+
+#endif
