@@ -35,8 +35,6 @@
 
 #include "log.h"
 
-/* A whole body above this is not something the engine should send us. */
-#define BODY_MAX (64u << 20)
 /* curl's own default (300 s) is far too patient for a local engine. */
 #define CONNECT_TIMEOUT_MS 10000
 #define DEFAULT_TLS_PORT   "2376"
@@ -85,7 +83,7 @@ struct docker_call {
 	int failed;     /* rc and err are decided (engine gone, client stopped) */
 	int aborted;    /* on_data asked to stop */
 	int nomem;      /* the body could not be stored */
-	int toolarge;   /* the body passed BODY_MAX */
+	int toolarge;   /* the body passed body_max */
 	int checked;    /* a stream's status was looked at */
 	int collecting; /* a stream answered an error: its body is collected */
 	char *buf;
@@ -106,6 +104,10 @@ struct sock {
 
 TAILQ_HEAD(call_list, docker_call);
 LIST_HEAD(sock_list, sock);
+
+/* A whole body above this is not something the engine should send us;
+ * tests lower it. */
+static size_t body_max = 64u << 20;
 
 static struct event_base *base;
 static CURLM *multi;
@@ -355,13 +357,15 @@ static void conclude(struct docker_call *c)
 static void on_deliver(evutil_socket_t fd, short what, void *arg)
 {
 	struct docker_call *c = arg;
+	int ok = c->rc == RC_OK && c->buf;
 
 	(void)fd;
 	(void)what;
 	c->state = CALL_DELIVERING;
 	ncalls--;
-	c->cb(c, c->rc, c->status, c->buf ? c->buf : "", c->buf ? c->len : 0,
-	      c->rc == RC_OK ? "" : c->err, c->arg);
+	/* A partial body is no answer. */
+	c->cb(c, c->rc, c->status, ok ? c->buf : "", ok ? c->len : 0, c->rc == RC_OK ? "" : c->err,
+	      c->arg);
 	call_free(c);
 }
 
@@ -390,15 +394,15 @@ static int collect(struct docker_call *c, const char *p, size_t n)
 	char *b;
 
 	if (c->len + n + 1 > c->cap) {
-		if (c->len + n >= BODY_MAX) {
+		if (c->len + n >= body_max) {
 			c->toolarge = 1;
 			return 0;
 		}
 		cap = c->cap ? c->cap : 4096;
 		while (cap < c->len + n + 1)
 			cap *= 2;
-		if (cap > BODY_MAX)
-			cap = BODY_MAX;
+		if (cap > body_max)
+			cap = body_max;
 		b = realloc(c->buf, cap);
 		if (!b) {
 			c->nomem = 1;
@@ -462,7 +466,7 @@ static void judge(struct docker_call *c, CURLcode res)
 {
 	const char *why = c->errbuf[0] ? c->errbuf : curl_easy_strerror(res);
 	const char *url = c->e ? c->e->url : "?";
-	long code = 0;
+	long code = 0, oserr = 0;
 
 	curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &code);
 	c->status = (int)code;
@@ -471,8 +475,8 @@ static void judge(struct docker_call *c, CURLcode res)
 	} else if (res == CURLE_WRITE_ERROR && c->toolarge) {
 		c->rc = RC_DOCKER;
 		snprintf(c->err, sizeof(c->err),
-		         "%s on docker engine '%s': the response is larger than %u MiB", c->what,
-		         url, BODY_MAX >> 20);
+		         "%s on docker engine '%s': the response is larger than %zu bytes", c->what,
+		         url, body_max);
 	} else if ((res == CURLE_WRITE_ERROR && c->nomem) || res == CURLE_OUT_OF_MEMORY) {
 		c->rc = RC_NOMEM;
 		snprintf(c->err, sizeof(c->err),
@@ -482,18 +486,22 @@ static void judge(struct docker_call *c, CURLcode res)
 		snprintf(c->err, sizeof(c->err),
 		         "docker engine '%s' did not answer %s within %d ms (%s)", url, c->what,
 		         c->timeout_ms > 0 ? c->timeout_ms : CONNECT_TIMEOUT_MS, why);
+	} else if (res == CURLE_COULDNT_CONNECT && c->e && c->e->sock &&
+	           curl_easy_getinfo(c->easy, CURLINFO_OS_ERRNO, &oserr) == CURLE_OK && oserr) {
+		/* curl speaks of "localhost port 80"; the socket is what failed. */
+		c->rc = RC_UNAVAILABLE;
+		snprintf(c->err, sizeof(c->err),
+		         "could not reach docker engine '%s' for %s: cannot connect to '%s': %s",
+		         url, c->what, c->e->sock, strerror((int)oserr));
 	} else {
-		/* Refused, missing socket, TLS handshake, connection lost: curl's
-		 * words say which (e.g. "alert certificate required"). */
+		/* Refused, TLS handshake, connection lost: curl's words say which
+		 * (e.g. "alert bad certificate", "unable to get local issuer"). */
 		c->rc = RC_UNAVAILABLE;
 		snprintf(c->err, sizeof(c->err), "could not reach docker engine '%s' for %s: %s",
 		         url, c->what, why);
 	}
-	if (c->rc != RC_OK) {
-		/* A partial body is no answer. */
-		c->len = 0;
+	if (c->rc != RC_OK)
 		LOG_D("docker", "%s", c->err);
-	}
 }
 
 static void check_multi_info(void)
@@ -707,6 +715,10 @@ static CURLcode setup(struct docker_call *c, const struct docker_engine *e, cons
 		}
 	}
 	for (size_t i = 0; l && headers && headers[i]; i++) {
+		if (strpbrk(headers[i], "\r\n")) {
+			curl_slist_free_all(l);
+			return CURLE_BAD_FUNCTION_ARGUMENT;
+		}
 		if (!curl_slist_append(l, headers[i])) {
 			curl_slist_free_all(l);
 			l = NULL;
@@ -814,8 +826,10 @@ struct docker_call *docker_stream(struct docker_engine *e, const char *method, c
                                   const char *const *headers, int timeout_ms, int demux,
                                   docker_data_cb on_data, docker_cb cb, void *arg)
 {
-	if (!on_data)
+	if (!on_data) {
+		LOG_E("docker", "docker_stream() without on_data");
 		return NULL;
+	}
 	return start(e, method, path, ctype, body, len, headers, timeout_ms, demux, on_data, cb,
 	             arg);
 }

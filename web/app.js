@@ -10,6 +10,7 @@ import * as loginPage from './pages/login.js';
 import * as homePage from './pages/home.js';
 import * as accountPage from './pages/account.js';
 import * as adminUsersPage from './pages/admin-users.js';
+import * as adminNodesPage from './pages/admin-nodes.js';
 import { ROLE_NAMES } from './roles.js';
 
 const EVERYONE = ROLE_NAMES;
@@ -19,6 +20,7 @@ const ROUTES = {
   '/home': { page: homePage, title: 'nav.home', roles: EVERYONE },
   '/account': { page: accountPage, title: 'nav.account', roles: EVERYONE },
   '/admin/users': { page: adminUsersPage, title: 'nav.users', roles: ['admin'] },
+  '/admin/nodes': { page: adminNodesPage, title: 'nav.nodes', roles: ['admin'] },
 };
 
 // The side navigation, section by section. An entry appears for the roles it
@@ -36,6 +38,7 @@ const NAV = [
     section: 'nav.section.admin',
     items: [
       { nav: 'admin-users', route: '/admin/users', label: 'nav.users', icon: 'users', roles: ['admin'] },
+      { nav: 'admin-nodes', route: '/admin/nodes', label: 'nav.nodes', icon: 'server', roles: ['admin'] },
     ],
   },
 ];

@@ -190,6 +190,7 @@ const ICONS = {
   plus: 'M12 5v14M5 12h14',
   upload: 'M12 16V4m0 0l-5 5m5-5l5 5M4 20h16',
   key: 'M14 10a4 4 0 1 0-3.9 4.9L12 17h2v2h2v2h4v-3l-6.1-6.1A4 4 0 0 0 14 10z',
+  server: 'M4 4h16v7H4zM4 13h16v7H4zM8 7.5h.01M8 16.5h.01M12 7.5h4M12 16.5h4',
 };
 
 export function icon(name, size = 20) {

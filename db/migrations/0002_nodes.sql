@@ -38,14 +38,16 @@ CREATE TABLE gpus (
     id          bigserial PRIMARY KEY,
     node_id     bigint NOT NULL REFERENCES nodes (id) ON DELETE CASCADE,
     idx         integer NOT NULL CHECK (idx >= 0),
-    uuid        text NOT NULL UNIQUE,
+    uuid        text NOT NULL,
     model       text NOT NULL,
     memory_mib  bigint NOT NULL CHECK (memory_mib >= 0),
     mig_enabled boolean NOT NULL DEFAULT false,
     simulated   boolean NOT NULL,         -- declared by an admin, not discovered
     devices     text[] NOT NULL DEFAULT '{}',  -- device files handed to containers (declared GPUs)
     created_at  timestamptz NOT NULL DEFAULT now(),
-    UNIQUE (node_id, idx),
+    -- deferred, so one statement can replace a node's declared GPUs
+    CONSTRAINT gpus_node_idx_key UNIQUE (node_id, idx) DEFERRABLE INITIALLY DEFERRED,
+    CONSTRAINT gpus_uuid_key UNIQUE (uuid) DEFERRABLE INITIALLY DEFERRED,
     CHECK (simulated = (cardinality(devices) > 0))
 );
 CREATE INDEX gpus_node_idx ON gpus (node_id);

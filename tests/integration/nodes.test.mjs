@@ -171,6 +171,25 @@ describe('GPU nodes', () => {
     assert.equal(up.last_error, '');
   });
 
+  it('replaces the declared GPUs of a node that has some, keeping or changing their UUIDs', async () => {
+    const n1 = (await admin.get('/api/v1/nodes')).json.items.find((n) => n.name === 'node1');
+    assert.equal(n1.gpus.length, 4);
+    const keep = n1.gpus.map((g) => ({ model: g.model, memory_mib: g.memory_mib, devices: g.devices, uuid: g.uuid }));
+    let r = await admin.patch(`/api/v1/nodes/${n1.id}`, { gpus: keep.slice(0, 3) });
+    assert.equal(r.status, 200, r.text);
+    assert.deepEqual(r.json.gpus.map((g) => g.uuid), keep.slice(0, 3).map((g) => g.uuid));
+    r = await admin.patch(`/api/v1/nodes/${n1.id}`, { gpus: keep.map(({ uuid, ...g }) => g) });
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.json.gpus.length, 4);
+    assert.ok(r.json.gpus.every((g) => !keep.some((k) => k.uuid === g.uuid)), 'new UUIDs were generated');
+    // a UUID another node already has is a conflict, and nothing changes
+    const other = (await admin.get('/api/v1/nodes')).json.items.find((n) => n.name === 'node2');
+    const taken = r.json.gpus[0].uuid;
+    const c = await admin.patch(`/api/v1/nodes/${other.id}`, { gpus: [{ model: 'X', memory_mib: 1, devices: ['/dev/null'], uuid: taken }] });
+    assert.equal(c.status, 409, c.text);
+    assert.equal((await node(other.id)).gpus.length, 0);
+  });
+
   it('drains, cordons and reactivates a node, replaces declared GPUs, and removes it', async () => {
     const id = (await admin.get('/api/v1/nodes')).json.items.find((n) => n.name === 'node2').id;
     let r = await admin.patch(`/api/v1/nodes/${id}`, { state: 'draining' });

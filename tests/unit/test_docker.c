@@ -345,6 +345,11 @@ TEST(test_engine_new)
 	CHECK(!docker_request(e1, "get", "/info", NULL, NULL, 0, NULL, 0, rec_cb, NULL));
 	CHECK(!docker_request(NULL, "GET", "/info", NULL, NULL, 0, NULL, 0, rec_cb, NULL));
 	CHECK(!docker_stream(e1, "GET", "/info", NULL, NULL, 0, NULL, 0, 0, NULL, rec_cb, NULL));
+	{
+		const char *smuggle[] = { "X-Registry-Auth: a\r\nX-Evil: 1", NULL };
+
+		CHECK(!docker_request(e1, "GET", "/info", NULL, NULL, 0, smuggle, 0, rec_cb, NULL));
+	}
 	CHECK(docker_calls_in_flight() == 0);
 }
 
@@ -556,6 +561,7 @@ TEST(test_unreachable)
 	CHECK(wait_for(&r.calls, 1, 5000));
 	CHECK(r.rc == RC_UNAVAILABLE && r.status == 0);
 	CHECK(strstr(r.err, "/nonexistent/gctest-docker.sock") != NULL);
+	CHECK(strstr(r.err, "No such file or directory") != NULL);
 	CHECK(now_ms() - t0 < 1000);
 	fprintf(stderr, "  missing socket: %s\n", r.err);
 	docker_engine_free(e);
@@ -595,6 +601,21 @@ TEST(test_statuses)
 	CHECK(wait_for(&r.calls, 1, 15000));
 	CHECK(r.rc == RC_OK && r.status == 400);
 	CHECK(r.body && strstr(r.body, "text/plain"));
+	rec_reset(&r);
+}
+
+TEST(test_too_large)
+{
+	struct rec r = { 0 };
+	size_t saved = body_max;
+
+	body_max = 512; /* /info is a few KiB */
+	CHECK(call_sync(e1, "GET", "/info", NULL, NULL, 10000, &r));
+	body_max = saved;
+	CHECK(r.rc == RC_DOCKER && r.len == 0);
+	CHECK(strstr(r.err, "larger than 512 bytes") != NULL);
+	CHECK(call_sync(e1, "GET", "/info", NULL, NULL, 10000, &r));
+	CHECK(r.rc == RC_OK && r.len > 512);
 	rec_reset(&r);
 }
 
@@ -1027,6 +1048,7 @@ int main(void)
 	RUN(test_tls_refused);
 	RUN(test_unreachable);
 	RUN(test_statuses);
+	RUN(test_too_large);
 	RUN(test_timeout);
 	RUN(test_concurrent);
 	RUN(test_engine_free);

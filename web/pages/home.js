@@ -77,7 +77,8 @@ export function render(main, ctx) {
         h('h2', { id: 'start-title' }, t('home.gettingStarted')),
         h('ul', { class: 'plain-list' },
           h('li', null, h('a', { href: '#/account' }, t('home.linkAccount'))),
-          user.role === 'admin' ? h('li', null, h('a', { href: '#/admin/users' }, t('home.linkUsers'))) : null)))));
+          user.role === 'admin' ? h('li', null, h('a', { href: '#/admin/users' }, t('home.linkUsers'))) : null,
+          user.role === 'admin' ? h('li', null, h('a', { href: '#/admin/nodes' }, t('home.linkNodes'))) : null)))));
 
   // Usage moves; show what /me says now, not what it said at sign-in.
   ctx.refreshMe().then(() => {
