@@ -92,7 +92,7 @@ test-build: all $(UNIT_BINS) $(FUZZ_BINS)
 
 # The whole suite: dependencies, build, the world up, every test, the world down.
 test: deps
-	@$(MAKE) --no-print-directory test-build
+	@$(MAKE) --no-print-directory -j$$(nproc) test-build
 	@bash deploy/with-world.sh $(MAKE) --no-print-directory test-in-world
 
 test-in-world: unit fuzz-replay integration e2e

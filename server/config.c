@@ -70,6 +70,8 @@ static const struct setting table[] = {
 	I(db_queue_max, "10000", 1, 10000000, "queries waiting for a connection at most"),
 	I(db_statement_timeout, "5", 0, 3600,
 	  "seconds a statement may go unanswered before its connection is reset (0 = never)"),
+	S(docker_host, "",
+	  "unix:// engine registered as node 'local' when no node exists (make run sets it)"),
 	I(node_check_interval, "5", 1, 3600, "seconds between health checks of each node"),
 	I(node_down_after, "15", 0, 86400,
 	  "seconds a node may fail its checks before it is marked down"),

@@ -42,6 +42,7 @@ struct config {
 	int db_queue_max;
 	int db_statement_timeout; /* seconds */
 	/* nodes */
+	char *docker_host;       /* a local engine registered as node 'local' */
 	int node_check_interval; /* seconds */
 	int node_down_after;     /* seconds */
 	/* workers */

@@ -404,6 +404,39 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	         0, NULL, listed, NULL);
 }
 
+int nodes_seed_local(const char *db_url, const char *url)
+{
+	PGconn *pg;
+	PGresult *res;
+	const char *p[1] = { url };
+	int rc = 0;
+
+	if (!url || !*url)
+		return 0;
+	if (strncmp(url, "unix:///", 8) != 0) {
+		log_msg(LOG_ERROR, "nodes", NULL,
+		        "docker_host must be unix:///<socket>; register "
+		        "tcp:// engines through the API (they need TLS material)");
+		return -1;
+	}
+	pg = PQconnectdb(db_url);
+	res = PQexecParams(pg,
+	                   "INSERT INTO nodes (name, url) SELECT 'local', $1"
+	                   " WHERE NOT EXISTS (SELECT 1 FROM nodes) RETURNING id",
+	                   1, NULL, p, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		log_msg(LOG_ERROR, "nodes", NULL, "cannot register the local engine: %s",
+		        PQerrorMessage(pg));
+		rc = -1;
+	} else if (PQntuples(res) == 1) {
+		log_msg(LOG_INFO, "nodes", NULL, "registered the local engine %s as node 'local'",
+		        url);
+	}
+	PQclear(res);
+	PQfinish(pg);
+	return rc;
+}
+
 int nodes_init(struct event_base *b)
 {
 	struct timeval now = { 0, 0 };

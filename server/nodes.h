@@ -29,6 +29,11 @@ int nodes_version_older(const char *version, const char *minimum);
  * and returns 0, or -1.  key is plaintext PEM. */
 int nodes_write_tls(const char *dir, const char *ca, const char *cert, const char *key);
 
+/* Start-up, blocking: when no node exists and url (a unix:// engine) is
+ * set, registers it as node "local" so a single machine works out of the
+ * box.  Returns 0 or -1. */
+int nodes_seed_local(const char *db_url, const char *url);
+
 struct docker_engine;
 /* Frees e from the loop, later: for engines whose own callback is running. */
 void nodes_free_engine_later(struct docker_engine *e);

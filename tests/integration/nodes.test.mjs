@@ -220,3 +220,34 @@ describe('GPU nodes', () => {
     assert.equal((await s.post('/api/v1/nodes', { name: 'x', url: env.GPUCLOUD_WORLD_DOCKER1 })).status, 403);
   });
 });
+
+describe('the local engine of a single machine', () => {
+  it('is registered as node "local" when docker_host is set and no node exists, once', async () => {
+    assert.ok(env.GPUCLOUD_WORLD_DOCKER1, 'GPUCLOUD_WORLD_DOCKER1 is not set: run through make test');
+    const srv = await startServer({ args: [`--docker-host=${env.GPUCLOUD_WORLD_DOCKER1}`, '--node-check-interval=1'] });
+    let second;
+    try {
+      const admin = new Client(srv.base);
+      assert.equal((await admin.login('admin', ADMIN_PASSWORD)).status, 200);
+      const up = await eventually(async () => {
+        const items = (await admin.get('/api/v1/nodes')).json.items;
+        return items.length === 1 && items[0].state === 'up' && items;
+      }, 10000);
+      assert.ok(up, 'the local node came up');
+      assert.equal(up[0].name, 'local');
+      assert.equal(up[0].url, env.GPUCLOUD_WORLD_DOCKER1);
+      await srv.stop({ keepDb: true });
+      // a restart does not add it again, nor after it was renamed away
+      sql(srv, "UPDATE nodes SET name = 'renamed'");
+      second = await startServer({ db: srv.db, args: [`--docker-host=${env.GPUCLOUD_WORLD_DOCKER1}`] });
+      const names = sql(second, 'SELECT string_agg(name, \',\') FROM nodes');
+      assert.equal(names, 'renamed');
+      // tcp:// needs TLS material: refused at start-up
+      const bad = await startServer({ args: ['--docker-host=tcp://127.0.0.1:2375'] }).catch((e) => e);
+      assert.ok(bad instanceof Error && /did not start/.test(bad.message), 'tcp docker_host refused');
+    } finally {
+      await second?.stop({ keepDb: true });
+      await srv.stop();
+    }
+  });
+});
