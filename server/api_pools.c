@@ -1,0 +1,405 @@
+/* api_pools.c — /pools: named sets of GPUs with a sharing mode, and the
+ * slices they are cut into.  Everyone may read pools with their capacity
+ * (the cluster view); admins create, change, fill and remove them.
+ *
+ * Membership is set as a whole (PUT /pools/{id}/gpus) in one statement that
+ * also remakes the pool's slices, so a pool's slices always match its GPUs.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <http_parser.h>
+
+#include "api.h"
+#include "auth.h"
+#include "db.h"
+
+#define MAX_POOL_GPUS 4096
+
+/* Capacity counts only GPUs of schedulable nodes (up and active). */
+#define POOL_SELECT                                                                               \
+	"SELECT p.id, p.name, p.description, p.sharing, p.slots_per_gpu, p.memory_per_slot_mib,"  \
+	" to_char(p.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),"            \
+	" (SELECT count(*) FROM gpus g WHERE g.pool_id = p.id),"                                  \
+	" (SELECT count(*) FROM slices s WHERE s.pool_id = p.id),"                                \
+	" (SELECT count(*) FROM slices s JOIN gpus g ON g.id = s.gpu_id"                          \
+	"  JOIN nodes n ON n.id = g.node_id WHERE s.pool_id = p.id AND n.health = 'up'"           \
+	"  AND n.admin_state = 'active'),"                                                        \
+	" (SELECT COALESCE(json_agg(DISTINCT g.model), '[]') FROM gpus g WHERE g.pool_id = "      \
+	"p.id)::text,"                                                                            \
+	" (SELECT bool_or(g.simulated) FROM gpus g WHERE g.pool_id = p.id),"                      \
+	" (SELECT COALESCE(json_agg(json_build_object('node_id', n.id, 'node', n.name,"           \
+	"   'state', CASE WHEN n.health = 'down' THEN 'down' WHEN n.admin_state <> 'active'"      \
+	"   THEN n.admin_state::text ELSE n.health::text END,"                                    \
+	"   'gpus', (SELECT json_agg(json_build_object('id', g.id, 'index', g.idx, 'uuid', "      \
+	"g.uuid,"                                                                                 \
+	"     'model', g.model, 'simulated', g.simulated, 'slices',"                              \
+	"     (SELECT count(*) FROM slices s WHERE s.gpu_id = g.id), 'used', 0) ORDER BY g.idx)"  \
+	"     FROM gpus g WHERE g.node_id = n.id AND g.pool_id = p.id)) ORDER BY n.name), '[]')"  \
+	"  FROM nodes n WHERE EXISTS (SELECT 1 FROM gpus g WHERE g.node_id = n.id AND g.pool_id " \
+	"= p.id))::text"                                                                          \
+	" FROM pools p"
+
+static json_t *pool_row(const PGresult *res, int i)
+{
+	const char *mem = db_val(res, i, 5), *sharing = db_val(res, i, 3);
+	const char *sim = db_val(res, i, 11);
+	json_t *o = json_pack("{s:I, s:s, s:s, s:s, s:i, s:s}", "id",
+	                      (json_int_t)strtoll(db_val(res, i, 0), NULL, 10), "name",
+	                      db_val(res, i, 1), "description", db_val(res, i, 2), "sharing",
+	                      sharing, "slots_per_gpu", (int)strtol(db_val(res, i, 4), NULL, 10),
+	                      "created_at", db_val(res, i, 6));
+
+	json_object_set_new(o, "memory_per_slot_mib",
+	                    mem ? json_integer(strtoll(mem, NULL, 10)) : json_null());
+	/* no node-installed CUDA interposer is known yet: a shared pool's
+	 * per-slot memory is advisory until one is */
+	json_object_set_new(o, "memory_cap",
+	                    strcmp(sharing, "shared") == 0 ? json_string("advisory") : json_null());
+	json_object_set_new(o, "gpus", json_integer(strtoll(db_val(res, i, 7), NULL, 10)));
+	json_object_set_new(o, "slices", json_integer(strtoll(db_val(res, i, 8), NULL, 10)));
+	json_object_set_new(o, "schedulable_slices",
+	                    json_integer(strtoll(db_val(res, i, 9), NULL, 10)));
+	/* nothing allocates yet: every schedulable slice is free */
+	json_object_set_new(o, "free_slices", json_integer(strtoll(db_val(res, i, 9), NULL, 10)));
+	json_object_set_new(o, "models", json_loads(db_val(res, i, 10), 0, NULL));
+	json_object_set_new(o, "simulated", json_boolean(sim && strcmp(sim, "t") == 0));
+	json_object_set_new(o, "nodes", json_loads(db_val(res, i, 12), 0, NULL));
+	return o;
+}
+
+static void list_done(PGresult *res, enum rc rc, void *arg)
+{
+	struct http_req *r = arg;
+	json_t *items;
+
+	if (rc != RC_OK) {
+		api_reply_db_error(r, rc, "");
+		return;
+	}
+	items = json_array();
+	for (int i = 0; i < PQntuples(res); i++)
+		json_array_append_new(items, pool_row(res, i));
+	http_reply_json(r, 200, json_pack("{s:o}", "items", items));
+}
+
+static void list(struct http_req *r)
+{
+	db_query(POOL_SELECT " ORDER BY p.name", 0, NULL, list_done, r);
+}
+
+static void one_reply(PGresult *res, enum rc rc, struct http_req *r, int status)
+{
+	if (rc != RC_OK) {
+		api_reply_db_error(r, rc, "");
+		return;
+	}
+	if (PQntuples(res) != 1) {
+		http_reply_error(r, RC_NOTFOUND, NULL, "no such pool");
+		return;
+	}
+	http_reply_json(r, status, pool_row(res, 0));
+}
+
+static void one_done(PGresult *res, enum rc rc, void *arg)
+{
+	one_reply(res, rc, arg, 200);
+}
+
+static void one_created(PGresult *res, enum rc rc, void *arg)
+{
+	one_reply(res, rc, arg, 201);
+}
+
+static void reply_pool(struct http_req *r, const char *id, int status)
+{
+	const char *p[1] = { id };
+
+	db_query(POOL_SELECT " WHERE p.id = $1", 1, p, status == 201 ? one_created : one_done, r);
+}
+
+static void get(struct http_req *r)
+{
+	long long id;
+	char ids[24];
+
+	if (api_id(r, "id", &id) < 0)
+		return;
+	snprintf(ids, sizeof(ids), "%lld", id);
+	reply_pool(r, ids, 200);
+}
+
+/* ---- create, change, remove ---- */
+
+static int name_ok(const char *n)
+{
+	size_t len = n ? strlen(n) : 0;
+
+	if (len == 0 || len > 63 || !((n[0] >= 'a' && n[0] <= 'z') || (n[0] >= '0' && n[0] <= '9')))
+		return 0;
+	return strspn(n, "abcdefghijklmnopqrstuvwxyz0123456789._-") == len;
+}
+
+static void changed(PGresult *res, enum rc rc, void *arg)
+{
+	struct http_req *r = arg;
+	int created = r->method == HTTP_POST;
+
+	if (rc == RC_CONFLICT) {
+		http_reply_error(r, RC_CONFLICT, "pick another name",
+		                 "a pool with this name exists");
+		return;
+	}
+	if (rc != RC_OK) {
+		api_reply_db_error(r, rc, "the pool settings are inconsistent");
+		return;
+	}
+	if (PQntuples(res) != 1) {
+		http_reply_error(r, RC_NOTFOUND, NULL, "no such pool");
+		return;
+	}
+	auth_audit(r, r->auth, created ? "pool.create" : "pool.update", db_val(res, 0, 1), NULL);
+	reply_pool(r, db_val(res, 0, 0), created ? 201 : 200);
+}
+
+static const struct jfield pool_spec[] = {
+	{ "name", J_STRING, 0, 63 },
+	{ "description", J_STRING, 0, 500 },
+	{ "sharing", J_STRING, 0, 16 },
+	{ "slots_per_gpu", J_INT, 0, 0 },
+	{ "memory_per_slot_mib", J_INT, 0, 0 },
+	{ NULL, 0, 0, 0 },
+};
+
+/* Checks the settings common to create and update; replies 400 and returns
+ * -1 when they are wrong. */
+static int check_settings(struct http_req *r, json_t *body, char *slots, char *mem)
+{
+	const char *sharing = json_string_value(json_object_get(body, "sharing"));
+	json_t *sl = json_object_get(body, "slots_per_gpu"),
+	       *m = json_object_get(body, "memory_per_slot_mib");
+
+	if (sharing && strcmp(sharing, "exclusive") && strcmp(sharing, "shared") &&
+	    strcmp(sharing, "mig")) {
+		http_reply_error(r, RC_INVALID, "use exclusive, shared or mig",
+		                 "sharing must be exclusive, shared or mig");
+		return -1;
+	}
+	if (sharing && strcmp(sharing, "mig") == 0) {
+		http_reply_error(
+		        r, RC_INVALID, "use exclusive or shared pools for now",
+		        "mig pools need discovered MIG instances, which nodes do not report yet");
+		return -1;
+	}
+	if (json_is_integer(sl) && (json_integer_value(sl) < 1 || json_integer_value(sl) > 64)) {
+		http_reply_error(r, RC_INVALID, NULL, "slots_per_gpu must be from 1 to 64");
+		return -1;
+	}
+	if (json_is_integer(m) && json_integer_value(m) < 1) {
+		http_reply_error(r, RC_INVALID, NULL, "memory_per_slot_mib must be positive");
+		return -1;
+	}
+	snprintf(slots, 24, "%lld", json_is_integer(sl) ? (long long)json_integer_value(sl) : 0LL);
+	snprintf(mem, 24, "%lld", json_is_integer(m) ? (long long)json_integer_value(m) : 0LL);
+	return 0;
+}
+
+static void create(struct http_req *r)
+{
+	json_t *body = api_json_body(r, pool_spec);
+	const char *name, *sharing, *p[5];
+	char slots[24], mem[24];
+
+	if (!body)
+		return;
+	name = json_string_value(json_object_get(body, "name"));
+	sharing = json_string_value(json_object_get(body, "sharing"));
+	if (!name_ok(name)) {
+		json_decref(body);
+		http_reply_error(r, RC_INVALID, "use a-z, 0-9, '.', '_' and '-'",
+		                 "pool name must be 1 to 63 lower-case characters");
+		return;
+	}
+	if (check_settings(r, body, slots, mem) < 0) {
+		json_decref(body);
+		return;
+	}
+	if (sharing && strcmp(sharing, "shared") == 0 &&
+	    (strcmp(slots, "0") == 0 || strcmp(mem, "0") == 0)) {
+		json_decref(body);
+		http_reply_error(r, RC_INVALID, "e.g. 7 slots of 10240 MiB on an 80 GB GPU",
+		                 "a shared pool needs slots_per_gpu and memory_per_slot_mib");
+		return;
+	}
+	p[0] = name;
+	p[1] = json_string_value(json_object_get(body, "description"));
+	p[2] = sharing ? sharing : "exclusive";
+	p[3] = strcmp(slots, "0") ? slots : "1";
+	p[4] = strcmp(mem, "0") ? mem : NULL;
+	db_query(
+	        "INSERT INTO pools (name, description, sharing, slots_per_gpu, memory_per_slot_mib)"
+	        " VALUES ($1, COALESCE($2, ''), $3::pool_sharing, $4::int, $5::bigint) RETURNING "
+	        "id, name",
+	        5, p, changed, r);
+	json_decref(body);
+}
+
+static void update(struct http_req *r)
+{
+	json_t *body;
+	long long id;
+	char ids[24], slots[24], mem[24];
+	const char *p[4];
+
+	if (api_id(r, "id", &id) < 0)
+		return;
+	body = api_json_body(r, pool_spec);
+	if (!body)
+		return;
+	if (json_object_get(body, "name") || json_object_get(body, "sharing") ||
+	    json_object_get(body, "slots_per_gpu")) {
+		json_decref(body);
+		http_reply_error(r, RC_INVALID, "make a new pool and move the GPUs",
+		                 "a pool's name, sharing mode and slots cannot change");
+		return;
+	}
+	if (check_settings(r, body, slots, mem) < 0) {
+		json_decref(body);
+		return;
+	}
+	snprintf(ids, sizeof(ids), "%lld", id);
+	p[0] = ids;
+	p[1] = json_string_value(json_object_get(body, "description"));
+	p[2] = strcmp(mem, "0") ? mem : NULL;
+	db_query("UPDATE pools SET description = COALESCE($2, description),"
+	         " memory_per_slot_mib = COALESCE($3::bigint, memory_per_slot_mib), updated_at = "
+	         "now()"
+	         " WHERE id = $1 RETURNING id, name",
+	         3, p, changed, r);
+	json_decref(body);
+}
+
+static void removed(PGresult *res, enum rc rc, void *arg)
+{
+	struct http_req *r = arg;
+
+	if (rc != RC_OK) {
+		api_reply_db_error(r, rc, "could not remove the pool");
+		return;
+	}
+	if (PQntuples(res) != 1) {
+		http_reply_error(r, RC_NOTFOUND, NULL, "no such pool");
+		return;
+	}
+	auth_audit(r, r->auth, "pool.delete", db_val(res, 0, 0), NULL);
+	http_reply(r, 204, NULL, NULL, 0);
+}
+
+static void remove_pool(struct http_req *r)
+{
+	long long id;
+	char ids[24];
+	const char *p[1] = { ids };
+
+	if (api_id(r, "id", &id) < 0)
+		return;
+	snprintf(ids, sizeof(ids), "%lld", id);
+	db_query("DELETE FROM pools WHERE id = $1 RETURNING name", 1, p, removed, r);
+}
+
+/* ---- membership ---- */
+
+static void members_done(PGresult *res, enum rc rc, void *arg)
+{
+	struct http_req *r = arg;
+	const char *taken;
+
+	if (rc != RC_OK) {
+		api_reply_db_error(r, rc, "could not change the pool's GPUs");
+		return;
+	}
+	if (PQntuples(res) != 1 || !db_val(res, 0, 0)) {
+		http_reply_error(r, RC_NOTFOUND, NULL, "no such pool");
+		return;
+	}
+	taken = db_val(res, 0, 2);
+	if (taken && *taken) {
+		http_reply_error(r, RC_CONFLICT, "take them out of their pool first",
+		                 "GPUs %s are unknown or in another pool", taken);
+		return;
+	}
+	auth_audit(r, r->auth, "pool.gpus", db_val(res, 0, 1),
+	           json_pack("{s:i}", "gpus", (int)strtol(db_val(res, 0, 3), NULL, 10)));
+	reply_pool(r, db_val(res, 0, 0), 200);
+}
+
+static const struct jfield members_spec[] = {
+	{ "gpu_ids", J_ARRAY, 1, MAX_POOL_GPUS },
+	{ NULL, 0, 0, 0 },
+};
+
+static void set_members(struct http_req *r)
+{
+	json_t *body, *v;
+	long long id;
+	size_t i;
+	char ids[24], *doc;
+	const char *p[2];
+
+	if (api_id(r, "id", &id) < 0)
+		return;
+	body = api_json_body(r, members_spec);
+	if (!body)
+		return;
+	json_array_foreach(json_object_get(body, "gpu_ids"), i,
+	                   v) if (!json_is_integer(v) || json_integer_value(v) < 1)
+	{
+		json_decref(body);
+		http_reply_error(r, RC_INVALID, NULL,
+		                 "gpu_ids must be GPU ids (positive integers)");
+		return;
+	}
+	doc = json_dumps(json_object_get(body, "gpu_ids"), JSON_COMPACT);
+	json_decref(body);
+	snprintf(ids, sizeof(ids), "%lld", id);
+	p[0] = ids;
+	p[1] = doc;
+	/* One statement: check, then release the old GPUs and their slices,
+	 * take the new ones, cut them into slices.  Any GPU that is unknown or in
+	 * another pool stops it before anything changes. */
+	db_query(
+	        "WITH pool AS (SELECT id, name, slots_per_gpu FROM pools WHERE id = $1 FOR UPDATE),"
+	        " want AS (SELECT DISTINCT x::bigint AS gpu_id FROM "
+	        "jsonb_array_elements_text($2::jsonb) AS x),"
+	        " bad AS (SELECT w.gpu_id FROM want w LEFT JOIN gpus g ON g.id = w.gpu_id"
+	        "  WHERE g.id IS NULL OR (g.pool_id IS NOT NULL AND g.pool_id <> $1)),"
+	        " ok AS (SELECT NOT EXISTS (SELECT 1 FROM bad) AND EXISTS (SELECT 1 FROM pool) AS "
+	        "go),"
+	        " drop_slices AS (DELETE FROM slices WHERE pool_id = $1 AND (SELECT go FROM ok)"
+	        "  RETURNING gpu_id),"
+	        " leave AS (UPDATE gpus SET pool_id = NULL WHERE pool_id = $1 AND (SELECT go FROM "
+	        "ok)"
+	        "  AND id NOT IN (SELECT gpu_id FROM want) RETURNING id),"
+	        " join_ AS (UPDATE gpus SET pool_id = $1 WHERE id IN (SELECT gpu_id FROM want)"
+	        "  AND (SELECT go FROM ok) RETURNING id),"
+	        " cut AS (INSERT INTO slices (pool_id, gpu_id, slot)"
+	        "  SELECT $1, w.gpu_id, s FROM want w, pool, generate_series(0, pool.slots_per_gpu "
+	        "- 1) s"
+	        "  WHERE (SELECT go FROM ok))"
+	        " SELECT (SELECT id FROM pool), (SELECT name FROM pool),"
+	        " (SELECT string_agg(gpu_id::text, ', ' ORDER BY gpu_id) FROM bad),"
+	        " (SELECT count(*) FROM want)",
+	        2, p, members_done, r);
+	free(doc);
+}
+
+const struct route api_pools_routes[] = {
+	{ HTTP_GET, "/api/v1/pools", list, ROLES_ALL, 0, 0, NULL },
+	{ HTTP_POST, "/api/v1/pools", create, ROLE_ADMIN, 0, 16384, NULL },
+	{ HTTP_GET, "/api/v1/pools/{id}", get, ROLES_ALL, 0, 0, NULL },
+	{ HTTP_PATCH, "/api/v1/pools/{id}", update, ROLE_ADMIN, 0, 16384, NULL },
+	{ HTTP_DELETE, "/api/v1/pools/{id}", remove_pool, ROLE_ADMIN, 0, 0, NULL },
+	{ HTTP_PUT, "/api/v1/pools/{id}/gpus", set_members, ROLE_ADMIN, 0, 256 * 1024, NULL },
+	{ 0, NULL, NULL, 0, 0, 0, NULL },
+};

@@ -1,0 +1,138 @@
+/* place.h — the scheduler's placement engine: a pure function from a
+ * snapshot of the cluster and the queue to decisions.
+ *
+ * No I/O, no allocation beyond a context made once per pass, no clock: the
+ * caller (the scheduler, which owns the database side and the leader lock)
+ * fills a struct place_input, calls place_run(), and commits the decisions
+ * in one transaction.  Being pure makes every policy testable with exact
+ * outcomes and benchmarkable without engines.
+ *
+ * Policy, in order:
+ *  1. Order: priority class (exam < normal < scavenger in enum order), then
+ *     fair share (less recent GPU-seconds of the user first), then submit
+ *     time, then id.
+ *  2. A request asks for `slices` slices of one pool on each of `nodes`
+ *     nodes (gang: all nodes or nothing), plus cpu and memory per node.
+ *     Only schedulable nodes with enough free slices of that pool and free
+ *     cpu/memory qualify.  Quota: a request whose user would exceed
+ *     `quota_slices` live slices in that pool waits (reason QUOTA).
+ *  3. Packing (best fit): among qualifying nodes, the one with the fewest
+ *     free slices of the pool left after placing, ties by lowest node index;
+ *     within a node, slices on GPUs that already have used slices first,
+ *     then lowest slice index — so whole GPUs and whole nodes stay free.
+ *  4. Backfill: when a request cannot be placed, the node where it would
+ *     fit best once resources free up is reserved for it (for a gang, its
+ *     best `nodes` nodes); later, lower-ordered requests may still be placed
+ *     but not on reserved nodes.  A scavenger request never gets a reservation.
+ *  5. Preemption: an exam or normal request that cannot be placed may name
+ *     running scavenger allocations (of other users) whose release would make
+ *     it fit on one node (fewest victims, then youngest first); it is then
+ *     pending with reason PREEMPTING and those allocations are returned as
+ *     victims (the owner stops them with a grace period; a later pass places
+ *     the request).
+ *  6. Every request not placed gets a reason code, a human sentence and its
+ *     position among the still-pending requests of its pool (1-based).
+ */
+#ifndef GPUCLOUD_PLACE_H
+#define GPUCLOUD_PLACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum place_priority { PRIO_EXAM = 0, PRIO_NORMAL = 1, PRIO_SCAVENGER = 2 };
+
+enum place_reason {
+	REASON_NONE = 0,       /* placed */
+	REASON_QUOTA,          /* the user's live slices in the pool + this > quota */
+	REASON_NO_NODES,       /* the pool has no schedulable node at all */
+	REASON_TOO_BIG,        /* no node could ever hold it (slices, cpu or memory per node) */
+	REASON_CAPACITY,       /* would fit on an empty node, none has room now */
+	REASON_GANG,           /* fewer than `nodes` nodes have room now */
+	REASON_RESERVED,       /* room exists only on nodes reserved for an earlier request */
+	REASON_PREEMPTING,     /* victims named; waits for them to stop */
+};
+
+struct place_node {
+	int64_t id;
+	int schedulable;       /* up and active (not draining/cordoned/down) */
+	int64_t cpu_free;      /* millicores */
+	int64_t mem_free;      /* MiB */
+	int64_t cpu_total;
+	int64_t mem_total;
+};
+
+struct place_slice {
+	int64_t id;
+	int node;              /* index into nodes[] */
+	int64_t pool_id;
+	int gpu;               /* index of its GPU within the node (for packing) */
+	int64_t used_by;       /* allocation (request id) holding it, 0 when free */
+};
+
+struct place_request {
+	int64_t id;
+	int64_t user_id;
+	int64_t pool_id;
+	enum place_priority priority;
+	int slices;            /* per node, >= 1 */
+	int nodes;             /* >= 1; > 1 is a gang */
+	int64_t cpu;           /* millicores per node */
+	int64_t mem;           /* MiB per node */
+	int64_t submitted;     /* any monotonic order, e.g. unix microseconds */
+	int64_t user_recent;   /* the user's recent GPU-seconds (fair share) */
+	int quota_slices;      /* max live slices of this user in this pool; < 0 = none */
+};
+
+/* A running allocation, for quota counting and preemption. */
+struct place_running {
+	int64_t request_id;
+	int64_t user_id;
+	int64_t pool_id;
+	enum place_priority priority;
+	int node;              /* index into nodes[] */
+	int slices;            /* slices it holds on that node */
+	int64_t cpu, mem;      /* what it holds on that node */
+	int64_t started;       /* for "youngest first" */
+};
+
+struct place_input {
+	struct place_node *nodes;
+	int nnodes;
+	struct place_slice *slices;   /* all slices of all pools */
+	int nslices;
+	struct place_request *queue;  /* pending requests, any order */
+	int nqueue;
+	struct place_running *running;
+	int nrunning;
+};
+
+/* One decision per queued request, in the order they were considered. */
+struct place_decision {
+	int64_t request_id;
+	enum place_reason reason;       /* REASON_NONE when placed */
+	int position;                   /* pending only: 1-based within its pool */
+	char message[160];              /* human sentence, e.g.
+					 * "no node has 2 free slices of this pool now (most free: 1)" */
+	int nchosen;                    /* placed: slices chosen (slices * nodes) */
+	int64_t *chosen;                /* slice ids, grouped by node */
+	int nvictims;                   /* PREEMPTING: request ids to stop */
+	int64_t *victims;
+};
+
+struct place_result {
+	struct place_decision *decisions; /* nqueue entries */
+	int ndecisions;
+	int placed;                       /* how many were placed */
+};
+
+/* Runs one pass.  Does not modify in (slices marked used during the pass are
+ * tracked internally).  Returns a result to free with place_result_free(),
+ * or NULL when out of memory.  Deterministic: the same input gives the same
+ * result. */
+struct place_result *place_run(const struct place_input *in);
+void place_result_free(struct place_result *r);
+
+/* Stable code for a reason ("quota", "capacity", ...). */
+const char *place_reason_code(enum place_reason r);
+
+#endif
