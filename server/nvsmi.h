@@ -13,21 +13,21 @@
 #include <stddef.h>
 
 #define NVSMI_MAX_GPUS 64
-#define NVSMI_MAX_MIG 7   /* MIG instances per GPU at most (A100/H100/H200) */
+#define NVSMI_MAX_MIG  7 /* MIG instances per GPU at most (A100/H100/H200) */
 
 struct nvsmi_mig {
-	int gpu_index;          /* parent GPU */
-	int index;              /* "MIG 1g.10gb Device 0" -> 0 */
-	char profile[32];       /* "1g.10gb" */
-	char uuid[64];          /* "MIG-..." */
+	int gpu_index;    /* parent GPU */
+	int index;        /* "MIG 1g.10gb Device 0" -> 0 */
+	char profile[32]; /* "1g.10gb" */
+	char uuid[64];    /* "MIG-..." */
 };
 
 struct nvsmi_gpu {
 	int index;
-	char uuid[64];          /* "GPU-..." */
-	char name[96];          /* "NVIDIA H200" */
-	long long memory_mib;   /* memory.total in MiB */
-	int mig_enabled;        /* mig.mode.current == "Enabled" */
+	char uuid[64];        /* "GPU-..." */
+	char name[96];        /* "NVIDIA H200" */
+	long long memory_mib; /* memory.total in MiB */
+	int mig_enabled;      /* mig.mode.current == "Enabled" */
 	int nmig;
 	struct nvsmi_mig mig[NVSMI_MAX_MIG];
 };
@@ -37,13 +37,13 @@ struct nvsmi_gpu {
  * number of GPUs, or -1 when the text is not such output (an error message
  * from nvidia-smi, a wrong column count, a bad number, a duplicate index or
  * UUID, too many GPUs), with a short reason in err. */
-int nvsmi_parse_query(const char *buf, size_t len, struct nvsmi_gpu *gpus, int max,
-		      char *err, size_t errlen);
+int nvsmi_parse_query(const char *buf, size_t len, struct nvsmi_gpu *gpus, int max, char *err,
+                      size_t errlen);
 
 /* Parses `nvidia-smi -L` and attaches MIG devices to the GPUs already parsed
  * (matched by index; GPU lines are checked against their UUIDs).  Returns the
  * number of MIG devices attached, or -1 on malformed input (reason in err). */
-int nvsmi_parse_list(const char *buf, size_t len, struct nvsmi_gpu *gpus, int ngpus,
-		     char *err, size_t errlen);
+int nvsmi_parse_list(const char *buf, size_t len, struct nvsmi_gpu *gpus, int ngpus, char *err,
+                     size_t errlen);
 
 #endif

@@ -42,31 +42,31 @@
 enum place_priority { PRIO_EXAM = 0, PRIO_NORMAL = 1, PRIO_SCAVENGER = 2 };
 
 enum place_reason {
-	REASON_NONE = 0,       /* placed */
-	REASON_QUOTA,          /* the user's live slices in the pool + this > quota */
-	REASON_NO_NODES,       /* the pool has no schedulable node at all */
-	REASON_TOO_BIG,        /* no node could ever hold it (slices, cpu or memory per node) */
-	REASON_CAPACITY,       /* would fit on an empty node, none has room now */
-	REASON_GANG,           /* fewer than `nodes` nodes have room now */
-	REASON_RESERVED,       /* room exists only on nodes reserved for an earlier request */
-	REASON_PREEMPTING,     /* victims named; waits for them to stop */
+	REASON_NONE = 0,   /* placed */
+	REASON_QUOTA,      /* the user's live slices in the pool + this > quota */
+	REASON_NO_NODES,   /* the pool has no schedulable node at all */
+	REASON_TOO_BIG,    /* no node could ever hold it (slices, cpu or memory per node) */
+	REASON_CAPACITY,   /* would fit on an empty node, none has room now */
+	REASON_GANG,       /* fewer than `nodes` nodes have room now */
+	REASON_RESERVED,   /* room exists only on nodes reserved for an earlier request */
+	REASON_PREEMPTING, /* victims named; waits for them to stop */
 };
 
 struct place_node {
 	int64_t id;
-	int schedulable;       /* up and active (not draining/cordoned/down) */
-	int64_t cpu_free;      /* millicores */
-	int64_t mem_free;      /* MiB */
+	int schedulable;  /* up and active (not draining/cordoned/down) */
+	int64_t cpu_free; /* millicores */
+	int64_t mem_free; /* MiB */
 	int64_t cpu_total;
 	int64_t mem_total;
 };
 
 struct place_slice {
 	int64_t id;
-	int node;              /* index into nodes[] */
+	int node; /* index into nodes[] */
 	int64_t pool_id;
-	int gpu;               /* index of its GPU within the node (for packing) */
-	int64_t used_by;       /* allocation (request id) holding it, 0 when free */
+	int gpu;         /* index of its GPU within the node (for packing) */
+	int64_t used_by; /* allocation (request id) holding it, 0 when free */
 };
 
 struct place_request {
@@ -74,13 +74,13 @@ struct place_request {
 	int64_t user_id;
 	int64_t pool_id;
 	enum place_priority priority;
-	int slices;            /* per node, >= 1 */
-	int nodes;             /* >= 1; > 1 is a gang */
-	int64_t cpu;           /* millicores per node */
-	int64_t mem;           /* MiB per node */
-	int64_t submitted;     /* any monotonic order, e.g. unix microseconds */
-	int64_t user_recent;   /* the user's recent GPU-seconds (fair share) */
-	int quota_slices;      /* max live slices of this user in this pool; < 0 = none */
+	int slices;          /* per node, >= 1 */
+	int nodes;           /* >= 1; > 1 is a gang */
+	int64_t cpu;         /* millicores per node */
+	int64_t mem;         /* MiB per node */
+	int64_t submitted;   /* any monotonic order, e.g. unix microseconds */
+	int64_t user_recent; /* the user's recent GPU-seconds (fair share) */
+	int quota_slices;    /* max live slices of this user in this pool; < 0 = none */
 };
 
 /* A running allocation, for quota counting and preemption. */
@@ -89,18 +89,18 @@ struct place_running {
 	int64_t user_id;
 	int64_t pool_id;
 	enum place_priority priority;
-	int node;              /* index into nodes[] */
-	int slices;            /* slices it holds on that node */
-	int64_t cpu, mem;      /* what it holds on that node */
-	int64_t started;       /* for "youngest first" */
+	int node;         /* index into nodes[] */
+	int slices;       /* slices it holds on that node */
+	int64_t cpu, mem; /* what it holds on that node */
+	int64_t started;  /* for "youngest first" */
 };
 
 struct place_input {
 	struct place_node *nodes;
 	int nnodes;
-	struct place_slice *slices;   /* all slices of all pools */
+	struct place_slice *slices; /* all slices of all pools */
 	int nslices;
-	struct place_request *queue;  /* pending requests, any order */
+	struct place_request *queue; /* pending requests, any order */
 	int nqueue;
 	struct place_running *running;
 	int nrunning;
@@ -109,20 +109,20 @@ struct place_input {
 /* One decision per queued request, in the order they were considered. */
 struct place_decision {
 	int64_t request_id;
-	enum place_reason reason;       /* REASON_NONE when placed */
-	int position;                   /* pending only: 1-based within its pool */
-	char message[160];              /* human sentence, e.g.
+	enum place_reason reason; /* REASON_NONE when placed */
+	int position;             /* pending only: 1-based within its pool */
+	char message[160];        /* human sentence, e.g.
 					 * "no node has 2 free slices of this pool now (most free: 1)" */
-	int nchosen;                    /* placed: slices chosen (slices * nodes) */
-	int64_t *chosen;                /* slice ids, grouped by node */
-	int nvictims;                   /* PREEMPTING: request ids to stop */
+	int nchosen;              /* placed: slices chosen (slices * nodes) */
+	int64_t *chosen;          /* slice ids, grouped by node */
+	int nvictims;             /* PREEMPTING: request ids to stop */
 	int64_t *victims;
 };
 
 struct place_result {
 	struct place_decision *decisions; /* nqueue entries */
 	int ndecisions;
-	int placed;                       /* how many were placed */
+	int placed; /* how many were placed */
 };
 
 /* Runs one pass.  Does not modify in (slices marked used during the pass are
