@@ -92,7 +92,7 @@ static int type_ok(json_t *v, const struct jfield *f, char *err, size_t errlen)
 json_t *api_json_decode(const char *buf, size_t len, const struct jfield *spec, char *err,
                         size_t errlen)
 {
-	json_error_t jerr;
+	json_error_t jerr = { 0 };
 	json_t *obj, *v;
 	const char *key;
 
