@@ -1,0 +1,1219 @@
+/* place.c — the placement engine: one pass from a snapshot of nodes, slices,
+ * running allocations and the queue to one decision per queued request.
+ *
+ * Owns the policy of place.h and the per-pass indexes that make it cheap:
+ * per pool, the schedulable nodes carrying it as bitmaps bucketed by their
+ * free-slice count (best fit looks at buckets, not at every node), a
+ * reservation bitmap, quota counts per (user, pool), scavenger allocations
+ * per node youngest first, and per-pool memories of shapes that found no
+ * room (nothing frees within a pass, so a shape that found none finds none
+ * later in the pass, nor does any larger shape).
+ *
+ * Does not own the database, the clock, the engines or stopping victims:
+ * sched.c fills the input, commits the decisions and stops the victims.
+ *
+ * Policy choices place.h leaves open:
+ *  - Checks run in this order: pool has no schedulable node (NO_NODES), no
+ *    node could ever hold it (TOO_BIG), quota (QUOTA), then room.
+ *  - Slices are picked one at a time: a free slice on a GPU that has a used
+ *    slice (counting slices picked earlier in this pass and this request),
+ *    else the lowest free slice index; so a request keeps to one GPU.
+ *  - The node reserved for a blocked request is the unreserved node that
+ *    could ever hold it with the most free slices of the pool now (ties:
+ *    lowest index); a gang reserves its best `nodes` such nodes, or none
+ *    when fewer are unreserved.  Reservations are per node, for all pools.
+ *  - Preemption is for single-node exam/normal requests; gangs wait.  A
+ *    user's own scavenger allocations are never victims (place.h: "of other
+ *    users").  Reserved nodes are not preempted on.  On one node the victim
+ *    set is the smaller of two irredundant sets: youngest first, and most
+ *    slices of the pool first (the fewest for the slice shortfall); ties to
+ *    the youngest-first set.  Across nodes: fewest victims, then the set
+ *    whose oldest victim started latest, then the lowest node index.  The
+ *    request reserves the node it preempts on; its victims, on every node
+ *    they hold, count as stopping for the rest of the pass.
+ *  - Quota counts running[].slices; what a victim frees is counted from the
+ *    slices whose used_by is its request on that node.
+ *  - Only requests waiting for room (not QUOTA, TOO_BIG, NO_NODES) reserve
+ *    or preempt; preemption is tried before RESERVED/CAPACITY/GANG.  "Most
+ *    free" in a message and "has room" count reserved nodes too.
+ *  - A placed request has an empty message and position 0.
+ */
+#include "place.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Benchmarks define these to time each decision; the engine has no clock. */
+#ifndef PLACE_DECIDE_BEGIN
+#define PLACE_DECIDE_BEGIN() \
+	do {                 \
+	} while (0)
+#endif
+#ifndef PLACE_DECIDE_END
+#define PLACE_DECIDE_END() \
+	do {               \
+	} while (0)
+#endif
+
+#define FAIL_RING  16
+#define MAX_ALLOCS 40
+
+/* A request's shape, remembered when it found no room; for one user only
+ * when one_user is set. */
+struct shape {
+	int slices, nodes, one_user;
+	int64_t cpu, mem, user;
+};
+
+struct ring {
+	struct shape e[FAIL_RING];
+	int n, next;
+};
+
+struct pool {
+	int64_t id;
+	int first;        /* its first entry in ctx.pn */
+	int n;            /* schedulable nodes carrying it (local index j) */
+	int words;        /* bitmap words per bucket */
+	int maxtotal;     /* most slices of it on one node */
+	int mintotal;     /* fewest slices of it on one node */
+	int64_t mincpu;   /* smallest cpu_total among its nodes */
+	int64_t minmem;   /* smallest mem_total among its nodes */
+	uint64_t *bucket; /* (maxtotal + 1) * words: nodes by free slices */
+	uint64_t *res;    /* words: reserved nodes */
+	int unreserved;
+	int *scav; /* local indices of nodes with scavenger allocations */
+	int nscav;
+	int pending;         /* positions handed out so far */
+	struct ring fit;     /* no room, reservations respected */
+	struct ring nores;   /* no room even on reserved nodes */
+	struct ring preempt; /* no victims would make room */
+};
+
+/* One pool on one schedulable node. */
+struct pn {
+	int pool, node;
+	int total, free;
+	int soff, scount;  /* its slices in ctx.sl_order, by slice index */
+	int64_t scav_held; /* slices of the pool held by live scavenger allocations */
+};
+
+struct nodex {
+	int64_t cpu_left, mem_left;
+	int64_t scav_cpu, scav_mem; /* held by live scavenger allocations */
+	int pnoff, npn;             /* its pools in ctx.node_pn */
+	int scavoff, nscav;         /* its scavenger allocations in ctx.scav, youngest first */
+	int reserved;
+};
+
+struct run {
+	int pool;     /* pool index, -1 when unknown */
+	int grp;      /* where its request's entries start in ctx.run_by_id */
+	int64_t held; /* slices of its pool on its node with used_by == its request */
+};
+
+struct quota_ent {
+	int64_t user, pool, live;
+	int used;
+};
+
+struct cand {
+	int ri; /* running index */
+	int order;
+	int64_t s, c, m;
+};
+
+struct ctx {
+	const struct place_input *in;
+	void *allocs[MAX_ALLOCS];
+	int nallocs, nomem;
+
+	struct pool *pools;
+	int npools;
+	struct pn *pn;
+	int npn;
+	struct nodex *nx;
+	int *node_pn;
+
+	int *sl_order;
+	int *sl_gpu; /* GPU slot per slice, -1 when not on a schedulable node */
+	unsigned char *sl_used;
+	int *gpu_used;
+
+	struct run *run;
+	int *run_by_id;
+	unsigned char *doomed; /* by position in run_by_id (group start) */
+	int *scav;
+
+	struct quota_ent *quota;
+	size_t qmask;
+
+	int *pick; /* local node indices chosen by a search */
+	struct cand *cand, *cy, *cl, *cs, *best;
+	int64_t *ids; /* chosen slice ids and victims, handed to the result */
+	int nids;
+};
+
+static void *ctx_alloc(struct ctx *c, size_t n, size_t size)
+{
+	void *p;
+
+	if (c->nomem || c->nallocs == MAX_ALLOCS) {
+		c->nomem = 1;
+		return NULL;
+	}
+	p = calloc(n ? n : 1, size);
+	if (!p) {
+		c->nomem = 1;
+		return NULL;
+	}
+	c->allocs[c->nallocs++] = p;
+	return p;
+}
+
+static void ctx_release(struct ctx *c)
+{
+	int i;
+
+	for (i = 0; i < c->nallocs; i++)
+		free(c->allocs[i]);
+	c->nallocs = 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Sorting keys */
+
+struct slice_key {
+	int64_t pool;
+	int node, gpu, idx;
+};
+
+static int cmp_i64(int64_t a, int64_t b)
+{
+	return (a > b) - (a < b);
+}
+
+static int cmp_slice_pool(const void *a, const void *b)
+{
+	const struct slice_key *x = a, *y = b;
+	int r;
+
+	if ((r = cmp_i64(x->pool, y->pool)) != 0)
+		return r;
+	if (x->node != y->node)
+		return x->node < y->node ? -1 : 1;
+	return (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+static int cmp_slice_gpu(const void *a, const void *b)
+{
+	const struct slice_key *x = a, *y = b;
+
+	if (x->node != y->node)
+		return x->node < y->node ? -1 : 1;
+	if (x->gpu != y->gpu)
+		return x->gpu < y->gpu ? -1 : 1;
+	return (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+/* qsort has no context argument; a pass runs on one thread at a time per
+ * input, and these point at the input being sorted. */
+static _Thread_local const struct place_request *sort_queue;
+static _Thread_local const struct place_running *sort_running;
+
+static int cmp_request(const void *a, const void *b)
+{
+	const struct place_request *x = &sort_queue[*(const int *)a];
+	const struct place_request *y = &sort_queue[*(const int *)b];
+	int r;
+
+	if (x->priority != y->priority)
+		return (int)x->priority < (int)y->priority ? -1 : 1;
+	if ((r = cmp_i64(x->user_recent, y->user_recent)) != 0)
+		return r;
+	if ((r = cmp_i64(x->submitted, y->submitted)) != 0)
+		return r;
+	if ((r = cmp_i64(x->id, y->id)) != 0)
+		return r;
+	return cmp_i64(*(const int *)a, *(const int *)b);
+}
+
+static int cmp_run_id(const void *a, const void *b)
+{
+	const struct place_running *x = &sort_running[*(const int *)a];
+	const struct place_running *y = &sort_running[*(const int *)b];
+	int r;
+
+	if ((r = cmp_i64(x->request_id, y->request_id)) != 0)
+		return r;
+	if (x->node != y->node)
+		return x->node < y->node ? -1 : 1;
+	return cmp_i64(*(const int *)a, *(const int *)b);
+}
+
+/* By node, then youngest first. */
+static int cmp_run_scav(const void *a, const void *b)
+{
+	const struct place_running *x = &sort_running[*(const int *)a];
+	const struct place_running *y = &sort_running[*(const int *)b];
+	int r;
+
+	if (x->node != y->node)
+		return x->node < y->node ? -1 : 1;
+	if ((r = cmp_i64(y->started, x->started)) != 0)
+		return r;
+	if ((r = cmp_i64(y->request_id, x->request_id)) != 0)
+		return r;
+	return cmp_i64(*(const int *)a, *(const int *)b);
+}
+
+static int pool_find(const struct ctx *c, int64_t id)
+{
+	int lo = 0, hi = c->npools - 1;
+
+	while (lo <= hi) {
+		int mid = lo + (hi - lo) / 2;
+
+		if (c->pools[mid].id == id)
+			return mid;
+		if (c->pools[mid].id < id)
+			lo = mid + 1;
+		else
+			hi = mid - 1;
+	}
+	return -1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Quota counts: live slices per (user, pool) */
+
+static size_t quota_hash(int64_t user, int64_t pool)
+{
+	uint64_t h =
+	        (uint64_t)user * 0x9e3779b97f4a7c15ull ^ (uint64_t)pool * 0xc2b2ae3d27d4eb4full;
+
+	return (size_t)(h ^ (h >> 29));
+}
+
+static struct quota_ent *quota_slot(struct ctx *c, int64_t user, int64_t pool)
+{
+	size_t i = quota_hash(user, pool) & c->qmask;
+
+	while (c->quota[i].used && (c->quota[i].user != user || c->quota[i].pool != pool))
+		i = (i + 1) & c->qmask;
+	if (!c->quota[i].used) {
+		c->quota[i].used = 1;
+		c->quota[i].user = user;
+		c->quota[i].pool = pool;
+	}
+	return &c->quota[i];
+}
+
+/* ------------------------------------------------------------------------ */
+/* Bitmaps */
+
+static void bit_set(uint64_t *bm, int j)
+{
+	bm[j >> 6] |= 1ull << (j & 63);
+}
+
+static void bit_clr(uint64_t *bm, int j)
+{
+	bm[j >> 6] &= ~(1ull << (j & 63));
+}
+
+static uint64_t *bucket_of(const struct pool *pl, int b)
+{
+	return pl->bucket + (size_t)b * (size_t)pl->words;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Building the indexes */
+
+static int cmp_id(const void *a, const void *b)
+{
+	return cmp_i64(*(const int64_t *)a, *(const int64_t *)b);
+}
+
+/* The distinct pool ids of slices and requests, sorted, into c->pools. */
+static int pool_ids(struct ctx *c, int64_t *ids)
+{
+	const struct place_input *in = c->in;
+	size_t cap, mask, h;
+	int64_t *set;
+	unsigned char *has;
+	int i, n = 0, total = in->nslices + in->nqueue;
+
+	for (cap = 16; cap < 2 * (size_t)total; cap <<= 1)
+		;
+	mask = cap - 1;
+	set = ctx_alloc(c, cap, sizeof(int64_t));
+	has = ctx_alloc(c, cap, 1);
+	if (c->nomem)
+		return -1;
+	for (i = 0; i < total; i++) {
+		int64_t v = i < in->nslices ? in->slices[i].pool_id
+		                            : in->queue[i - in->nslices].pool_id;
+
+		for (h = quota_hash(v, 0) & mask; has[h] && set[h] != v; h = (h + 1) & mask)
+			;
+		if (has[h])
+			continue;
+		has[h] = 1;
+		set[h] = v;
+		ids[n++] = v;
+	}
+	qsort(ids, (size_t)n, sizeof(int64_t), cmp_id);
+	c->npools = n;
+	c->pools = ctx_alloc(c, (size_t)n, sizeof(*c->pools));
+	if (c->nomem)
+		return -1;
+	for (i = 0; i < n; i++)
+		c->pools[i].id = ids[i];
+	return 0;
+}
+
+/* Nodes, pools and slices: per (pool, node) its slices and free count, per
+ * pool the bucket and reservation bitmaps, per GPU its used slices. */
+static int index_slices(struct ctx *c)
+{
+	const struct place_input *in = c->in;
+	struct slice_key *keys;
+	int64_t *ids;
+	int i, k, nkeys = 0, nslots = 0;
+	size_t total_words = 0;
+
+	c->nx = ctx_alloc(c, (size_t)in->nnodes, sizeof(*c->nx));
+	c->sl_gpu = ctx_alloc(c, (size_t)in->nslices, sizeof(int));
+	c->sl_used = ctx_alloc(c, (size_t)in->nslices, 1);
+	c->sl_order = ctx_alloc(c, (size_t)in->nslices, sizeof(int));
+	keys = ctx_alloc(c, (size_t)in->nslices, sizeof(*keys));
+	ids = ctx_alloc(c, (size_t)in->nslices + (size_t)in->nqueue, sizeof(int64_t));
+	if (c->nomem)
+		return -1;
+
+	for (i = 0; i < in->nnodes; i++) {
+		c->nx[i].cpu_left = in->nodes[i].cpu_free;
+		c->nx[i].mem_left = in->nodes[i].mem_free;
+	}
+
+	/* Pools: every id named by a slice or a request, sorted. */
+	if (pool_ids(c, ids) < 0)
+		return -1;
+
+	/* Slices on schedulable nodes, grouped by (pool, node). */
+	for (i = 0; i < in->nslices; i++) {
+		const struct place_slice *s = &in->slices[i];
+
+		c->sl_gpu[i] = -1;
+		c->sl_used[i] = s->used_by != 0;
+		if (s->node < 0 || s->node >= in->nnodes || !in->nodes[s->node].schedulable)
+			continue;
+		keys[nkeys].pool = s->pool_id;
+		keys[nkeys].node = s->node;
+		keys[nkeys].gpu = s->gpu;
+		keys[nkeys].idx = i;
+		nkeys++;
+	}
+	qsort(keys, (size_t)nkeys, sizeof(*keys), cmp_slice_gpu);
+	for (i = 0; i < nkeys; i++) {
+		if (i > 0 && (keys[i].node != keys[i - 1].node || keys[i].gpu != keys[i - 1].gpu))
+			nslots++;
+		c->sl_gpu[keys[i].idx] = nslots;
+	}
+	c->gpu_used = ctx_alloc(c, (size_t)nslots + 1, sizeof(int));
+	if (c->nomem)
+		return -1;
+	for (i = 0; i < nkeys; i++)
+		if (c->sl_used[keys[i].idx])
+			c->gpu_used[c->sl_gpu[keys[i].idx]]++;
+
+	qsort(keys, (size_t)nkeys, sizeof(*keys), cmp_slice_pool);
+	c->npn = 0;
+	for (i = 0; i < nkeys; i++)
+		if (i == 0 || keys[i].pool != keys[i - 1].pool || keys[i].node != keys[i - 1].node)
+			c->npn++;
+	c->pn = ctx_alloc(c, (size_t)c->npn, sizeof(*c->pn));
+	c->node_pn = ctx_alloc(c, (size_t)c->npn, sizeof(int));
+	c->pick = ctx_alloc(c, (size_t)c->npn, sizeof(int));
+	if (c->nomem)
+		return -1;
+	k = -1;
+	for (i = 0; i < nkeys; i++) {
+		struct pn *p;
+
+		if (i == 0 || keys[i].pool != keys[i - 1].pool ||
+		    keys[i].node != keys[i - 1].node) {
+			k++;
+			p = &c->pn[k];
+			p->pool = pool_find(c, keys[i].pool);
+			p->node = keys[i].node;
+			p->soff = i;
+			c->nx[p->node].npn++;
+		}
+		p = &c->pn[k];
+		c->sl_order[i] = keys[i].idx;
+		p->scount++;
+		p->total++;
+		if (!c->sl_used[keys[i].idx])
+			p->free++;
+	}
+
+	/* Pools: local node ranges, bounds, bitmaps. */
+	for (i = 0; i < c->npn; i++) {
+		struct pool *pl = &c->pools[c->pn[i].pool];
+		const struct place_node *nd = &in->nodes[c->pn[i].node];
+
+		if (pl->n == 0) {
+			pl->first = i;
+			pl->mintotal = c->pn[i].total;
+			pl->mincpu = nd->cpu_total;
+			pl->minmem = nd->mem_total;
+		}
+		pl->n++;
+		if (c->pn[i].total > pl->maxtotal)
+			pl->maxtotal = c->pn[i].total;
+		if (c->pn[i].total < pl->mintotal)
+			pl->mintotal = c->pn[i].total;
+		if (nd->cpu_total < pl->mincpu)
+			pl->mincpu = nd->cpu_total;
+		if (nd->mem_total < pl->minmem)
+			pl->minmem = nd->mem_total;
+	}
+	for (i = 0; i < c->npools; i++) {
+		struct pool *pl = &c->pools[i];
+
+		pl->words = (pl->n + 63) / 64;
+		pl->unreserved = pl->n;
+		total_words += (size_t)pl->words * (size_t)(pl->maxtotal + 2);
+	}
+	{
+		uint64_t *words = ctx_alloc(c, total_words, sizeof(uint64_t));
+
+		if (c->nomem)
+			return -1;
+		for (i = 0; i < c->npools; i++) {
+			struct pool *pl = &c->pools[i];
+
+			pl->bucket = words;
+			words += (size_t)pl->words * (size_t)(pl->maxtotal + 1);
+			pl->res = words;
+			words += pl->words;
+		}
+	}
+	for (i = 0; i < c->npn; i++) {
+		struct pool *pl = &c->pools[c->pn[i].pool];
+
+		bit_set(bucket_of(pl, c->pn[i].free), i - pl->first);
+	}
+
+	/* Nodes: their pools. */
+	k = 0;
+	for (i = 0; i < in->nnodes; i++) {
+		c->nx[i].pnoff = k;
+		k += c->nx[i].npn;
+		c->nx[i].npn = 0;
+	}
+	for (i = 0; i < c->npn; i++) {
+		struct nodex *x = &c->nx[c->pn[i].node];
+
+		c->node_pn[x->pnoff + x->npn++] = i;
+	}
+
+	return 0;
+}
+
+/* Running allocations: grouped by request, the slices each holds, quota
+ * counts, and the scavenger ones per node (youngest first) and per pool. */
+static int index_running(struct ctx *c)
+{
+	const struct place_input *in = c->in;
+	int i, k, nscav = 0;
+	size_t qcap;
+	int *pool_scav;
+
+	c->run = ctx_alloc(c, (size_t)in->nrunning, sizeof(*c->run));
+	c->run_by_id = ctx_alloc(c, (size_t)in->nrunning, sizeof(int));
+	c->doomed = ctx_alloc(c, (size_t)in->nrunning, 1);
+	c->scav = ctx_alloc(c, (size_t)in->nrunning, sizeof(int));
+	c->cand = ctx_alloc(c, (size_t)in->nrunning, sizeof(*c->cand));
+	c->cy = ctx_alloc(c, (size_t)in->nrunning, sizeof(*c->cy));
+	c->cl = ctx_alloc(c, (size_t)in->nrunning, sizeof(*c->cl));
+	c->cs = ctx_alloc(c, (size_t)in->nrunning, sizeof(*c->cs));
+	c->best = ctx_alloc(c, (size_t)in->nrunning, sizeof(*c->best));
+	pool_scav = ctx_alloc(c, (size_t)c->npn, sizeof(int));
+	for (qcap = 16; qcap < 2 * ((size_t)in->nrunning + (size_t)in->nqueue); qcap <<= 1)
+		;
+	c->quota = ctx_alloc(c, qcap, sizeof(*c->quota));
+	c->qmask = qcap - 1;
+	if (c->nomem)
+		return -1;
+	for (i = 0; i < in->nrunning; i++) {
+		const struct place_running *rn = &in->running[i];
+
+		c->run_by_id[i] = i;
+		c->run[i].pool = pool_find(c, rn->pool_id);
+		quota_slot(c, rn->user_id, rn->pool_id)->live += rn->slices;
+	}
+	sort_running = in->running;
+	qsort(c->run_by_id, (size_t)in->nrunning, sizeof(int), cmp_run_id);
+	for (i = 0; i < in->nrunning; i++) {
+		int ri = c->run_by_id[i];
+
+		if (i > 0 &&
+		    in->running[c->run_by_id[i - 1]].request_id == in->running[ri].request_id)
+			c->run[ri].grp = c->run[c->run_by_id[i - 1]].grp;
+		else
+			c->run[ri].grp = i;
+	}
+	for (i = 0; i < in->nslices && in->nrunning > 0; i++) {
+		const struct place_slice *s = &in->slices[i];
+		int lo = 0, hi = in->nrunning - 1;
+
+		if (!s->used_by)
+			continue;
+		while (lo < hi) { /* first entry with (request_id, node) >= the slice's */
+			int mid = lo + (hi - lo) / 2;
+			const struct place_running *rn = &in->running[c->run_by_id[mid]];
+
+			if (rn->request_id < s->used_by ||
+			    (rn->request_id == s->used_by && rn->node < s->node))
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		{
+			int ri = c->run_by_id[lo];
+			const struct place_running *rn = &in->running[ri];
+
+			if (rn->request_id == s->used_by && rn->node == s->node &&
+			    rn->pool_id == s->pool_id)
+				c->run[ri].held++;
+		}
+	}
+
+	/* Scavenger allocations on schedulable nodes, per node youngest first. */
+	for (i = 0; i < in->nrunning; i++) {
+		const struct place_running *rn = &in->running[i];
+
+		if (rn->priority == PRIO_SCAVENGER && rn->node >= 0 && rn->node < in->nnodes &&
+		    in->nodes[rn->node].schedulable)
+			c->scav[nscav++] = i;
+	}
+	qsort(c->scav, (size_t)nscav, sizeof(int), cmp_run_scav);
+	for (i = 0; i < nscav; i++) {
+		const struct place_running *rn = &in->running[c->scav[i]];
+		struct nodex *x = &c->nx[rn->node];
+		int p = c->run[c->scav[i]].pool;
+
+		if (x->nscav == 0)
+			x->scavoff = i;
+		x->nscav++;
+		x->scav_cpu += rn->cpu;
+		x->scav_mem += rn->mem;
+		for (k = 0; k < x->npn && p >= 0; k++)
+			if (c->pn[c->node_pn[x->pnoff + k]].pool == p)
+				c->pn[c->node_pn[x->pnoff + k]].scav_held +=
+				        c->run[c->scav[i]].held;
+	}
+	k = 0;
+	for (i = 0; i < c->npn; i++) {
+		struct pool *pl = &c->pools[c->pn[i].pool];
+
+		if (i == pl->first)
+			pl->scav = pool_scav + k;
+		if (c->nx[c->pn[i].node].nscav > 0) {
+			pl->scav[pl->nscav++] = i - pl->first;
+			k++;
+		}
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Room */
+
+static int ring_covers(const struct ring *rg, const struct place_request *r, int nodes)
+{
+	int i;
+
+	for (i = 0; i < rg->n; i++) {
+		const struct shape *e = &rg->e[i];
+
+		if (r->slices >= e->slices && nodes >= e->nodes && r->cpu >= e->cpu &&
+		    r->mem >= e->mem && (!e->one_user || e->user == r->user_id))
+			return 1;
+	}
+	return 0;
+}
+
+static void ring_add(struct ring *rg, const struct place_request *r, int nodes, int one_user)
+{
+	struct shape *e = &rg->e[rg->next];
+
+	e->slices = r->slices;
+	e->nodes = nodes;
+	e->cpu = r->cpu;
+	e->mem = r->mem;
+	e->one_user = one_user;
+	e->user = r->user_id;
+	rg->next = (rg->next + 1) % FAIL_RING;
+	if (rg->n < FAIL_RING)
+		rg->n++;
+}
+
+static int ever_holds(const struct ctx *c, const struct pn *p, const struct place_request *r)
+{
+	const struct place_node *nd = &c->in->nodes[p->node];
+
+	return p->total >= r->slices && nd->cpu_total >= r->cpu && nd->mem_total >= r->mem;
+}
+
+/* Best fit: up to `want` nodes with room now, fewest free slices first,
+ * then lowest index, into c->pick.  Returns how many were found. */
+static int find_room(struct ctx *c, const struct pool *pl, const struct place_request *r,
+                     int respect_res, int want)
+{
+	int b, w, got = 0;
+
+	for (b = r->slices; b <= pl->maxtotal; b++) {
+		const uint64_t *bm = bucket_of(pl, b);
+
+		for (w = 0; w < pl->words; w++) {
+			uint64_t x = bm[w] & (respect_res ? ~pl->res[w] : ~0ull);
+
+			while (x) {
+				int j = w * 64 + __builtin_ctzll(x);
+				const struct nodex *nx = &c->nx[c->pn[pl->first + j].node];
+
+				x &= x - 1;
+				if (nx->cpu_left < r->cpu || nx->mem_left < r->mem)
+					continue;
+				c->pick[got++] = j;
+				if (got == want)
+					return got;
+			}
+		}
+	}
+	return got;
+}
+
+static int most_free(const struct pool *pl)
+{
+	int b, w;
+
+	for (b = pl->maxtotal; b > 0; b--) {
+		const uint64_t *bm = bucket_of(pl, b);
+
+		for (w = 0; w < pl->words; w++)
+			if (bm[w])
+				return b;
+	}
+	return 0;
+}
+
+/* Takes r->slices slices of the pool on local node j into ids. */
+static void take(struct ctx *c, struct pool *pl, int j, const struct place_request *r)
+{
+	struct pn *p = &c->pn[pl->first + j];
+	struct nodex *nx = &c->nx[p->node];
+	int n, i;
+
+	for (n = 0; n < r->slices; n++) {
+		int got = -1, fresh = -1;
+
+		for (i = 0; i < p->scount; i++) {
+			int si = c->sl_order[p->soff + i];
+
+			if (c->sl_used[si])
+				continue;
+			if (c->gpu_used[c->sl_gpu[si]] > 0) {
+				got = si;
+				break;
+			}
+			if (fresh < 0)
+				fresh = si;
+		}
+		if (got < 0)
+			got = fresh;
+		c->sl_used[got] = 1;
+		c->gpu_used[c->sl_gpu[got]]++;
+		c->ids[c->nids++] = c->in->slices[got].id;
+	}
+	bit_clr(bucket_of(pl, p->free), j);
+	p->free -= r->slices;
+	bit_set(bucket_of(pl, p->free), j);
+	nx->cpu_left -= r->cpu;
+	nx->mem_left -= r->mem;
+}
+
+static void reserve_node(struct ctx *c, int node)
+{
+	struct nodex *nx = &c->nx[node];
+	int k;
+
+	if (nx->reserved)
+		return;
+	nx->reserved = 1;
+	for (k = 0; k < nx->npn; k++) {
+		const struct pn *p = &c->pn[c->node_pn[nx->pnoff + k]];
+		struct pool *pl = &c->pools[p->pool];
+
+		bit_set(pl->res, (int)(p - c->pn) - pl->first);
+		pl->unreserved--;
+	}
+}
+
+/* The unreserved nodes that could ever hold r with the most free slices now;
+ * reserves r->nodes of them, or none when there are fewer. */
+static void reserve_best(struct ctx *c, const struct pool *pl, const struct place_request *r)
+{
+	int b, w, got = 0, i;
+
+	if (pl->unreserved < r->nodes)
+		return;
+	for (b = pl->maxtotal; b >= 0 && got < r->nodes; b--) {
+		const uint64_t *bm = bucket_of(pl, b);
+
+		for (w = 0; w < pl->words && got < r->nodes; w++) {
+			uint64_t x = bm[w] & ~pl->res[w];
+
+			while (x && got < r->nodes) {
+				int j = w * 64 + __builtin_ctzll(x);
+
+				x &= x - 1;
+				if (ever_holds(c, &c->pn[pl->first + j], r))
+					c->pick[got++] = j;
+			}
+		}
+	}
+	if (got < r->nodes)
+		return;
+	for (i = 0; i < got; i++)
+		reserve_node(c, c->pn[pl->first + c->pick[i]].node);
+}
+
+/* How many schedulable nodes of the pool could ever hold r (stops at need). */
+static int ever_count(const struct ctx *c, const struct pool *pl, const struct place_request *r,
+                      int need)
+{
+	int j, n = 0;
+
+	if (r->slices <= pl->mintotal && r->cpu <= pl->mincpu && r->mem <= pl->minmem)
+		return pl->n;
+	for (j = 0; j < pl->n && n < need; j++)
+		if (ever_holds(c, &c->pn[pl->first + j], r))
+			n++;
+	return n;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Preemption */
+
+static int covers(const struct cand *set, int n, int64_t ds, int64_t dc, int64_t dm, int skip)
+{
+	int i;
+
+	for (i = 0; i < n; i++) {
+		if (i == skip)
+			continue;
+		ds -= set[i].s;
+		dc -= set[i].c;
+		dm -= set[i].m;
+	}
+	return ds <= 0 && dc <= 0 && dm <= 0;
+}
+
+/* Takes candidates in the given order until they cover the shortfall, then
+ * drops, oldest first, any the rest do without.  Returns the set's size, or
+ * 0 when all of them do not cover it. */
+static int irredundant(struct cand *set, const struct cand *from, int n, int64_t ds, int64_t dc,
+                       int64_t dm)
+{
+	int k = 0, i, j;
+	int64_t s = ds, cc = dc, m = dm;
+
+	for (i = 0; i < n && (s > 0 || cc > 0 || m > 0); i++) {
+		set[k++] = from[i];
+		s -= from[i].s;
+		cc -= from[i].c;
+		m -= from[i].m;
+	}
+	if (s > 0 || cc > 0 || m > 0)
+		return 0;
+	for (;;) {
+		int drop = -1;
+
+		for (i = 0; i < k; i++) /* the oldest that is not needed */
+			if (covers(set, k, ds, dc, dm, i) &&
+			    (drop < 0 || set[i].order > set[drop].order))
+				drop = i;
+		if (drop < 0)
+			break;
+		for (j = drop; j + 1 < k; j++)
+			set[j] = set[j + 1];
+		k--;
+	}
+	return k;
+}
+
+/* Victims on one node for r; the set goes to c->cy.  Returns its size (0:
+ * none would do) and the start of its oldest member in *oldest. */
+static int victims_on(struct ctx *c, int pi, const struct pn *p, const struct place_request *r,
+                      int64_t *oldest)
+{
+	const struct place_input *in = c->in;
+	const struct nodex *nx = &c->nx[p->node];
+	int64_t ds = r->slices - p->free, dc = r->cpu - nx->cpu_left, dm = r->mem - nx->mem_left;
+	int i, j, n = 0, ky, kl;
+
+	for (i = 0; i < nx->nscav; i++) {
+		int ri = c->scav[nx->scavoff + i];
+		const struct place_running *rn = &in->running[ri];
+
+		if (c->doomed[c->run[ri].grp] || rn->user_id == r->user_id)
+			continue;
+		c->cand[n].ri = ri;
+		c->cand[n].order = n;
+		c->cand[n].s = c->run[ri].pool == pi ? c->run[ri].held : 0;
+		c->cand[n].c = rn->cpu;
+		c->cand[n].m = rn->mem;
+		n++;
+	}
+	/* most slices first, then youngest: insertion sort, a node holds few */
+	for (i = 0; i < n; i++) {
+		struct cand v = c->cand[i];
+
+		for (j = i - 1; j >= 0 && c->cl[j].s < v.s; j--)
+			c->cl[j + 1] = c->cl[j];
+		c->cl[j + 1] = v;
+	}
+	kl = irredundant(c->cs, c->cl, n, ds, dc, dm);
+	ky = irredundant(c->cy, c->cand, n, ds, dc, dm);
+	if (ky == 0)
+		return 0;
+	if (kl > 0 && kl < ky) {
+		memcpy(c->cy, c->cs, (size_t)kl * sizeof(*c->cy));
+		ky = kl;
+	}
+	*oldest = INT64_MAX;
+	for (i = 0; i < ky; i++)
+		if (in->running[c->cy[i].ri].started < *oldest)
+			*oldest = in->running[c->cy[i].ri].started;
+	return ky;
+}
+
+static void doom(struct ctx *c, int ri)
+{
+	const struct place_input *in = c->in;
+	int g = c->run[ri].grp, i, k;
+
+	if (c->doomed[g])
+		return;
+	c->doomed[g] = 1;
+	for (i = g; i < in->nrunning &&
+	            in->running[c->run_by_id[i]].request_id == in->running[ri].request_id;
+	     i++) {
+		int e = c->run_by_id[i];
+		const struct place_running *rn = &in->running[e];
+		struct nodex *nx;
+
+		if (rn->priority != PRIO_SCAVENGER || rn->node < 0 || rn->node >= in->nnodes ||
+		    !in->nodes[rn->node].schedulable)
+			continue;
+		nx = &c->nx[rn->node];
+		nx->scav_cpu -= rn->cpu;
+		nx->scav_mem -= rn->mem;
+		for (k = 0; k < nx->npn; k++) {
+			struct pn *p = &c->pn[c->node_pn[nx->pnoff + k]];
+
+			if (p->pool == c->run[e].pool)
+				p->scav_held -= c->run[e].held;
+		}
+	}
+}
+
+/* Names victims for a blocked single-node exam or normal request.  Returns
+ * how many (0: none would make room). */
+static int preempt(struct ctx *c, int pi, const struct place_request *r, struct place_decision *d)
+{
+	struct pool *pl = &c->pools[pi];
+	int t, i, quick = 0, best_k = 0, best_j = -1;
+	int64_t best_old = 0;
+
+	if (pl->nscav == 0 || ring_covers(&pl->preempt, r, 1))
+		return 0;
+	for (t = 0; t < pl->nscav; t++) {
+		int j = pl->scav[t];
+		const struct pn *p = &c->pn[pl->first + j];
+		const struct nodex *nx = &c->nx[p->node];
+		int k;
+		int64_t old;
+
+		if (nx->reserved || !ever_holds(c, p, r))
+			continue;
+		if (r->slices - p->free > p->scav_held || r->cpu - nx->cpu_left > nx->scav_cpu ||
+		    r->mem - nx->mem_left > nx->scav_mem)
+			continue;
+		quick = 1;
+		k = victims_on(c, pi, p, r, &old);
+		if (k == 0 || (best_j >= 0 && (k > best_k || (k == best_k && old <= best_old))))
+			continue;
+		best_k = k;
+		best_j = j;
+		best_old = old;
+		memcpy(c->best, c->cy, (size_t)k * sizeof(*c->best));
+	}
+	if (best_j < 0) {
+		/* nothing frees in a pass: this shape finds no victims later either
+		 * (for this user only when some node had other users' victims) */
+		ring_add(&pl->preempt, r, 1, quick);
+		return 0;
+	}
+	d->victims = c->ids + c->nids;
+	for (i = 0; i < best_k; i++) {
+		int ri = c->best[i].ri;
+
+		if (c->doomed[c->run[ri].grp])
+			continue; /* two entries of one request */
+		doom(c, ri);
+		c->ids[c->nids++] = c->in->running[ri].request_id;
+		d->nvictims++;
+	}
+	reserve_node(c, c->pn[pl->first + best_j].node);
+	return d->nvictims;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Decisions */
+
+static const char *plural(int64_t n, const char *one, const char *many)
+{
+	return n == 1 ? one : many;
+}
+
+static void say_too_big(const struct ctx *c, const struct pool *pl, const struct place_request *r,
+                        int ever, struct place_decision *d)
+{
+	int64_t cpu = 0, mem = 0;
+	int j;
+
+	d->reason = REASON_TOO_BIG;
+	if (ever > 0) {
+		snprintf(d->message, sizeof(d->message),
+		         "needs %d nodes that can each hold %d %s of this pool; only %d can ever",
+		         r->nodes, r->slices, plural(r->slices, "slice", "slices"), ever);
+		return;
+	}
+	if (pl->maxtotal < r->slices) {
+		snprintf(d->message, sizeof(d->message),
+		         "no node can ever hold %d %s of this pool (largest: %d)", r->slices,
+		         plural(r->slices, "slice", "slices"), pl->maxtotal);
+		return;
+	}
+	for (j = 0; j < pl->n; j++) {
+		const struct pn *p = &c->pn[pl->first + j];
+		const struct place_node *nd = &c->in->nodes[p->node];
+
+		if (p->total < r->slices)
+			continue;
+		if (nd->cpu_total > cpu)
+			cpu = nd->cpu_total;
+		if (nd->mem_total > mem)
+			mem = nd->mem_total;
+	}
+	if (cpu < r->cpu)
+		snprintf(d->message, sizeof(d->message),
+		         "no node with %d %s of this pool can ever give %lld millicores of cpu "
+		         "(largest: %lld)",
+		         r->slices, plural(r->slices, "slice", "slices"), (long long)r->cpu,
+		         (long long)cpu);
+	else if (mem < r->mem)
+		snprintf(d->message, sizeof(d->message),
+		         "no node with %d %s of this pool can ever give %lld MiB of memory "
+		         "(largest: %lld)",
+		         r->slices, plural(r->slices, "slice", "slices"), (long long)r->mem,
+		         (long long)mem);
+	else
+		snprintf(d->message, sizeof(d->message),
+		         "no node can ever hold %d %s of this pool with %lld millicores of cpu and "
+		         "%lld MiB of memory",
+		         r->slices, plural(r->slices, "slice", "slices"), (long long)r->cpu,
+		         (long long)r->mem);
+}
+
+/* Decides r.  Returns 1 when placed. */
+static int decide(struct ctx *c, const struct place_request *r, struct place_decision *d)
+{
+	int pi = pool_find(c, r->pool_id), ever, got, i, room;
+	struct pool *pl = &c->pools[pi]; /* every queued pool id is a pool */
+	struct quota_ent *q;
+	int64_t need;
+
+	d->request_id = r->id;
+	if (r->slices < 1 || r->nodes < 1) {
+		d->reason = REASON_TOO_BIG;
+		snprintf(d->message, sizeof(d->message),
+		         "asks for %d slices on %d nodes; both must be at least 1", r->slices,
+		         r->nodes);
+		return 0;
+	}
+	if (pl->n == 0) {
+		d->reason = REASON_NO_NODES;
+		snprintf(d->message, sizeof(d->message), "the pool has no schedulable node");
+		return 0;
+	}
+	ever = ever_count(c, pl, r, r->nodes);
+	if (ever < r->nodes) {
+		say_too_big(c, pl, r, ever, d);
+		return 0;
+	}
+	need = (int64_t)r->slices * r->nodes;
+	q = quota_slot(c, r->user_id, r->pool_id);
+	if (r->quota_slices >= 0 && q->live + need > r->quota_slices) {
+		d->reason = REASON_QUOTA;
+		if (q->live >= r->quota_slices)
+			snprintf(d->message, sizeof(d->message),
+			         "user quota: %lld of %d slices of this pool in use",
+			         (long long)q->live, r->quota_slices);
+		else
+			snprintf(d->message, sizeof(d->message),
+			         "user quota: %lld of %d slices of this pool in use; this needs "
+			         "%lld",
+			         (long long)q->live, r->quota_slices, (long long)need);
+		return 0;
+	}
+
+	if (!ring_covers(&pl->fit, r, r->nodes)) {
+		got = find_room(c, pl, r, 1, r->nodes);
+		if (got == r->nodes) {
+			d->chosen = c->ids + c->nids;
+			for (i = 0; i < got; i++)
+				take(c, pl, c->pick[i], r);
+			d->nchosen = (int)need;
+			q->live += need;
+			return 1;
+		}
+		ring_add(&pl->fit, r, r->nodes, 0);
+	}
+
+	if (r->nodes == 1 && (r->priority == PRIO_EXAM || r->priority == PRIO_NORMAL) &&
+	    preempt(c, pi, r, d) > 0) {
+		d->reason = REASON_PREEMPTING;
+		snprintf(d->message, sizeof(d->message), "waiting for %d scavenger %s to stop",
+		         d->nvictims, plural(d->nvictims, "allocation", "allocations"));
+		return 0;
+	}
+
+	room = 0;
+	if (r->nodes > 1 || !ring_covers(&pl->nores, r, r->nodes)) {
+		room = find_room(c, pl, r, 0, r->nodes);
+		if (room < r->nodes)
+			ring_add(&pl->nores, r, r->nodes, 0);
+	}
+	if (room == r->nodes) {
+		d->reason = REASON_RESERVED;
+		snprintf(d->message, sizeof(d->message), "room is reserved for an earlier request");
+	} else if (r->nodes > 1) {
+		d->reason = REASON_GANG;
+		if (room == 0)
+			snprintf(d->message, sizeof(d->message),
+			         "needs %d nodes with %d free %s each; none has room", r->nodes,
+			         r->slices, plural(r->slices, "slice", "slices"));
+		else
+			snprintf(d->message, sizeof(d->message),
+			         "needs %d nodes with %d free %s each; %d %s room", r->nodes,
+			         r->slices, plural(r->slices, "slice", "slices"), room,
+			         plural(room, "has", "have"));
+	} else {
+		int most = most_free(pl);
+
+		d->reason = REASON_CAPACITY;
+		if (most < r->slices)
+			snprintf(d->message, sizeof(d->message),
+			         "no node has %d free %s of this pool now (most free: %d)",
+			         r->slices, plural(r->slices, "slice", "slices"), most);
+		else
+			snprintf(d->message, sizeof(d->message),
+			         "no node has %d free %s of this pool with %lld millicores of cpu "
+			         "and "
+			         "%lld MiB of memory free now",
+			         r->slices, plural(r->slices, "slice", "slices"), (long long)r->cpu,
+			         (long long)r->mem);
+	}
+	if (r->priority != PRIO_SCAVENGER)
+		reserve_best(c, pl, r);
+	return 0;
+}
+
+struct place_result *place_run(const struct place_input *in)
+{
+	struct ctx c;
+	struct place_result *res = NULL, *ret = NULL;
+	int *order;
+	size_t nq = in->nqueue > 0 ? (size_t)in->nqueue : 0;
+	size_t nid = (size_t)(in->nslices > 0 ? in->nslices : 0) +
+	             (size_t)(in->nrunning > 0 ? in->nrunning : 0);
+	int k;
+
+	memset(&c, 0, sizeof(c));
+	c.in = in;
+	/* One block: the result, its decisions, then every chosen slice id and
+	 * victim (each slice is chosen once, each running request named once). */
+	res = calloc(1, sizeof(*res) + nq * sizeof(*res->decisions) + nid * sizeof(int64_t));
+	if (!res)
+		goto out;
+	res->decisions = (struct place_decision *)(res + 1);
+	res->ndecisions = (int)nq;
+	c.ids = (int64_t *)(res->decisions + nq);
+	order = ctx_alloc(&c, nq, sizeof(int));
+	if (!order || index_slices(&c) < 0 || index_running(&c) < 0)
+		goto out;
+
+	for (k = 0; k < (int)nq; k++)
+		order[k] = k;
+	sort_queue = in->queue;
+	qsort(order, nq, sizeof(int), cmp_request);
+
+	for (k = 0; k < (int)nq; k++) {
+		const struct place_request *r = &in->queue[order[k]];
+		struct place_decision *d = &res->decisions[k];
+		int placed;
+
+		PLACE_DECIDE_BEGIN();
+		placed = decide(&c, r, d);
+		PLACE_DECIDE_END();
+		if (placed)
+			res->placed++;
+		else
+			d->position = ++c.pools[pool_find(&c, r->pool_id)].pending;
+	}
+	ret = res;
+	res = NULL; /* handed off */
+out:
+	ctx_release(&c);
+	free(res);
+	return ret;
+}
+
+void place_result_free(struct place_result *r)
+{
+	free(r);
+}
+
+const char *place_reason_code(enum place_reason r)
+{
+	switch (r) {
+	case REASON_NONE: return "none";
+	case REASON_QUOTA: return "quota";
+	case REASON_NO_NODES: return "no_nodes";
+	case REASON_TOO_BIG: return "too_big";
+	case REASON_CAPACITY: return "capacity";
+	case REASON_GANG: return "gang";
+	case REASON_RESERVED: return "reserved";
+	case REASON_PREEMPTING: return "preempting";
+	}
+	return "unknown";
+}
