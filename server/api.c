@@ -288,4 +288,5 @@ void api_register_all(void)
 	router_add(api_audit_routes);
 	router_add(api_nodes_routes);
 	router_add(api_pools_routes);
+	router_add(api_allocations_routes);
 }

@@ -72,6 +72,7 @@ extern const struct route api_health_routes[];
 extern const struct route api_audit_routes[];
 extern const struct route api_nodes_routes[];
 extern const struct route api_pools_routes[];
+extern const struct route api_allocations_routes[];
 
 /* Seeds the first admin when no admin exists (blocking, start-up only).
  * Returns 0 or -1. */

@@ -360,12 +360,31 @@ static void logout(struct http_req *r)
 
 /* ---- me ---- */
 
-static void me(struct http_req *r)
+static void me_done(PGresult *res, enum rc rc, void *arg)
 {
+	struct http_req *r = arg;
 	struct auth_info *a = r->auth;
-	json_t *out = json_pack("{s:o, s:s, s:{}, s:{}}", "user", auth_user_json(a), "auth",
-	                        a->session_id ? "session" : "token", "quotas", "usage");
+	json_t *quotas = json_object(), *usage = json_object(), *out;
 
+	if (rc != RC_OK) {
+		json_decref(quotas);
+		json_decref(usage);
+		api_reply_db_error(r, rc, "");
+		return;
+	}
+	for (int i = 0; i < PQntuples(res); i++) {
+		const char *pool = db_val(res, i, 0), *max = db_val(res, i, 1);
+		if (max)
+			json_object_set_new(quotas, pool,
+			                    json_pack("{s:I}", "max_slices",
+			                              (json_int_t)strtoll(max, NULL, 10)));
+		json_object_set_new(usage, pool,
+		                    json_pack("{s:I, s:f}", "slices_in_use",
+		                              (json_int_t)strtoll(db_val(res, i, 2), NULL, 10),
+		                              "gpu_seconds_7d", strtod(db_val(res, i, 3), NULL)));
+	}
+	out = json_pack("{s:o, s:s, s:o, s:o}", "user", auth_user_json(a), "auth",
+	                a->session_id ? "session" : "token", "quotas", quotas, "usage", usage);
 	if (out && a->session_id)
 		json_object_set_new(out, "csrf_token", json_string(a->csrf));
 	if (out && a->token_id) {
@@ -377,6 +396,28 @@ static void me(struct http_req *r)
 		json_object_set_new(out, "scopes", sc);
 	}
 	http_reply_json(r, 200, out);
+}
+
+/* Who I am, my quotas per pool, and what I use: slices held now and
+ * allocated GPU-seconds over the last 7 days. */
+static void me(struct http_req *r)
+{
+	char uid[24];
+	const char *p[1] = { uid };
+
+	snprintf(uid, sizeof(uid), "%lld", (long long)r->auth->user_id);
+	db_query("SELECT p.name, q.max_slices, COALESCE(l.n, 0), COALESCE(u.secs, 0) FROM pools p"
+	         " LEFT JOIN quotas q ON q.pool_id = p.id AND q.user_id = $1"
+	         " LEFT JOIN (SELECT r.pool_id, count(*) AS n FROM alloc_requests r"
+	         "  JOIN allocations a ON a.request_id = r.id AND a.released_at IS NULL"
+	         "  WHERE r.user_id = $1 AND r.state = 'allocated' GROUP BY r.pool_id) l"
+	         "  ON l.pool_id = p.id"
+	         " LEFT JOIN (SELECT pool_id, sum(gpu_seconds) AS secs FROM gpu_usage"
+	         "  WHERE user_id = $1 AND day > current_date - 7 GROUP BY pool_id) u ON u.pool_id "
+	         "= p.id"
+	         " WHERE q.max_slices IS NOT NULL OR l.n IS NOT NULL OR u.secs IS NOT NULL"
+	         " ORDER BY p.name",
+	         1, p, me_done, r);
 }
 
 /* ---- password change ---- */

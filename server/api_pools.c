@@ -26,6 +26,10 @@
 	" (SELECT count(*) FROM slices s JOIN gpus g ON g.id = s.gpu_id"                          \
 	"  JOIN nodes n ON n.id = g.node_id WHERE s.pool_id = p.id AND n.health = 'up'"           \
 	"  AND n.admin_state = 'active'),"                                                        \
+	" (SELECT count(*) FROM slices s JOIN gpus g ON g.id = s.gpu_id"                          \
+	"  JOIN nodes n ON n.id = g.node_id WHERE s.pool_id = p.id AND n.health = 'up'"           \
+	"  AND n.admin_state = 'active' AND NOT EXISTS (SELECT 1 FROM allocations a"              \
+	"  WHERE a.slice_id = s.id AND a.released_at IS NULL)),"                                  \
 	" (SELECT COALESCE(json_agg(DISTINCT g.model), '[]') FROM gpus g WHERE g.pool_id = "      \
 	"p.id)::text,"                                                                            \
 	" (SELECT bool_or(g.simulated) FROM gpus g WHERE g.pool_id = p.id),"                      \
@@ -35,7 +39,9 @@
 	"   'gpus', (SELECT json_agg(json_build_object('id', g.id, 'index', g.idx, 'uuid', "      \
 	"g.uuid,"                                                                                 \
 	"     'model', g.model, 'simulated', g.simulated, 'slices',"                              \
-	"     (SELECT count(*) FROM slices s WHERE s.gpu_id = g.id), 'used', 0) ORDER BY g.idx)"  \
+	"     (SELECT count(*) FROM slices s WHERE s.gpu_id = g.id), 'used', (SELECT count(*) "   \
+	"FROM slices s JOIN allocations a ON a.slice_id = s.id AND a.released_at IS NULL WHERE "  \
+	"s.gpu_id = g.id)) ORDER BY g.idx)"                                                       \
 	"     FROM gpus g WHERE g.node_id = n.id AND g.pool_id = p.id)) ORDER BY n.name), '[]')"  \
 	"  FROM nodes n WHERE EXISTS (SELECT 1 FROM gpus g WHERE g.node_id = n.id AND g.pool_id " \
 	"= p.id))::text"                                                                          \
@@ -44,7 +50,7 @@
 static json_t *pool_row(const PGresult *res, int i)
 {
 	const char *mem = db_val(res, i, 5), *sharing = db_val(res, i, 3);
-	const char *sim = db_val(res, i, 11);
+	const char *sim = db_val(res, i, 12);
 	json_t *o = json_pack("{s:I, s:s, s:s, s:s, s:i, s:s}", "id",
 	                      (json_int_t)strtoll(db_val(res, i, 0), NULL, 10), "name",
 	                      db_val(res, i, 1), "description", db_val(res, i, 2), "sharing",
@@ -61,11 +67,10 @@ static json_t *pool_row(const PGresult *res, int i)
 	json_object_set_new(o, "slices", json_integer(strtoll(db_val(res, i, 8), NULL, 10)));
 	json_object_set_new(o, "schedulable_slices",
 	                    json_integer(strtoll(db_val(res, i, 9), NULL, 10)));
-	/* nothing allocates yet: every schedulable slice is free */
-	json_object_set_new(o, "free_slices", json_integer(strtoll(db_val(res, i, 9), NULL, 10)));
-	json_object_set_new(o, "models", json_loads(db_val(res, i, 10), 0, NULL));
+	json_object_set_new(o, "free_slices", json_integer(strtoll(db_val(res, i, 10), NULL, 10)));
+	json_object_set_new(o, "models", json_loads(db_val(res, i, 11), 0, NULL));
 	json_object_set_new(o, "simulated", json_boolean(sim && strcmp(sim, "t") == 0));
-	json_object_set_new(o, "nodes", json_loads(db_val(res, i, 12), 0, NULL));
+	json_object_set_new(o, "nodes", json_loads(db_val(res, i, 13), 0, NULL));
 	return o;
 }
 
@@ -365,28 +370,29 @@ static void set_members(struct http_req *r)
 	snprintf(ids, sizeof(ids), "%lld", id);
 	p[0] = ids;
 	p[1] = doc;
-	/* One statement: check, then release the old GPUs and their slices,
-	 * take the new ones, cut them into slices.  Any GPU that is unknown or in
-	 * another pool stops it before anything changes. */
+	/* One statement: check, release the GPUs that leave (with their
+	 * slices), take the new ones and cut them into slices; GPUs that stay keep
+	 * their slices (they may be allocated).  Any GPU that is unknown or in
+	 * another pool stops it before anything changes; removing a GPU whose
+	 * slice is allocated fails (the live allocation keeps its slice). */
 	db_query(
 	        "WITH pool AS (SELECT id, name, slots_per_gpu FROM pools WHERE id = $1 FOR UPDATE),"
-	        " want AS (SELECT DISTINCT x::bigint AS gpu_id FROM "
-	        "jsonb_array_elements_text($2::jsonb) AS x),"
+	        " want AS (SELECT DISTINCT x::bigint AS gpu_id"
+	        "  FROM jsonb_array_elements_text($2::jsonb) AS x),"
 	        " bad AS (SELECT w.gpu_id FROM want w LEFT JOIN gpus g ON g.id = w.gpu_id"
 	        "  WHERE g.id IS NULL OR (g.pool_id IS NOT NULL AND g.pool_id <> $1)),"
 	        " ok AS (SELECT NOT EXISTS (SELECT 1 FROM bad) AND EXISTS (SELECT 1 FROM pool) AS "
 	        "go),"
-	        " drop_slices AS (DELETE FROM slices WHERE pool_id = $1 AND (SELECT go FROM ok)"
-	        "  RETURNING gpu_id),"
-	        " leave AS (UPDATE gpus SET pool_id = NULL WHERE pool_id = $1 AND (SELECT go FROM "
-	        "ok)"
-	        "  AND id NOT IN (SELECT gpu_id FROM want) RETURNING id),"
-	        " join_ AS (UPDATE gpus SET pool_id = $1 WHERE id IN (SELECT gpu_id FROM want)"
-	        "  AND (SELECT go FROM ok) RETURNING id),"
+	        " leaving AS (SELECT id FROM gpus WHERE pool_id = $1"
+	        "  AND id NOT IN (SELECT gpu_id FROM want) AND (SELECT go FROM ok)),"
+	        " joining AS (SELECT gpu_id FROM want w WHERE (SELECT go FROM ok) AND NOT EXISTS"
+	        "  (SELECT 1 FROM gpus g WHERE g.id = w.gpu_id AND g.pool_id = $1)),"
+	        " drop_slices AS (DELETE FROM slices WHERE gpu_id IN (SELECT id FROM leaving)),"
+	        " leave AS (UPDATE gpus SET pool_id = NULL WHERE id IN (SELECT id FROM leaving)),"
+	        " join_ AS (UPDATE gpus SET pool_id = $1 WHERE id IN (SELECT gpu_id FROM joining)),"
 	        " cut AS (INSERT INTO slices (pool_id, gpu_id, slot)"
-	        "  SELECT $1, w.gpu_id, s FROM want w, pool, generate_series(0, pool.slots_per_gpu "
-	        "- 1) s"
-	        "  WHERE (SELECT go FROM ok))"
+	        "  SELECT $1, j.gpu_id, s FROM joining j, pool,"
+	        "  generate_series(0, pool.slots_per_gpu - 1) s)"
 	        " SELECT (SELECT id FROM pool), (SELECT name FROM pool),"
 	        " (SELECT string_agg(gpu_id::text, ', ' ORDER BY gpu_id) FROM bad),"
 	        " (SELECT count(*) FROM want)",

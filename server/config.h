@@ -45,6 +45,9 @@ struct config {
 	char *docker_host;       /* a local engine registered as node 'local' */
 	int node_check_interval; /* seconds */
 	int node_down_after;     /* seconds */
+	/* scheduler */
+	int sched_interval_ms;
+	int preempt_grace; /* seconds */
 	/* workers */
 	int workers;
 	/* auth */

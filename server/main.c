@@ -25,6 +25,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "nodes.h"
+#include "scheduler.h"
 #include "static.h"
 #include "worker.h"
 
@@ -179,7 +180,7 @@ int main(int argc, char **argv)
 	base = event_base_new();
 	if (!base || worker_init(base, cfg.workers, 4096) < 0 ||
 	    db_init(base, cfg.db_url, cfg.db_pool_size, cfg.db_queue_max) < 0 ||
-	    docker_init(base) < 0 || nodes_init(base) < 0) {
+	    docker_init(base) < 0 || nodes_init(base) < 0 || sched_init(base) < 0) {
 		log_msg(LOG_ERROR, "main", NULL,
 		        "cannot start the event loop, workers, database pool or engine client");
 		return 1;
@@ -204,6 +205,7 @@ int main(int argc, char **argv)
 	/* Requests whose clients left may still wait on the database, an
 	 * engine or a worker: complete them while the server they point to
 	 * exists. */
+	sched_shutdown();
 	nodes_shutdown();
 	docker_shutdown();
 	event_base_loop(base, EVLOOP_NONBLOCK);

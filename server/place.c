@@ -10,7 +10,7 @@
  * later in the pass, nor does any larger shape).
  *
  * Does not own the database, the clock, the engines or stopping victims:
- * sched.c fills the input, commits the decisions and stops the victims.
+ * scheduler.c fills the input, commits the decisions and stops the victims.
  *
  * Policy choices place.h leaves open:
  *  - Checks run in this order: pool has no schedulable node (NO_NODES), no

@@ -11,6 +11,8 @@ import * as homePage from './pages/home.js';
 import * as accountPage from './pages/account.js';
 import * as adminUsersPage from './pages/admin-users.js';
 import * as adminNodesPage from './pages/admin-nodes.js';
+import * as adminPoolsPage from './pages/admin-pools.js';
+import * as clusterPage from './pages/cluster.js';
 import { ROLE_NAMES } from './roles.js';
 
 const EVERYONE = ROLE_NAMES;
@@ -18,9 +20,11 @@ const EVERYONE = ROLE_NAMES;
 // Routes: path → page module and who may open it.
 const ROUTES = {
   '/home': { page: homePage, title: 'nav.home', roles: EVERYONE },
+  '/cluster': { page: clusterPage, title: 'nav.cluster', roles: EVERYONE },
   '/account': { page: accountPage, title: 'nav.account', roles: EVERYONE },
   '/admin/users': { page: adminUsersPage, title: 'nav.users', roles: ['admin'] },
   '/admin/nodes': { page: adminNodesPage, title: 'nav.nodes', roles: ['admin'] },
+  '/admin/pools': { page: adminPoolsPage, title: 'nav.pools', roles: ['admin'] },
 };
 
 // The side navigation, section by section. An entry appears for the roles it
@@ -31,6 +35,7 @@ const NAV = [
     section: null,
     items: [
       { nav: 'home', route: '/home', label: 'nav.home', icon: 'home', roles: EVERYONE },
+      { nav: 'cluster', route: '/cluster', label: 'nav.cluster', icon: 'grid', roles: EVERYONE },
       { nav: 'account', route: '/account', label: 'nav.account', icon: 'user', roles: EVERYONE },
     ],
   },
@@ -39,6 +44,7 @@ const NAV = [
     items: [
       { nav: 'admin-users', route: '/admin/users', label: 'nav.users', icon: 'users', roles: ['admin'] },
       { nav: 'admin-nodes', route: '/admin/nodes', label: 'nav.nodes', icon: 'server', roles: ['admin'] },
+      { nav: 'admin-pools', route: '/admin/pools', label: 'nav.pools', icon: 'layers', roles: ['admin'] },
     ],
   },
 ];

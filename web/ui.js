@@ -91,10 +91,12 @@ export function toast(text, kind = 'success') {
 
 // Opens a modal <dialog>. build(close) returns the body nodes; close(value)
 // resolves the returned promise. The dialog is removed when it closes.
+// wide: true for a wider dialog, 'x' for a wider one still (tables).
 export function openDialog({ title, build, wide = false }) {
   return new Promise((resolve) => {
     const titleId = uid('dlg');
-    const dlg = h('dialog', { class: wide ? 'dialog dialog-wide' : 'dialog', 'aria-labelledby': titleId });
+    const size = wide === 'x' ? ' dialog-xwide' : wide ? ' dialog-wide' : '';
+    const dlg = h('dialog', { class: `dialog${size}`, 'aria-labelledby': titleId });
     // Focus returns to what opened the dialog; for a menu item, to the menu's button.
     const active = document.activeElement;
     const pop = active?.closest?.('[popover]');
@@ -191,6 +193,8 @@ const ICONS = {
   upload: 'M12 16V4m0 0l-5 5m5-5l5 5M4 20h16',
   key: 'M14 10a4 4 0 1 0-3.9 4.9L12 17h2v2h2v2h4v-3l-6.1-6.1A4 4 0 0 0 14 10z',
   server: 'M4 4h16v7H4zM4 13h16v7H4zM8 7.5h.01M8 16.5h.01M12 7.5h4M12 16.5h4',
+  grid: 'M4 4h6v6H4zM14 4h6v6h-6zM4 14h6v6H4zM14 14h6v6h-6z',
+  layers: 'M12 3l9 5-9 5-9-5zM3 12.5l9 5 9-5M3 16.5l9 5 9-5',
 };
 
 export function icon(name, size = 20) {

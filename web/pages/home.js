@@ -76,9 +76,11 @@ export function render(main, ctx) {
       h('section', { class: 'card', 'aria-labelledby': 'start-title' },
         h('h2', { id: 'start-title' }, t('home.gettingStarted')),
         h('ul', { class: 'plain-list' },
+          h('li', null, h('a', { href: '#/cluster' }, t('home.linkCluster'))),
           h('li', null, h('a', { href: '#/account' }, t('home.linkAccount'))),
           user.role === 'admin' ? h('li', null, h('a', { href: '#/admin/users' }, t('home.linkUsers'))) : null,
-          user.role === 'admin' ? h('li', null, h('a', { href: '#/admin/nodes' }, t('home.linkNodes'))) : null)))));
+          user.role === 'admin' ? h('li', null, h('a', { href: '#/admin/nodes' }, t('home.linkNodes'))) : null,
+          user.role === 'admin' ? h('li', null, h('a', { href: '#/admin/pools' }, t('home.linkPools'))) : null)))));
 
   // Usage moves; show what /me says now, not what it said at sign-in.
   ctx.refreshMe().then(() => {

@@ -1,0 +1,486 @@
+/* scheduler.c — the scheduler's database side: leadership and the pass.
+ *
+ * Owns: one pooled connection pinned for good, on which this replica tries
+ * pg_try_advisory_lock() until it holds it (leadership lasts as long as that
+ * session), and the pass run on it in one REPEATABLE READ transaction:
+ * release preempted scavenger requests whose grace is over, read nodes,
+ * slices, the queue and the running allocations, ask place.c, write the
+ * allocations and every request's state, reason and position, mark
+ * preemption victims, commit.  The unique index on live allocations makes a
+ * second grant of a slice impossible even if two replicas ever both ran.
+ * Does not own: the policy (place.c) or the API (api_allocations.c).
+ */
+#include "scheduler.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "config.h"
+#include "db.h"
+#include "log.h"
+#include "place.h"
+
+#define LOCK_KEY "1735553635" /* "gpuc" + 's' */
+
+enum step {
+	S_IDLE,
+	S_ACQUIRE,
+	S_LOCK,
+	S_BEGIN,
+	S_PREEMPT,
+	S_NODES,
+	S_SLICES,
+	S_QUEUE,
+	S_RUNNING,
+	S_WRITE,
+	S_VICTIMS,
+	S_COMMIT,
+	S_ROLLBACK
+};
+
+static struct event_base *base;
+static struct event *timer;
+static struct db_conn *held;
+static int leader;
+static enum step step = S_IDLE;
+static int kicked;
+
+/* the snapshot of one pass */
+static struct place_input in;
+static char *victims_doc;
+
+static void next(void);
+
+int sched_is_leader(void)
+{
+	return leader;
+}
+
+static void snapshot_free(void)
+{
+	free(in.nodes);
+	free(in.slices);
+	free(in.queue);
+	free(in.running);
+	memset(&in, 0, sizeof(in));
+	free(victims_doc);
+	victims_doc = NULL;
+}
+
+static void arm(int ms)
+{
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+
+	if (timer)
+		evtimer_add(timer, &tv);
+}
+
+/* The pinned connection broke (or the database is down): leadership is gone
+ * with the session. */
+static void lost(const char *why)
+{
+	if (leader)
+		log_msg(LOG_WARN, "sched", NULL, "lost the scheduler lock: %s", why);
+	leader = 0;
+	if (held)
+		db_release(held);
+	held = NULL;
+	step = S_IDLE;
+	snapshot_free();
+	arm(cfg.sched_interval_ms);
+}
+
+static void pass_over(void)
+{
+	step = S_IDLE;
+	snapshot_free();
+	arm(kicked ? 50 : cfg.sched_interval_ms);
+	kicked = 0;
+}
+
+static void query(const char *sql, int n, const char *const *p, db_cb cb)
+{
+	db_conn_query(held, sql, n, p, cb, NULL);
+}
+
+static int node_index(int64_t id)
+{
+	int lo = 0, hi = in.nnodes - 1;
+
+	while (lo <= hi) {
+		int mid = (lo + hi) / 2;
+		if (in.nodes[mid].id == id)
+			return mid;
+		if (in.nodes[mid].id < id)
+			lo = mid + 1;
+		else
+			hi = mid - 1;
+	}
+	return -1;
+}
+
+/* slices were read ordered by id */
+static int slice_index(int64_t id)
+{
+	int lo = 0, hi = in.nslices - 1;
+
+	while (lo <= hi) {
+		int mid = (lo + hi) / 2;
+		if (in.slices[mid].id == id)
+			return mid;
+		if (in.slices[mid].id < id)
+			lo = mid + 1;
+		else
+			hi = mid - 1;
+	}
+	return -1;
+}
+
+static int64_t ll(const PGresult *res, int r, int c)
+{
+	const char *v = db_val(res, r, c);
+
+	return v ? strtoll(v, NULL, 10) : 0;
+}
+
+static enum place_priority prio(const char *s)
+{
+	return strcmp(s, "exam") == 0        ? PRIO_EXAM
+	       : strcmp(s, "scavenger") == 0 ? PRIO_SCAVENGER
+	                                     : PRIO_NORMAL;
+}
+
+/* ---- the steps, each the callback of the previous one's statement ---- */
+
+static void done_generic(PGresult *res, enum rc rc, void *arg)
+{
+	(void)arg;
+	if (rc == RC_UNAVAILABLE) {
+		lost("the database connection broke");
+		return;
+	}
+	if (rc != RC_OK) {
+		log_msg(LOG_WARN, "sched", NULL, "pass step %d failed (%s): rolling back",
+		        (int)step, rc_code(rc));
+		step = S_ROLLBACK;
+		query("ROLLBACK", 0, NULL, done_generic);
+		return;
+	}
+	if (step == S_ROLLBACK) {
+		pass_over();
+		return;
+	}
+	switch (step) {
+	case S_NODES:
+		in.nnodes = PQntuples(res);
+		in.nodes = calloc((size_t)in.nnodes + 1, sizeof(*in.nodes));
+		for (int i = 0; i < in.nnodes && in.nodes; i++) {
+			in.nodes[i].id = ll(res, i, 0);
+			in.nodes[i].schedulable = strcmp(db_val(res, i, 1), "t") == 0;
+			in.nodes[i].cpu_total = in.nodes[i].cpu_free = ll(res, i, 2);
+			in.nodes[i].mem_total = in.nodes[i].mem_free = ll(res, i, 3);
+		}
+		break;
+	case S_SLICES:
+		in.nslices = 0;
+		in.slices = calloc((size_t)PQntuples(res) + 1, sizeof(*in.slices));
+		for (int i = 0; i < PQntuples(res) && in.slices; i++) {
+			int n = node_index(ll(res, i, 1));
+			if (n < 0)
+				continue;
+			in.slices[in.nslices].id = ll(res, i, 0);
+			in.slices[in.nslices].node = n;
+			in.slices[in.nslices].pool_id = ll(res, i, 2);
+			in.slices[in.nslices].gpu = (int)ll(res, i, 3);
+			in.slices[in.nslices].used_by = ll(res, i, 4);
+			in.nslices++;
+		}
+		break;
+	case S_QUEUE:
+		in.nqueue = PQntuples(res);
+		in.queue = calloc((size_t)in.nqueue + 1, sizeof(*in.queue));
+		for (int i = 0; i < in.nqueue && in.queue; i++) {
+			struct place_request *q = &in.queue[i];
+			q->id = ll(res, i, 0);
+			q->user_id = ll(res, i, 1);
+			q->pool_id = ll(res, i, 2);
+			q->priority = prio(db_val(res, i, 3));
+			q->slices = (int)ll(res, i, 4);
+			q->nodes = (int)ll(res, i, 5);
+			q->cpu = ll(res, i, 6);
+			q->mem = ll(res, i, 7);
+			q->submitted = ll(res, i, 8);
+			q->user_recent = ll(res, i, 9);
+			q->quota_slices = (int)ll(res, i, 10);
+		}
+		break;
+	case S_RUNNING:
+		in.nrunning = 0;
+		in.running = calloc((size_t)PQntuples(res) + 1, sizeof(*in.running));
+		for (int i = 0; i < PQntuples(res) && in.running; i++) {
+			struct place_running *r = &in.running[in.nrunning];
+			int n = node_index(ll(res, i, 4));
+			if (n < 0)
+				continue;
+			r->request_id = ll(res, i, 0);
+			r->user_id = ll(res, i, 1);
+			r->pool_id = ll(res, i, 2);
+			r->priority = prio(db_val(res, i, 3));
+			r->node = n;
+			r->slices = (int)ll(res, i, 5);
+			r->cpu = ll(res, i, 6);
+			r->mem = ll(res, i, 7);
+			r->started = ll(res, i, 8);
+			in.nodes[n].cpu_free -= r->cpu;
+			in.nodes[n].mem_free -= r->mem;
+			in.nrunning++;
+		}
+		break;
+	default: break;
+	}
+	if ((step == S_NODES && !in.nodes) || (step == S_SLICES && !in.slices) ||
+	    (step == S_QUEUE && !in.queue) || (step == S_RUNNING && !in.running)) {
+		log_msg(LOG_ERROR, "sched", NULL, "out of memory for the scheduling snapshot");
+		step = S_ROLLBACK;
+		query("ROLLBACK", 0, NULL, done_generic);
+		return;
+	}
+	next();
+}
+
+/* Turns place.c's decisions into the one statement that writes them. */
+static char *decisions_doc(const struct place_result *res, int *placed)
+{
+	json_t *arr = json_array(), *victims = json_array();
+	char *doc;
+
+	*placed = 0;
+	for (int i = 0; i < res->ndecisions; i++) {
+		const struct place_decision *d = &res->decisions[i];
+		json_t *s = json_array(), *n = json_array();
+		for (int k = 0; k < d->nchosen; k++) {
+			int j = slice_index(d->chosen[k]);
+			if (j < 0)
+				continue;
+			json_array_append_new(s, json_integer(d->chosen[k]));
+			json_array_append_new(n, json_integer(in.nodes[in.slices[j].node].id));
+		}
+		for (int k = 0; k < d->nvictims; k++)
+			json_array_append_new(victims, json_integer(d->victims[k]));
+		if (d->reason == REASON_NONE)
+			(*placed)++;
+		json_array_append_new(arr, json_pack("{s:I, s:s, s:s, s:i, s:o, s:o}", "id",
+		                                     (json_int_t)d->request_id, "r",
+		                                     place_reason_code(d->reason), "m", d->message,
+		                                     "p", d->position, "s", s, "n", n));
+	}
+	doc = json_dumps(arr, JSON_COMPACT);
+	victims_doc = json_dumps(victims, JSON_COMPACT);
+	json_decref(arr);
+	json_decref(victims);
+	return doc;
+}
+
+static void next(void)
+{
+	char grace[24];
+	const char *p[1];
+
+	switch (step) {
+	case S_BEGIN:
+		step = S_PREEMPT;
+		snprintf(grace, sizeof(grace), "%d", cfg.preempt_grace);
+		p[0] = grace;
+		/* scavenger work asked to stop whose grace is over: its owner (the
+		 * API here) lets the scheduler end it */
+		query("SELECT gc_release_request(id, 'preempted by higher-priority work')"
+		      " FROM alloc_requests WHERE state = 'allocated' AND owner_kind = 'api'"
+		      " AND preempt_requested_at < now() - make_interval(secs => $1::int)",
+		      1, p, done_generic);
+		return;
+	case S_PREEMPT:
+		step = S_NODES;
+		query("SELECT id, health = 'up' AND admin_state = 'active',"
+		      " COALESCE(ncpu, 0)::bigint * 1000, COALESCE(memory_bytes, 0) / 1048576"
+		      " FROM nodes ORDER BY id",
+		      0, NULL, done_generic);
+		return;
+	case S_NODES:
+		step = S_SLICES;
+		query("SELECT s.id, g.node_id, s.pool_id, g.idx, COALESCE(a.request_id, 0)"
+		      " FROM slices s JOIN gpus g ON g.id = s.gpu_id"
+		      " LEFT JOIN allocations a ON a.slice_id = s.id AND a.released_at IS NULL"
+		      " ORDER BY s.id",
+		      0, NULL, done_generic);
+		return;
+	case S_SLICES:
+		step = S_QUEUE;
+		query("SELECT r.id, r.user_id, r.pool_id, r.priority, r.slices, r.nodes, "
+		      "r.cpu_millis,"
+		      " r.mem_mib, (extract(epoch FROM r.created_at) * 1000000)::bigint,"
+		      " COALESCE(u.secs, 0)::bigint, COALESCE(q.max_slices, -1)"
+		      " FROM alloc_requests r"
+		      " LEFT JOIN (SELECT user_id, sum(gpu_seconds) AS secs FROM gpu_usage"
+		      "  WHERE day > current_date - 7 GROUP BY user_id) u ON u.user_id = r.user_id"
+		      " LEFT JOIN quotas q ON q.user_id = r.user_id AND q.pool_id = r.pool_id"
+		      " WHERE r.state = 'queued'",
+		      0, NULL, done_generic);
+		return;
+	case S_QUEUE:
+		step = S_RUNNING;
+		query("SELECT r.id, r.user_id, r.pool_id, r.priority, a.node_id, count(*), "
+		      "r.cpu_millis,"
+		      " r.mem_mib, (extract(epoch FROM r.allocated_at) * 1000000)::bigint"
+		      " FROM alloc_requests r JOIN allocations a ON a.request_id = r.id"
+		      "  AND a.released_at IS NULL"
+		      " WHERE r.state = 'allocated'"
+		      " GROUP BY r.id, a.node_id",
+		      0, NULL, done_generic);
+		return;
+	case S_RUNNING: {
+		struct place_result *res;
+		char *doc;
+		int placed;
+
+		if (in.nqueue == 0) {
+			step = S_COMMIT;
+			query("COMMIT", 0, NULL, done_generic);
+			return;
+		}
+		res = place_run(&in);
+		doc = res ? decisions_doc(res, &placed) : NULL;
+		place_result_free(res);
+		if (!doc || !victims_doc) {
+			free(doc);
+			log_msg(LOG_ERROR, "sched", NULL,
+			        "out of memory for the scheduling decisions");
+			step = S_ROLLBACK;
+			query("ROLLBACK", 0, NULL, done_generic);
+			return;
+		}
+		if (placed)
+			log_msg(LOG_INFO, "sched", NULL, "pass: %d placed, %d waiting", placed,
+			        in.nqueue - placed);
+		step = S_WRITE;
+		p[0] = doc;
+		query("WITH d AS (SELECT * FROM jsonb_to_recordset($1::jsonb)"
+		      "  AS x(id bigint, r text, m text, p int, s bigint[], n bigint[])),"
+		      " a AS (INSERT INTO allocations (request_id, slice_id, node_id)"
+		      "  SELECT d.id, u.s, u.n FROM d, unnest(d.s, d.n) AS u(s, n) WHERE d.r = "
+		      "'none'),"
+		      " w AS (UPDATE alloc_requests q SET"
+		      "  state = CASE WHEN d.r = 'none' THEN 'allocated'::alloc_state ELSE q.state "
+		      "END,"
+		      "  allocated_at = CASE WHEN d.r = 'none' THEN now() ELSE q.allocated_at END,"
+		      "  reason_code = d.r, reason = CASE WHEN d.r = 'none' THEN '' ELSE d.m END,"
+		      "  position = CASE WHEN d.r = 'none' THEN NULL ELSE d.p END"
+		      "  FROM d WHERE q.id = d.id AND q.state = 'queued' RETURNING 1)"
+		      " SELECT count(*) FROM w",
+		      1, p, done_generic);
+		free(doc);
+		return;
+	}
+	case S_WRITE:
+		step = S_VICTIMS;
+		p[0] = victims_doc;
+		query("UPDATE alloc_requests SET preempt_requested_at = now()"
+		      " WHERE id IN (SELECT x::bigint FROM jsonb_array_elements_text($1::jsonb) AS "
+		      "x)"
+		      " AND state = 'allocated' AND preempt_requested_at IS NULL",
+		      1, p, done_generic);
+		return;
+	case S_VICTIMS:
+		step = S_COMMIT;
+		query("COMMIT", 0, NULL, done_generic);
+		return;
+	case S_COMMIT: pass_over(); return;
+	default: return;
+	}
+}
+
+static void locked(PGresult *res, enum rc rc, void *arg)
+{
+	(void)arg;
+	if (rc != RC_OK) {
+		lost(rc == RC_UNAVAILABLE ? "the database connection broke"
+		                          : "the lock query failed");
+		return;
+	}
+	if (strcmp(db_val(res, 0, 0), "t") != 0) {
+		/* another replica schedules */
+		step = S_IDLE;
+		arm(cfg.sched_interval_ms);
+		return;
+	}
+	if (!leader)
+		log_msg(LOG_INFO, "sched", NULL, "this replica now runs the scheduler");
+	leader = 1;
+	step = S_BEGIN;
+	query("BEGIN ISOLATION LEVEL REPEATABLE READ", 0, NULL, done_generic);
+}
+
+static void acquired(struct db_conn *c, enum rc rc, void *arg)
+{
+	(void)arg;
+	if (rc != RC_OK || !c) {
+		step = S_IDLE;
+		arm(cfg.sched_interval_ms);
+		return;
+	}
+	held = c;
+	step = S_LOCK;
+	query("SELECT pg_try_advisory_lock(" LOCK_KEY ")", 0, NULL, locked);
+}
+
+static void on_timer(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+	if (step != S_IDLE)
+		return;
+	if (!held) {
+		step = S_ACQUIRE;
+		db_acquire(acquired, NULL);
+		return;
+	}
+	if (!leader) {
+		step = S_LOCK;
+		query("SELECT pg_try_advisory_lock(" LOCK_KEY ")", 0, NULL, locked);
+		return;
+	}
+	step = S_BEGIN;
+	query("BEGIN ISOLATION LEVEL REPEATABLE READ", 0, NULL, done_generic);
+}
+
+int sched_init(struct event_base *b)
+{
+	base = b;
+	timer = evtimer_new(base, on_timer, NULL);
+	if (!timer)
+		return -1;
+	arm(100);
+	return 0;
+}
+
+void sched_kick(void)
+{
+	kicked = 1;
+	if (step == S_IDLE && timer)
+		arm(20);
+}
+
+void sched_shutdown(void)
+{
+	if (timer)
+		event_free(timer);
+	timer = NULL;
+	if (held)
+		db_release(held);
+	held = NULL;
+	leader = 0;
+	snapshot_free();
+}

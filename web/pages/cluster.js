@@ -1,0 +1,173 @@
+// pages/cluster.js — the Cluster page, for everyone: free capacity per GPU
+// pool (sharing mode, models, a capacity bar) and a map of the pool's GPUs,
+// node by node, one square per GPU filled by the share of it in use. Polled
+// every few seconds while the page is shown.
+import { api } from '../api.js';
+import { t, formatNumber } from '../i18n.js';
+import { h, messageBox, icon } from '../ui.js';
+import { stateBadge } from './admin-nodes.js';
+import { sharingBadge, sharingDetail, memoryCapNote, simulatedBadge, capacityMeter } from './pool-parts.js';
+
+const POLL_MS = 5000;
+
+function gpuSquare(node, g) {
+  const slices = Math.max(0, g.slices || 0);
+  const used = Math.max(0, Math.min(slices, g.used || 0));
+  const off = node.state !== 'up';
+  const parts = [
+    t('cluster.gpuTip', {
+      index: g.index, model: g.model, uuid: g.uuid,
+      free: formatNumber(slices - used), slices: formatNumber(slices),
+    }),
+  ];
+  if (g.simulated) parts.push(t('pools.simulated'));
+  if (off) parts.push(t('cluster.gpuUnavailable'));
+  const label = parts.join(' · ');
+  const fill = h('span', { class: 'gpu-fill', 'aria-hidden': 'true' });
+  fill.style.height = `${slices > 0 ? (used / slices) * 100 : 0}%`;
+  return h('span', {
+    class: `gpu-square${off ? ' gpu-off' : ''}${used > 0 ? ' gpu-busy' : ''}${g.simulated ? ' gpu-sim' : ''}`,
+    role: 'img', 'aria-label': label, title: label,
+    'data-gpu': g.index, 'data-gpu-id': g.id, 'data-uuid': g.uuid,
+    'data-slices': slices, 'data-used': used,
+  }, fill);
+}
+
+function gpuMap(pool) {
+  const nodes = pool.nodes || [];
+  if (!nodes.length) return h('p', { class: 'muted pool-empty', 'data-empty': 'gpus' }, t('cluster.noGpus'));
+  return h('div', { class: 'gpu-map', 'data-gpu-map': '' },
+    nodes.map((n) => h('div', { class: 'gpu-map-node', 'data-node': n.node, 'data-state': n.state },
+      h('div', { class: 'gpu-map-head' },
+        h('span', { class: 'mono gpu-map-name' }, n.node),
+        stateBadge(n.state)),
+      h('div', { class: 'gpu-squares', role: 'group', 'aria-label': t('cluster.gpusOn', { node: n.node }) },
+        (n.gpus || []).map((g) => gpuSquare(n, g))))));
+}
+
+function poolCard(pool) {
+  const titleId = `pool-${pool.id}-title`;
+  const total = pool.slices || 0;
+  const sched = pool.schedulable_slices || 0;
+  const free = pool.free_slices || 0;
+  const unit = pool.sharing === 'exclusive' ? 'cluster.freeGpus' : 'cluster.freeSlots';
+  const sub = [t('cluster.totalSlices', { n: formatNumber(total), gpus: formatNumber(pool.gpus || 0) })];
+  if (total > sched) sub.push(t('cluster.unavailable', { n: formatNumber(total - sched) }));
+  return h('section', {
+    class: 'card pool-card', 'aria-labelledby': titleId,
+    'data-pool': pool.name, 'data-pool-id': pool.id,
+    'data-free': free, 'data-schedulable': sched, 'data-slices': total,
+  },
+  h('div', { class: 'pool-card-head' },
+    h('h2', { id: titleId, class: 'mono pool-name' }, pool.name),
+    h('div', { class: 'pool-badges' }, sharingBadge(pool), simulatedBadge(pool))),
+  pool.description ? h('p', { class: 'muted pool-desc', 'data-field': 'description' }, pool.description) : null,
+  h('dl', { class: 'pool-facts' },
+    h('div', null, h('dt', null, t('pools.sharingLabel')),
+      h('dd', { 'data-field': 'sharing' }, sharingDetail(pool), ' ', memoryCapNote(pool))),
+    h('div', null, h('dt', null, t('pools.models')),
+      h('dd', { 'data-field': 'models' }, (pool.models || []).length ? pool.models.join(', ') : '—'))),
+  h('div', { class: 'pool-capacity' },
+    h('div', { class: 'pool-capacity-head' },
+      h('span', null,
+        h('strong', { class: 'pool-free', 'data-field': 'free' }, formatNumber(free)), ' ',
+        h('span', null, t(unit))),
+      h('span', { class: 'muted', 'data-field': 'schedulable' }, t('cluster.ofAvailable', { n: formatNumber(sched) }))),
+    capacityMeter(pool, t('cluster.capacityOf', { name: pool.name })),
+    h('p', { class: 'muted pool-capacity-sub', 'data-field': 'slices' }, sub.join(' · '))),
+  gpuMap(pool));
+}
+
+function legend() {
+  const item = (cls, label) => h('span', { class: 'legend-item' }, h('span', { class: `legend-swatch ${cls}`, 'aria-hidden': 'true' }), label);
+  return h('div', { class: 'legend', 'data-legend': '' },
+    item('swatch-free', t('cluster.legendFree')),
+    item('swatch-used', t('cluster.legendUsed')),
+    item('swatch-off', t('cluster.legendOff')));
+}
+
+export function render(main, ctx) {
+  const cards = new Map();     // id → { el, key }
+  let seq = 0;
+  let inflight = false;
+  let loaded = false;
+
+  const listMsg = messageBox();
+  const grid = h('div', { class: 'grid pool-grid', 'data-pools': '' }, h('p', { class: 'muted' }, t('common.loading')));
+  const summary = h('p', { class: 'muted table-count', 'data-cluster-summary': '', 'aria-live': 'polite' });
+  const isAdmin = ctx.user?.role === 'admin';
+
+  async function load() {
+    if (inflight) return;
+    inflight = true;
+    const mine = ++seq;
+    try {
+      const reply = await api.get('/pools');
+      if (mine !== seq || !main.isConnected) return;
+      show(reply?.items || []);
+      listMsg.clear();
+    } catch (err) {
+      if (mine !== seq || !main.isConnected) return;
+      if (!loaded) grid.replaceChildren();
+      listMsg.error(err);
+    } finally {
+      inflight = false;
+    }
+  }
+
+  function show(items) {
+    loaded = true;
+    const seen = new Set();
+    for (const p of items) {
+      seen.add(p.id);
+      const key = JSON.stringify(p);
+      const c = cards.get(p.id);
+      if (!c || c.key !== key) {
+        const el = poolCard(p);
+        if (c) c.el.replaceWith(el);
+        cards.set(p.id, { el, key });
+      }
+    }
+    for (const id of [...cards.keys()]) if (!seen.has(id)) { cards.get(id).el.remove(); cards.delete(id); }
+    const want = items.map((p) => cards.get(p.id).el);
+    const have = [...grid.children];
+    if (want.length !== have.length || want.some((el, i) => el !== have[i])) grid.replaceChildren(...want);
+    if (!items.length) {
+      grid.replaceChildren(h('div', { class: 'card card-wide', 'data-empty': 'pools' },
+        h('p', { class: 'muted' }, t('cluster.none')),
+        isAdmin ? h('p', null, h('a', { href: '#/admin/pools' }, t('cluster.createPool'))) : null));
+    }
+    const sum = (f) => items.reduce((s, p) => s + (p[f] || 0), 0);
+    summary.textContent = t('cluster.summary', {
+      pools: formatNumber(items.length), gpus: formatNumber(sum('gpus')),
+      free: formatNumber(sum('free_slices')), sched: formatNumber(sum('schedulable_slices')),
+    });
+  }
+
+  let timer = null;
+  const onVisibility = () => { if (!document.hidden) load(); };
+  function tick() {
+    if (!main.isConnected) {
+      clearInterval(timer);
+      document.removeEventListener('visibilitychange', onVisibility);
+      return;
+    }
+    if (!document.hidden) load();
+  }
+  timer = setInterval(tick, POLL_MS);
+  document.addEventListener('visibilitychange', onVisibility);
+
+  main.append(h('section', { class: 'page' },
+    h('div', { class: 'page-head page-head-row' },
+      h('div', { class: 'page-head-text' },
+        h('h1', null, t('cluster.title')),
+        h('p', { class: 'muted' }, t('cluster.intro'))),
+      isAdmin
+        ? h('div', { class: 'toolbar' }, h('a', { class: 'btn', href: '#/admin/pools', 'data-action': 'manage-pools' }, icon('layers', 16), t('cluster.managePools')))
+        : null),
+    h('div', { class: 'cluster-bar' }, summary, legend()),
+    listMsg.el,
+    grid));
+
+  load();
+}
