@@ -488,7 +488,12 @@ static void updated(PGresult *res, enum rc rc, void *arg)
 		return;
 	}
 	if (rc != RC_OK) {
-		api_reply_db_error(r, rc, "could not update the node");
+		if (rc == RC_INVALID) /* a live allocation keeps its slice (a constraint) */
+			http_reply_error(r, RC_CONFLICT,
+			                 "release or wait for its allocations first",
+			                 "a declared GPU being replaced has allocated slices");
+		else
+			api_reply_db_error(r, rc, "could not update the node");
 		return;
 	}
 	if (PQntuples(res) != 1) {
@@ -576,7 +581,12 @@ static void deleted(PGresult *res, enum rc rc, void *arg)
 	struct http_req *r = arg;
 
 	if (rc != RC_OK) {
-		api_reply_db_error(r, rc, "could not remove the node");
+		if (rc == RC_INVALID) /* a live allocation keeps its slice (a constraint) */
+			http_reply_error(r, RC_CONFLICT,
+			                 "release or wait for its allocations first",
+			                 "the node has allocated slices");
+		else
+			api_reply_db_error(r, rc, "could not remove the node");
 		return;
 	}
 	if (PQntuples(res) != 1) {

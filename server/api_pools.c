@@ -290,7 +290,12 @@ static void removed(PGresult *res, enum rc rc, void *arg)
 	struct http_req *r = arg;
 
 	if (rc != RC_OK) {
-		api_reply_db_error(r, rc, "could not remove the pool");
+		if (rc == RC_INVALID) /* a live allocation keeps its slice (a constraint) */
+			http_reply_error(r, RC_CONFLICT,
+			                 "release or wait for its allocations first",
+			                 "the pool has allocated slices");
+		else
+			api_reply_db_error(r, rc, "could not remove the pool");
 		return;
 	}
 	if (PQntuples(res) != 1) {
@@ -321,7 +326,12 @@ static void members_done(PGresult *res, enum rc rc, void *arg)
 	const char *taken;
 
 	if (rc != RC_OK) {
-		api_reply_db_error(r, rc, "could not change the pool's GPUs");
+		if (rc == RC_INVALID) /* a live allocation keeps its slice (a constraint) */
+			http_reply_error(r, RC_CONFLICT,
+			                 "release or wait for its allocations first",
+			                 "a GPU leaving the pool has allocated slices");
+		else
+			api_reply_db_error(r, rc, "could not change the pool's GPUs");
 		return;
 	}
 	if (PQntuples(res) != 1 || !db_val(res, 0, 0)) {

@@ -197,12 +197,15 @@ describe('scheduler: one request, its grants, release and accounting', () => {
     assert.equal(sql(w.srv, `SELECT state FROM alloc_requests WHERE id = ${q.id}`), 'released');
     assert.equal((await w.admin.get(`/api/v1/pools/${pool.id}`)).json.free_slices, 4);
 
-    // 2 whole GPUs held from allocated_at to released_at
-    const held = (ms(d.json.released_at) - ms(a.allocated_at)) / 1000;
-    assert.ok(held >= 1.2, `held ${held} s`);
-    const gs = Number(sql(w.srv, `SELECT sum(gpu_seconds) FROM gpu_usage WHERE user_id = ${s1.id} AND pool_id = ${pool.id}`));
+    // 2 whole GPUs held from allocated_at to released_at (the API's
+    // timestamps are whole seconds: the database's are exact)
+    assert.ok(ms(d.json.released_at) >= ms(a.allocated_at) + 1000);
+    const sliceSecs = Number(sql(w.srv, `SELECT sum(extract(epoch FROM released_at - allocated_at)) FROM allocations WHERE request_id = ${q.id}`));
+    assert.ok(sliceSecs >= 2 * 1.2, `held ${sliceSecs} slice-seconds`);
+    assert.equal(sql(w.srv, `SELECT count(*) FROM gpu_usage WHERE user_id = ${s1.id} AND pool_id = ${pool.id}`), '1');
+    const gs = Number(sql(w.srv, `SELECT gpu_seconds FROM gpu_usage WHERE user_id = ${s1.id} AND pool_id = ${pool.id} AND day = current_date`));
     assert.ok(gs > 0, `gpu_usage row with gpu_seconds > 0 (got ${gs})`);
-    assert.ok(Math.abs(gs - 2 * held) < 0.5, `gpu_seconds ${gs} ≈ 2 × ${held}`);
+    assert.ok(Math.abs(gs - sliceSecs) < 0.01, `gpu_seconds ${gs} = slice-seconds ${sliceSecs} (1 slot per GPU)`);
     assert.equal(sql(w.srv, `SELECT count(*) FROM gpu_usage WHERE user_id = ${s2.id}`), '0');
     const me2 = (await s1.c.get('/api/v1/me')).json;
     assert.equal(me2.usage?.a100?.slices_in_use, 0, JSON.stringify(me2.usage));
@@ -295,6 +298,44 @@ describe('scheduler: one request, its grants, release and accounting', () => {
   });
 });
 
+describe('scheduler: GPUs in use stay put', () => {
+  let w, pool, st;
+
+  before(async () => {
+    w = await world();
+    pool = await mkPool(w, { name: 'a100', sharing: 'exclusive' }, w.n1.gpus.map((g) => g.id));
+    st = await mkUser(w, 'holdstudent');
+  });
+  after(async () => { await stopClean(w?.srv); });
+
+  it('refuses with 409 to take an allocated GPU out of its pool, or remove its pool or node; allows it once released', async () => {
+    const a = await askOk(st.c, { pool: 'a100', slices: 4 });
+    await allocated(st.c, a.id);
+    for (const [what, r] of [
+      ['shrink the pool', await w.admin.req('PUT', `/api/v1/pools/${pool.id}/gpus`, { gpu_ids: [w.n1.gpus[0].id] })],
+      ['redeclare the node\'s GPUs', await w.admin.patch(`/api/v1/nodes/${w.n1.id}`, { gpus: w.n1.gpus.slice(0, 1).map((g) => ({ model: g.model, memory_mib: g.memory_mib, devices: g.devices })) })],
+      ['remove the pool', await w.admin.del(`/api/v1/pools/${pool.id}`)],
+      ['remove the node', await w.admin.del(`/api/v1/nodes/${w.n1.id}`)],
+    ]) {
+      assert.equal(r.status, 409, `${what}: ${r.status} ${r.text}`);
+      assertErrorShape(r.json, 'conflict');
+      assert.match(r.json.error.message, /allocat/i, `${what}: the message says why`);
+    }
+    const still = await getAlloc(st.c, a.id);
+    assert.equal(still.state, 'allocated');
+    assert.equal(still.grants.length, 4);
+    assert.equal((await w.admin.get(`/api/v1/pools/${pool.id}`)).json.slices, 4);
+    assert.equal(sql(w.srv, 'SELECT count(*) FROM allocations WHERE released_at IS NULL AND slice_id IS NOT NULL'), '4');
+    assert.equal((await st.c.del(`/api/v1/allocations/${a.id}`)).json.state, 'released');
+    const r = await w.admin.req('PUT', `/api/v1/pools/${pool.id}/gpus`, { gpu_ids: [w.n1.gpus[0].id] });
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.json.slices, 1);
+    // the released allocation is still there to read
+    const old = await getAlloc(st.c, a.id);
+    assert.equal(old.state, 'released');
+  });
+});
+
 describe('scheduler: 200 concurrent requests for 12 slices', () => {
   let w, pool, users;
 
@@ -369,6 +410,11 @@ describe('scheduler: 200 concurrent requests for 12 slices', () => {
       return count('allocated') === 12 && count('queued') === 187 && count('released') === 1;
     }, 5000, 200);
     assert.ok(moved, `after one release: ${count('allocated')} allocated, ${count('queued')} queued`);
+    // a shared slot counts 1/3 of a GPU
+    const slotSecs = Number(sql(w.srv, `SELECT sum(extract(epoch FROM released_at - allocated_at)) FROM allocations WHERE request_id = ${victim.id}`));
+    const used = Number(sql(w.srv, `SELECT sum(gpu_seconds) FROM gpu_usage WHERE user_id = ${victim.user_id} AND pool_id = ${pool.id}`));
+    assert.ok(slotSecs > 0);
+    assert.ok(Math.abs(used - slotSecs / 3) < 0.01, `gpu_seconds ${used} = ${slotSecs} slot-seconds / 3`);
     const newcomer = items.find((a) => a.state === 'allocated' && !alloc.some((x) => x.id === a.id));
     assert.equal(newcomer.grants[0].slice_id, victim.grants[0].slice_id, 'the freed slice went to the next request');
     assert.deepEqual(items.filter((a) => a.state === 'queued').map((a) => a.position).sort((x, y) => x - y),
@@ -596,6 +642,8 @@ describe('scheduler: draining nodes', () => {
   });
 });
 
+const LEADS = /now runs the scheduler/;
+
 describe('scheduler: two replicas, one scheduler, failover', () => {
   let first, second, st1, st2;
 
@@ -643,6 +691,9 @@ describe('scheduler: two replicas, one scheduler, failover', () => {
       await sleep(50);
     }
     assert.equal(seen, 1, 'the scheduler holds an advisory lock');
+    // and it is the first replica's: the second has not taken over
+    assert.match(first.srv.log(), LEADS);
+    assert.doesNotMatch(second.srv.log(), LEADS);
     // clean up for the next test
     for (const a of items) assert.equal((await st2.del(`/api/v1/allocations/${a.id}`)).status, 200);
     assert.equal(sql(first.srv, 'SELECT count(*) FROM allocations WHERE released_at IS NULL'), '0');
@@ -652,6 +703,7 @@ describe('scheduler: two replicas, one scheduler, failover', () => {
     first.srv.proc.kill('SIGKILL');
     assert.ok(await eventually(() => first.srv.exited !== null, 3000, 50), 'first replica died');
     const t0 = Date.now();
+    assert.ok(await eventually(() => LEADS.test(second.srv.log()), 10000, 100), 'the second replica took over within 10 s');
     const r = await askOk(st2, { pool: 'a100', slices: 2 });
     const a = await allocated(st2, r.id, 10000);
     assert.equal(a.grants.length, 2);
