@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <jansson.h>
 
@@ -37,6 +38,7 @@ enum step {
 	S_RUNNING,
 	S_WRITE,
 	S_VICTIMS,
+	S_ANALYZE,
 	S_COMMIT,
 	S_ROLLBACK
 };
@@ -51,6 +53,16 @@ static int kicked;
 /* the snapshot of one pass */
 static struct place_input in;
 static char *victims_doc;
+static double t_begin, t_engine; /* monotonic seconds: pass start, engine time */
+static int n_placed;
+/* what each queued request (in.queue order, by id) says now: a pass writes
+ * only the decisions that change it */
+struct prev {
+	char code[16];
+	char *reason;
+	int position;
+};
+static struct prev *prev;
 
 static void next(void);
 
@@ -61,6 +73,10 @@ int sched_is_leader(void)
 
 static void snapshot_free(void)
 {
+	for (int i = 0; prev && i < in.nqueue; i++)
+		free(prev[i].reason);
+	free(prev);
+	prev = NULL;
 	free(in.nodes);
 	free(in.slices);
 	free(in.queue);
@@ -91,6 +107,14 @@ static void lost(const char *why)
 	step = S_IDLE;
 	snapshot_free();
 	arm(cfg.sched_interval_ms);
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 static void pass_over(void)
@@ -202,8 +226,16 @@ static void done_generic(PGresult *res, enum rc rc, void *arg)
 	case S_QUEUE:
 		in.nqueue = PQntuples(res);
 		in.queue = calloc((size_t)in.nqueue + 1, sizeof(*in.queue));
+		prev = calloc((size_t)in.nqueue + 1, sizeof(*prev));
+		if (!prev) {
+			free(in.queue);
+			in.queue = NULL;
+		}
 		for (int i = 0; i < in.nqueue && in.queue; i++) {
 			struct place_request *q = &in.queue[i];
+			snprintf(prev[i].code, sizeof(prev[i].code), "%s", db_val(res, i, 11));
+			prev[i].reason = strdup(db_val(res, i, 12));
+			prev[i].position = (int)ll(res, i, 13);
 			q->id = ll(res, i, 0);
 			q->user_id = ll(res, i, 1);
 			q->pool_id = ll(res, i, 2);
@@ -251,7 +283,29 @@ static void done_generic(PGresult *res, enum rc rc, void *arg)
 	next();
 }
 
-/* Turns place.c's decisions into the one statement that writes them. */
+/* 1 when a pending decision says what its request says already. */
+static int unchanged(const struct place_decision *d)
+{
+	int lo = 0, hi = in.nqueue - 1;
+
+	while (lo <= hi) { /* the queue was read ordered by id */
+		int mid = (lo + hi) / 2;
+		if (in.queue[mid].id == d->request_id) {
+			const struct prev *p = &prev[mid];
+			return d->nvictims == 0 && p->position == d->position &&
+			       strcmp(p->code, place_reason_code(d->reason)) == 0 && p->reason &&
+			       strcmp(p->reason, d->message) == 0;
+		}
+		if (in.queue[mid].id < d->request_id)
+			lo = mid + 1;
+		else
+			hi = mid - 1;
+	}
+	return 0;
+}
+
+/* Turns place.c's decisions into the one statement that writes them:
+ * placements, and pending requests whose reason or position changed. */
 static char *decisions_doc(const struct place_result *res, int *placed)
 {
 	json_t *arr = json_array(), *victims = json_array();
@@ -272,6 +326,11 @@ static char *decisions_doc(const struct place_result *res, int *placed)
 			json_array_append_new(victims, json_integer(d->victims[k]));
 		if (d->reason == REASON_NONE)
 			(*placed)++;
+		if (d->reason != REASON_NONE && unchanged(d)) {
+			json_decref(s);
+			json_decref(n);
+			continue;
+		}
 		json_array_append_new(arr, json_pack("{s:I, s:s, s:s, s:i, s:o, s:o}", "id",
 		                                     (json_int_t)d->request_id, "r",
 		                                     place_reason_code(d->reason), "m", d->message,
@@ -291,6 +350,8 @@ static void next(void)
 
 	switch (step) {
 	case S_BEGIN:
+		t_begin = now_s();
+		n_placed = 0;
 		step = S_PREEMPT;
 		snprintf(grace, sizeof(grace), "%d", cfg.preempt_grace);
 		p[0] = grace;
@@ -321,12 +382,13 @@ static void next(void)
 		query("SELECT r.id, r.user_id, r.pool_id, r.priority, r.slices, r.nodes, "
 		      "r.cpu_millis,"
 		      " r.mem_mib, (extract(epoch FROM r.created_at) * 1000000)::bigint,"
-		      " COALESCE(u.secs, 0)::bigint, COALESCE(q.max_slices, -1)"
+		      " COALESCE(u.secs, 0)::bigint, COALESCE(q.max_slices, -1),"
+		      " r.reason_code, r.reason, COALESCE(r.position, 0)"
 		      " FROM alloc_requests r"
 		      " LEFT JOIN (SELECT user_id, sum(gpu_seconds) AS secs FROM gpu_usage"
 		      "  WHERE day > current_date - 7 GROUP BY user_id) u ON u.user_id = r.user_id"
 		      " LEFT JOIN quotas q ON q.user_id = r.user_id AND q.pool_id = r.pool_id"
-		      " WHERE r.state = 'queued'",
+		      " WHERE r.state = 'queued' ORDER BY r.id",
 		      0, NULL, done_generic);
 		return;
 	case S_QUEUE:
@@ -343,16 +405,19 @@ static void next(void)
 	case S_RUNNING: {
 		struct place_result *res;
 		char *doc;
-		int placed;
+		int placed = 0;
 
 		if (in.nqueue == 0) {
 			step = S_COMMIT;
 			query("COMMIT", 0, NULL, done_generic);
 			return;
 		}
+		t_engine = now_s();
 		res = place_run(&in);
+		t_engine = now_s() - t_engine;
 		doc = res ? decisions_doc(res, &placed) : NULL;
 		place_result_free(res);
+		n_placed = placed;
 		if (!doc || !victims_doc) {
 			free(doc);
 			log_msg(LOG_ERROR, "sched", NULL,
@@ -361,9 +426,6 @@ static void next(void)
 			query("ROLLBACK", 0, NULL, done_generic);
 			return;
 		}
-		if (placed)
-			log_msg(LOG_INFO, "sched", NULL, "pass: %d placed, %d waiting", placed,
-			        in.nqueue - placed);
 		step = S_WRITE;
 		p[0] = doc;
 		query("WITH d AS (SELECT * FROM jsonb_to_recordset($1::jsonb)"
@@ -393,10 +455,26 @@ static void next(void)
 		      1, p, done_generic);
 		return;
 	case S_VICTIMS:
+		if (n_placed >= 500) {
+			/* a burst of allocations: fresh statistics keep the next
+			 * snapshot's joins on good plans (autovacuum comes later) */
+			step = S_ANALYZE;
+			query("ANALYZE allocations, alloc_requests", 0, NULL, done_generic);
+			return;
+		}
+		/* fall through */
+	case S_ANALYZE:
 		step = S_COMMIT;
 		query("COMMIT", 0, NULL, done_generic);
 		return;
-	case S_COMMIT: pass_over(); return;
+	case S_COMMIT:
+		if (in.nqueue)
+			log_msg(n_placed ? LOG_INFO : LOG_DEBUG, "sched", NULL,
+			        "pass: %d placed, %d waiting, %.1f ms (placement %.1f ms)",
+			        n_placed, in.nqueue - n_placed, (now_s() - t_begin) * 1000.0,
+			        t_engine * 1000.0);
+		pass_over();
+		return;
 	default: return;
 	}
 }
