@@ -610,11 +610,62 @@ static void delete_node(struct http_req *r)
 	db_query("DELETE FROM nodes WHERE id = $1 RETURNING name", 1, p, deleted, r);
 }
 
+/* ---- declaring a node dead ---- */
+
+static void declared(PGresult *res, enum rc rc, void *arg)
+{
+	struct http_req *r = arg;
+	char id[24];
+
+	if (rc != RC_OK) {
+		api_reply_db_error(r, rc, "could not declare the node dead");
+		return;
+	}
+	if (PQntuples(res) != 1) {
+		http_reply_error(r, RC_NOTFOUND, NULL, "no such node");
+		return;
+	}
+	if (strcmp(db_val(res, 0, 1), "up") == 0) {
+		http_reply_error(r, RC_CONFLICT, "drain it instead, or wait until it is down",
+		                 "node '%s' answers its health checks", db_val(res, 0, 0));
+		return;
+	}
+	auth_audit(r, r->auth, "node.dead", db_val(res, 0, 0),
+	           json_pack("{s:i}", "released", (int)strtol(db_val(res, 0, 2), NULL, 10)));
+	snprintf(id, sizeof(id), "%s", http_param(r, "id"));
+	reply_node(r, id, 200);
+}
+
+/* A node that is down and will not come back: its allocations are
+ * released (their GPU-seconds accounted) and it is cordoned, so nothing is
+ * placed there until an admin activates it again.  Refused while it answers. */
+static void declare_dead(struct http_req *r)
+{
+	long long id;
+	char ids[24];
+	const char *p[1] = { ids };
+
+	if (api_id(r, "id", &id) < 0)
+		return;
+	snprintf(ids, sizeof(ids), "%lld", id);
+	db_query("WITH n AS (SELECT id, name, health FROM nodes WHERE id = $1 FOR UPDATE),"
+	         " c AS (UPDATE nodes SET admin_state = 'cordoned', updated_at = now()"
+	         "  WHERE id IN (SELECT id FROM n WHERE health <> 'up'))"
+	         " SELECT n.name, n.health, (SELECT count(gc_release_request(r.id,"
+	         "  'node ' || n.name || ' declared dead')) FROM alloc_requests r"
+	         "  WHERE n.health <> 'up' AND r.state = 'allocated' AND EXISTS (SELECT 1 FROM"
+	         "  allocations a WHERE a.request_id = r.id AND a.node_id = n.id"
+	         "  AND a.released_at IS NULL))"
+	         " FROM n",
+	         1, p, declared, r);
+}
+
 const struct route api_nodes_routes[] = {
 	{ HTTP_GET, "/api/v1/nodes", list, ROLE_ADMIN, 0, 0, NULL },
 	{ HTTP_POST, "/api/v1/nodes", create, ROLE_ADMIN, 0, 256 * 1024, NULL },
 	{ HTTP_GET, "/api/v1/nodes/{id}", get, ROLE_ADMIN, 0, 0, NULL },
 	{ HTTP_PATCH, "/api/v1/nodes/{id}", update, ROLE_ADMIN, 0, 64 * 1024, NULL },
 	{ HTTP_DELETE, "/api/v1/nodes/{id}", delete_node, ROLE_ADMIN, 0, 0, NULL },
+	{ HTTP_POST, "/api/v1/nodes/{id}/declare-dead", declare_dead, ROLE_ADMIN, 0, 0, NULL },
 	{ 0, NULL, NULL, 0, 0, 0, NULL },
 };
