@@ -25,6 +25,7 @@ REG_USER='$oauthtoken'
 IMAGE_REPO=nvidia/busybox
 IMAGE_TAG=1.36
 IMAGE=$REG_ADDR/$IMAGE_REPO:$IMAGE_TAG
+DISCOVERY_IMAGE=gpucloud/nvidia-smi-standin:1
 NODES=(1 2)
 GPUS_PER_NODE=4
 TLS_PORT_BASE=23760 # node N listens with mTLS on 127.0.0.1:$((TLS_PORT_BASE + N))
@@ -160,6 +161,7 @@ node_start() {
 		--default-address-pool "base=10.24$n.0.0/16,size=24" \
 		--containerd-namespace "gcw-node$n" \
 		--containerd-plugins-namespace "gcw-node$n-plugins" \
+		--add-runtime "nvidia=$(command -v runc)" \
 		--shutdown-timeout 5
 }
 
@@ -312,6 +314,36 @@ image_up() {
 	image_in_registry || die "$IMAGE was pushed but the registry does not list it"
 }
 
+# A stand-in for GPU discovery: an image whose nvidia-smi prints output
+# captured from real hosts (tests/fixtures/nvidia-smi), run by the engines'
+# "nvidia" runtime (plain runc here: there is no GPU).  Imported on each
+# node directly; it is never pulled.
+discovery_image_up() {
+	local n tmp
+	for n in "${NODES[@]}"; do
+		dk "$n" image inspect "$DISCOVERY_IMAGE" >/dev/null 2>&1 && continue
+		tmp=$W/discovery-image
+		rm -rf -- "$tmp"
+		install -d -m 0700 "$tmp"
+		make_rootfs "$tmp/rootfs"
+		install -d -m 0755 "$tmp/rootfs/fixture"
+		install -m 0644 "$ROOT/tests/fixtures/nvidia-smi/a100x8-query.csv" "$tmp/rootfs/fixture/query.csv"
+		rm -f -- "$tmp/rootfs/usr/bin/nvidia-smi"
+		printf '%s\n' '#!/bin/sh' \
+			'# prints captured nvidia-smi output: the test world has no GPU' \
+			'case "$*" in' \
+			'*--query-gpu*) cat /fixture/query.csv ;;' \
+			'*) echo "nvidia-smi stand-in: unsupported arguments: $*" >&2; exit 2 ;;' \
+			'esac' >"$tmp/rootfs/usr/bin/nvidia-smi"
+		chmod 0755 "$tmp/rootfs/usr/bin/nvidia-smi"
+		tar --numeric-owner -C "$tmp/rootfs" -cf "$tmp/rootfs.tar" .
+		dk "$n" import --change 'CMD ["nvidia-smi"]' \
+			--change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+			"$tmp/rootfs.tar" "$DISCOVERY_IMAGE" >/dev/null
+		rm -rf -- "$tmp"
+	done
+}
+
 # ---------------------------------------------------------------------------
 # Environment file
 
@@ -343,6 +375,7 @@ write_env() {
 		printf 'export GPUCLOUD_WORLD_REGISTRY_USER=%s\n' "$(shquote "$REG_USER")"
 		printf 'export GPUCLOUD_WORLD_REGISTRY_KEY=%s\n' "$(shquote "$(reg_key)")"
 		printf 'export GPUCLOUD_WORLD_IMAGE=%s\n' "$(shquote "$IMAGE")"
+		printf 'export GPUCLOUD_WORLD_DISCOVERY_IMAGE=%s\n' "$(shquote "$DISCOVERY_IMAGE")"
 	} >"$W/env.tmp"
 	chmod 0600 "$W/env.tmp"
 	mv -- "$W/env.tmp" "$f"
@@ -373,6 +406,7 @@ cmd_up() {
 	registry_up
 	node_wait 2
 	image_up
+	discovery_image_up
 	write_env
 	say "up; source $W/env"
 }

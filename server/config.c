@@ -72,6 +72,9 @@ static const struct setting table[] = {
 	  "seconds a statement may go unanswered before its connection is reset (0 = never)"),
 	S(docker_host, "",
 	  "unix:// engine registered as node 'local' when no node exists (make run sets it)"),
+	S(discovery_image, "",
+	  "image (present on GPU nodes) in which nvidia-smi discovers a node's GPUs through the "
+	  "NVIDIA runtime; empty: GPUs are declared"),
 	I(node_check_interval, "5", 1, 3600, "seconds between health checks of each node"),
 	I(node_down_after, "15", 0, 86400,
 	  "seconds a node may fail its checks before it is marked down"),

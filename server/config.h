@@ -43,6 +43,7 @@ struct config {
 	int db_statement_timeout; /* seconds */
 	/* nodes */
 	char *docker_host;       /* a local engine registered as node 'local' */
+	char *discovery_image;   /* runs nvidia-smi on nodes with the NVIDIA runtime */
 	int node_check_interval; /* seconds */
 	int node_down_after;     /* seconds */
 	/* scheduler */

@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <event2/buffer.h>
 #include <jansson.h>
 
 #include "config.h"
@@ -26,6 +27,7 @@
 #include "db.h"
 #include "docker.h"
 #include "log.h"
+#include "nvsmi.h"
 
 #define MAX_NODES 4096
 
@@ -34,12 +36,17 @@ struct node_rt {
 	char name[64];
 	char ver[40]; /* digest of url and TLS material */
 	struct docker_engine *eng;
-	struct docker_call *call; /* check in flight */
-	json_t *info;             /* /info of the check in flight */
-	int seen;                 /* present in the last listing */
-	int health;               /* last logged: 0 unknown, 1 up, 2 down */
+	struct docker_call *call;  /* check in flight */
+	json_t *info;              /* /info of the check in flight */
+	int seen;                  /* present in the last listing */
+	int has_nvidia;            /* the engine has an "nvidia" runtime */
+	int discovered;            /* GPU discovery ran (or was tried) in this process */
+	struct docker_call *dcall; /* discovery step in flight */
+	struct discovery *disc;
+	int health; /* last logged: 0 unknown, 1 up, 2 down */
 };
 
+struct discovery;
 static struct event_base *base;
 static struct event *tick;
 static struct node_rt *nodes[MAX_NODES];
@@ -103,12 +110,15 @@ int nodes_write_tls(const char *dir, const char *ca, const char *cert, const cha
 	return 0;
 }
 
+static void discovery_abort(struct node_rt *n);
+
 static void rt_free(struct node_rt *n)
 {
 	if (!n)
 		return;
 	if (n->call)
 		docker_cancel(n->call);
+	discovery_abort(n);
 	json_decref(n->info);
 	docker_engine_free(n->eng);
 	free(n);
@@ -160,13 +170,19 @@ static void check_failed(struct node_rt *n, const char *why)
 	         3, p, failed_done, (void *)(intptr_t)n->id);
 }
 
+static void discovery_start(struct node_rt *n);
+
 static void up_done(PGresult *res, enum rc rc, void *arg)
 {
 	struct node_rt *n = rt_find((long long)(intptr_t)arg);
 
-	(void)res;
-	if (n && rc == RC_OK)
-		log_health(n, 1, "");
+	if (!n || rc != RC_OK)
+		return;
+	log_health(n, 1, "");
+	/* declared GPUs are the admin's word: discovery is for the others */
+	if (cfg.discovery_image && *cfg.discovery_image && n->has_nvidia && PQntuples(res) == 1 &&
+	    strcmp(db_val(res, 0, 0), "0") == 0)
+		discovery_start(n);
 }
 
 static const char *component_version(json_t *version, const char *name)
@@ -193,6 +209,7 @@ static void check_succeeded(struct node_rt *n, json_t *info, json_t *version)
 	json_t *v;
 	char *rt_doc;
 
+	n->has_nvidia = json_object_get(json_object_get(info, "Runtimes"), "nvidia") != NULL;
 	json_object_foreach(json_object_get(info, "Runtimes"), key, v)
 	        json_array_append_new(runtimes, json_string(key));
 	rt_doc = json_dumps(runtimes, JSON_COMPACT);
@@ -219,7 +236,8 @@ static void check_succeeded(struct node_rt *n, json_t *info, json_t *version)
 	        "= NULL,"
 	        " ncpu = $2, memory_bytes = $3, engine_version = $4, api_version = $5,"
 	        " runc_version = $6, runtimes = $7::jsonb, os = $8, kernel = $9, updated_at = now()"
-	        " WHERE id = $1",
+	        " WHERE id = $1"
+	        " RETURNING (SELECT count(*) FROM gpus WHERE node_id = $1 AND simulated)",
 	        9, p, up_done, (void *)(intptr_t)n->id);
 	free(rt_doc);
 }
@@ -275,6 +293,272 @@ static void info_done(struct docker_call *call, enum rc rc, int status, const ch
 	                         cfg.node_check_interval * 1000, version_done, n);
 	if (!n->call)
 		check_failed(n, "could not start a request to the engine");
+}
+
+/* ---- GPU discovery: nvidia-smi in a short-lived container ---- */
+
+struct discovery {
+	long long node_id;
+	char name[64];
+	char cid[80];
+	struct docker_engine *eng; /* borrowed from the node */
+	struct evbuffer *out;
+};
+
+static void ignore_call(struct docker_call *call, enum rc rc, int status, const char *body,
+                        size_t len, const char *err, void *arg)
+{
+	(void)call;
+	(void)rc;
+	(void)status;
+	(void)body;
+	(void)len;
+	(void)err;
+	(void)arg;
+}
+
+static void discovery_end(struct discovery *d, const char *why)
+{
+	struct node_rt *n = rt_find(d->node_id);
+	char path[200];
+
+	if (why)
+		log_msg(LOG_WARN, "nodes", NULL, "GPU discovery on node '%s' failed: %s", d->name,
+		        why);
+	if (*d->cid && n && n->eng) {
+		snprintf(path, sizeof(path), "/containers/%s?force=1", d->cid);
+		docker_request(n->eng, "DELETE", path, NULL, NULL, 0, NULL, 30000, ignore_call,
+		               NULL);
+	}
+	if (n) {
+		n->dcall = NULL;
+		n->disc = NULL;
+	}
+	evbuffer_free(d->out);
+	free(d);
+}
+
+static void discovery_abort(struct node_rt *n)
+{
+	if (n->dcall)
+		docker_cancel(n->dcall);
+	n->dcall = NULL;
+	if (n->disc) {
+		evbuffer_free(n->disc->out);
+		free(n->disc);
+	}
+	n->disc = NULL;
+}
+
+static void discovered_saved(PGresult *res, enum rc rc, void *arg)
+{
+	char *name = arg;
+
+	if (rc != RC_OK)
+		log_msg(LOG_WARN, "nodes", NULL,
+		        "could not store the GPUs discovered on node '%s': %s", name,
+		        res ? db_sqlstate(res) : rc_code(rc));
+	else
+		log_msg(LOG_INFO, "nodes", NULL, "discovered %s GPUs on node '%s'",
+		        db_val(res, 0, 0), name);
+	free(name);
+}
+
+static void discovery_logs_done(struct docker_call *call, enum rc rc, int status, const char *body,
+                                size_t len, const char *err, void *arg)
+{
+	struct discovery *d = arg;
+	struct nvsmi_gpu gpus[NVSMI_MAX_GPUS];
+	char why[300], idp[24];
+	json_t *arr;
+	char *doc;
+	int ngpus;
+	const char *p[2];
+
+	(void)call;
+	(void)body;
+	(void)len;
+	if (rc != RC_OK || status != 200) {
+		discovery_end(d, rc != RC_OK ? err : "the engine refused the logs");
+		return;
+	}
+	ngpus = nvsmi_parse_query((const char *)evbuffer_pullup(d->out, -1),
+	                          evbuffer_get_length(d->out), gpus, NVSMI_MAX_GPUS, why,
+	                          sizeof(why));
+	if (ngpus < 0) {
+		discovery_end(d, why);
+		return;
+	}
+	arr = json_array();
+	for (int i = 0; i < ngpus; i++)
+		json_array_append_new(
+		        arr, json_pack("{s:i, s:s, s:s, s:I, s:b}", "idx", gpus[i].index, "uuid",
+		                       gpus[i].uuid, "model", gpus[i].name, "memory_mib",
+		                       (json_int_t)gpus[i].memory_mib, "mig", gpus[i].mig_enabled));
+	doc = json_dumps(arr, JSON_COMPACT);
+	json_decref(arr);
+	snprintf(idp, sizeof(idp), "%lld", d->node_id);
+	p[0] = idp;
+	p[1] = doc ? doc : "[]";
+	/* the node's discovered GPUs become exactly these (declared ones are
+	 * the admin's and never touched) */
+	db_query("WITH x AS (SELECT * FROM jsonb_to_recordset($2::jsonb)"
+	         "  AS x(idx int, uuid text, model text, memory_mib bigint, mig boolean)),"
+	         " del AS (DELETE FROM gpus g WHERE g.node_id = $1 AND NOT g.simulated"
+	         "  AND g.uuid NOT IN (SELECT uuid FROM x)),"
+	         " upd AS (UPDATE gpus g SET idx = x.idx, model = x.model, memory_mib = "
+	         "x.memory_mib,"
+	         "  mig_enabled = x.mig FROM x WHERE g.uuid = x.uuid AND g.node_id = $1),"
+	         " ins AS (INSERT INTO gpus (node_id, idx, uuid, model, memory_mib, mig_enabled, "
+	         "simulated)"
+	         "  SELECT $1, idx, uuid, model, memory_mib, mig, false FROM x"
+	         "  WHERE uuid NOT IN (SELECT uuid FROM gpus WHERE node_id = $1))"
+	         " SELECT count(*) FROM x",
+	         2, p, discovered_saved, strdup(d->name));
+	free(doc);
+	discovery_end(d, NULL);
+}
+
+static int discovery_out(struct docker_call *call, int stream, const char *data, size_t len,
+                         void *arg)
+{
+	struct discovery *d = arg;
+
+	(void)call;
+	if (stream != 2 && evbuffer_get_length(d->out) + len < 64 * 1024)
+		evbuffer_add(d->out, data, len);
+	return 0;
+}
+
+static void discovery_waited(struct docker_call *call, enum rc rc, int status, const char *body,
+                             size_t len, const char *err, void *arg)
+{
+	struct discovery *d = arg;
+	struct node_rt *n = rt_find(d->node_id);
+	json_t *w;
+	char path[200];
+
+	(void)call;
+	if (rc != RC_OK || status != 200 || !n) {
+		discovery_end(d, rc != RC_OK ? err : "waiting for the discovery container failed");
+		return;
+	}
+	w = json_loadb(body, len, 0, NULL);
+	if (json_integer_value(json_object_get(w, "StatusCode")) != 0) {
+		json_decref(w);
+		discovery_end(d,
+		              "nvidia-smi exited with an error (is the NVIDIA runtime working?)");
+		return;
+	}
+	json_decref(w);
+	snprintf(path, sizeof(path), "/containers/%s/logs?stdout=1&stderr=1", d->cid);
+	n->dcall = docker_stream(n->eng, "GET", path, NULL, NULL, 0, NULL, 30000, 1, discovery_out,
+	                         discovery_logs_done, d);
+	if (!n->dcall)
+		discovery_end(d, "could not read the container's output");
+}
+
+static void discovery_started(struct docker_call *call, enum rc rc, int status, const char *body,
+                              size_t len, const char *err, void *arg)
+{
+	struct discovery *d = arg;
+	struct node_rt *n = rt_find(d->node_id);
+	char path[200];
+
+	(void)call;
+	(void)body;
+	(void)len;
+	if (rc != RC_OK || status / 100 != 2 || !n) {
+		discovery_end(d, rc != RC_OK
+		                         ? err
+		                         : "the engine could not start the discovery container");
+		return;
+	}
+	snprintf(path, sizeof(path), "/containers/%s/wait", d->cid);
+	n->dcall = docker_request(n->eng, "POST", path, NULL, NULL, 0, NULL, 60000,
+	                          discovery_waited, d);
+	if (!n->dcall)
+		discovery_end(d, "could not wait for the discovery container");
+}
+
+static void discovery_created(struct docker_call *call, enum rc rc, int status, const char *body,
+                              size_t len, const char *err, void *arg)
+{
+	struct discovery *d = arg;
+	struct node_rt *n = rt_find(d->node_id);
+	json_t *j;
+	char path[200], msg[400];
+
+	(void)call;
+	if (rc != RC_OK || status != 201 || !n) {
+		j = rc == RC_OK ? json_loadb(body, len, 0, NULL) : NULL;
+		snprintf(msg, sizeof(msg), "%s",
+		         rc != RC_OK ? err
+		         : json_string_value(json_object_get(j, "message"))
+		                 ? json_string_value(json_object_get(j, "message"))
+		                 : "the engine refused to create the container");
+		json_decref(j);
+		discovery_end(d, msg);
+		return;
+	}
+	j = json_loadb(body, len, 0, NULL);
+	snprintf(d->cid, sizeof(d->cid), "%s",
+	         json_string_value(json_object_get(j, "Id"))
+	                 ? json_string_value(json_object_get(j, "Id"))
+	                 : "");
+	json_decref(j);
+	if (!*d->cid || strspn(d->cid, "0123456789abcdef") != strlen(d->cid)) {
+		d->cid[0] = '\0';
+		discovery_end(d, "the engine returned no container id");
+		return;
+	}
+	snprintf(path, sizeof(path), "/containers/%s/start", d->cid);
+	n->dcall = docker_request(n->eng, "POST", path, NULL, NULL, 0, NULL, 30000,
+	                          discovery_started, d);
+	if (!n->dcall)
+		discovery_end(d, "could not start the discovery container");
+}
+
+/* Runs nvidia-smi through the node's NVIDIA runtime in a hardened,
+ * network-less container of cfg.discovery_image, once per node and process. */
+static void discovery_start(struct node_rt *n)
+{
+	static unsigned seq;
+	struct discovery *d;
+	json_t *spec;
+	char *body, path[160];
+
+	if (n->dcall || n->discovered || !n->eng)
+		return;
+	n->discovered = 1;
+	d = calloc(1, sizeof(*d));
+	if (!d || !(d->out = evbuffer_new())) {
+		free(d);
+		return;
+	}
+	n->disc = d;
+	d->node_id = n->id;
+	snprintf(d->name, sizeof(d->name), "%s", n->name);
+	spec = json_pack("{s:s, s:[s,s,s], s:[s,s], s:{s:s, s:s}, s:{s:s, s:s, s:b, s:[s], s:[s],"
+	                 " s:I, s:I, s:I}}",
+	                 "Image", cfg.discovery_image, "Cmd", "nvidia-smi",
+	                 "--query-gpu=index,uuid,name,memory.total,mig.mode.current",
+	                 "--format=csv,noheader", "Env", "NVIDIA_VISIBLE_DEVICES=all",
+	                 "NVIDIA_DRIVER_CAPABILITIES=utility", "Labels", "gpucloud.kind",
+	                 "discovery", "gpucloud.node", n->name, "HostConfig", "Runtime", "nvidia",
+	                 "NetworkMode", "none", "Privileged", 0, "CapDrop", "ALL", "SecurityOpt",
+	                 "no-new-privileges", "Memory", (json_int_t)(256 << 20), "MemorySwap",
+	                 (json_int_t)(256 << 20), "PidsLimit", (json_int_t)64);
+	body = spec ? json_dumps(spec, JSON_COMPACT) : NULL;
+	json_decref(spec);
+	snprintf(path, sizeof(path), "/containers/create?name=gpucloud-discovery-%lld-%u-%ld",
+	         n->id, ++seq, (long)getpid());
+	if (body)
+		n->dcall = docker_request(n->eng, "POST", path, "application/json", body,
+		                          strlen(body), NULL, 30000, discovery_created, d);
+	free(body);
+	if (!n->dcall)
+		discovery_end(d, "could not ask the engine for a container");
 }
 
 /* ---- the listing and the checks ---- */
@@ -350,6 +634,8 @@ static void listed(PGresult *res, enum rc rc, void *arg)
 			n->call = NULL;
 			json_decref(n->info);
 			n->info = NULL;
+			discovery_abort(n);
+			n->discovered = 0;
 			docker_engine_free(n->eng);
 			n->eng = NULL;
 			n->ver[0] = '\0';

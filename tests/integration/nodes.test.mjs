@@ -251,3 +251,47 @@ describe('the local engine of a single machine', () => {
     }
   });
 });
+
+describe('GPU discovery through the NVIDIA runtime', () => {
+  it('runs nvidia-smi on a node without declared GPUs, stores what it reports, and cleans up', async () => {
+    for (const k of ['GPUCLOUD_WORLD_DOCKER2', 'GPUCLOUD_WORLD_DISCOVERY_IMAGE', 'GPUCLOUD_WORLD_DOCKER1', 'GPUCLOUD_WORLD_NODE1_GPUS'])
+      assert.ok(env[k], `${k} is not set: run through make test (it starts the world)`);
+    // the world's engines have an "nvidia" runtime (plain runc: no GPU here) and an
+    // image whose nvidia-smi prints output captured from an 8 x A100 host
+    const srv = await startServer({ args: ['--node-check-interval=1', `--discovery-image=${env.GPUCLOUD_WORLD_DISCOVERY_IMAGE}`] });
+    try {
+      const admin = new Client(srv.base);
+      assert.equal((await admin.login('admin', ADMIN_PASSWORD)).status, 200);
+      const n2 = (await admin.post('/api/v1/nodes', { name: 'node2', url: env.GPUCLOUD_WORLD_DOCKER2 })).json;
+      const declared = env.GPUCLOUD_WORLD_NODE1_GPUS.split(',').map((d) => ({ model: 'NVIDIA T4', memory_mib: 15360, devices: [d] }));
+      const n1 = (await admin.post('/api/v1/nodes', { name: 'node1', url: env.GPUCLOUD_WORLD_DOCKER1, gpus: declared })).json;
+      const found = await eventually(async () => { const x = (await admin.get(`/api/v1/nodes/${n2.id}`)).json; return x.gpus.length === 8 && x; }, 20000, 250);
+      assert.ok(found, 'node2 got the 8 GPUs nvidia-smi reported');
+      const fixture = readFileSync(join(ROOT, 'tests/fixtures/nvidia-smi/a100x8-query.csv'), 'utf8').trim().split('\n').map((l) => l.split(', '));
+      for (const [i, g] of found.gpus.entries()) {
+        assert.equal(g.index, i);
+        assert.equal(g.uuid, fixture[i][1]);
+        assert.equal(g.model, 'NVIDIA A100-SXM4-80GB');
+        assert.equal(g.memory_mib, 81920);
+        assert.equal(g.simulated, false, 'discovered GPUs are not simulated');
+        assert.deepEqual(g.devices, []);
+      }
+      // declared GPUs are left alone
+      await new Promise((r) => setTimeout(r, 1500));
+      const one = (await admin.get(`/api/v1/nodes/${n1.id}`)).json;
+      assert.equal(one.gpus.length, declared.length);
+      assert.ok(one.gpus.every((g) => g.simulated && g.model === 'NVIDIA T4'));
+      // no discovery container is left behind on the engine
+      const sock = env.GPUCLOUD_WORLD_DOCKER2.replace('unix://', '');
+      const left = await eventually(() => {
+        const out = execFileSync('curl', ['-s', '--unix-socket', sock,
+          'http://localhost/v1.41/containers/json?all=1&filters=%7B%22label%22%3A%5B%22gpucloud.kind%3Ddiscovery%22%5D%7D'], { encoding: 'utf8' });
+        return JSON.parse(out).length === 0;
+      }, 10000, 250);
+      assert.ok(left, 'the discovery container was removed');
+      assert.match(srv.log(), /discovered 8 GPUs on node 'node2'/);
+    } finally {
+      await srv.stop();
+    }
+  });
+});
