@@ -300,6 +300,22 @@ static void release(struct http_req *r)
 
 /* ---- quotas ---- */
 
+#define QUOTA_COLS                                                                      \
+	"q.user_id, u.username, p.name, q.max_slices, q.max_cpu_millis, q.max_mem_mib," \
+	" q.gpu_hours_per_week, q.max_runtime_s"
+
+static json_t *quota_row(const PGresult *res, int i)
+{
+	const char *h = db_val(res, i, 6);
+
+	return json_pack("{s:o, s:s, s:s, s:o, s:o, s:o, s:o, s:o}", "user_id", int_col(res, i, 0),
+	                 "username", db_val(res, i, 1), "pool", db_val(res, i, 2), "max_slices",
+	                 int_col(res, i, 3), "max_cpu_millis", int_col(res, i, 4), "max_mem_mib",
+	                 int_col(res, i, 5), "gpu_hours_per_week",
+	                 h ? json_real(strtod(h, NULL)) : json_null(), "max_runtime_s",
+	                 int_col(res, i, 7));
+}
+
 static void quota_set(PGresult *res, enum rc rc, void *arg)
 {
 	struct http_req *r = arg;
@@ -312,48 +328,64 @@ static void quota_set(PGresult *res, enum rc rc, void *arg)
 		http_reply_error(r, RC_NOTFOUND, NULL, "no such user or pool");
 		return;
 	}
-	auth_audit(r, r->auth, "quota.set", db_val(res, 0, 1),
-	           json_pack("{s:s, s:i}", "pool", db_val(res, 0, 2), "max_slices",
-	                     (int)strtol(db_val(res, 0, 3), NULL, 10)));
-	http_reply_json(r, 200,
-	                json_pack("{s:o, s:s, s:o}", "user_id", int_col(res, 0, 0), "pool",
-	                          db_val(res, 0, 2), "max_slices", int_col(res, 0, 3)));
+	auth_audit(r, r->auth, "quota.set", db_val(res, 0, 1), quota_row(res, 0));
+	http_reply_json(r, 200, quota_row(res, 0));
 }
 
 static const struct jfield quota_spec[] = {
-	{ "user_id", J_INT, 1, 0 },
-	{ "pool", J_STRING, 1, 63 },
-	{ "max_slices", J_INT, 1, 0 },
-	{ NULL, 0, 0, 0 },
+	{ "user_id", J_INT, 1, 0 },       { "pool", J_STRING, 1, 63 },
+	{ "max_slices", J_INT, 0, 0 },    { "max_cpu_millis", J_INT, 0, 0 },
+	{ "max_mem_mib", J_INT, 0, 0 },   { "gpu_hours_per_week", J_INT, 0, 0 },
+	{ "max_runtime_s", J_INT, 0, 0 }, { NULL, 0, 0, 0 },
 };
 
+/* A limit as a parameter: NULL (no limit) when absent or null. */
+static const char *limit_param(json_t *body, const char *name, char *buf, size_t len)
+{
+	json_t *v = json_object_get(body, name);
+
+	if (!json_is_integer(v))
+		return NULL;
+	snprintf(buf, len, "%lld", (long long)json_integer_value(v));
+	return buf;
+}
+
+/* Sets every limit of a user in a pool at once; an absent limit is none. */
 static void quota_put(struct http_req *r)
 {
 	json_t *body = api_json_body(r, quota_spec);
-	char uid[24], max[24];
-	const char *p[3];
+	char uid[24], lim[5][24];
+	const char *p[7];
+	static const char *const names[5] = { "max_slices", "max_cpu_millis", "max_mem_mib",
+		                              "gpu_hours_per_week", "max_runtime_s" };
 
 	if (!body)
 		return;
-	if (!in_range(json_object_get(body, "max_slices"), 0, 100000)) {
-		json_decref(body);
-		http_reply_error(r, RC_INVALID, NULL, "max_slices must be from 0 to 100000");
-		return;
-	}
+	for (int i = 0; i < 5; i++)
+		if (!in_range(json_object_get(body, names[i]), i == 4 ? 1 : 0, 1LL << 40)) {
+			json_decref(body);
+			http_reply_error(r, RC_INVALID, "omit a limit (or send null) for none",
+			                 "%s must not be negative%s", names[i],
+			                 i == 4 ? " or zero" : "");
+			return;
+		}
 	snprintf(uid, sizeof(uid), "%lld",
 	         (long long)json_integer_value(json_object_get(body, "user_id")));
-	snprintf(max, sizeof(max), "%lld",
-	         (long long)json_integer_value(json_object_get(body, "max_slices")));
 	p[0] = uid;
 	p[1] = json_string_value(json_object_get(body, "pool"));
-	p[2] = max;
-	db_query("INSERT INTO quotas (user_id, pool_id, max_slices)"
-	         " SELECT u.id, p.id, $3 FROM users u, pools p WHERE u.id = $1 AND p.name = $2"
-	         " ON CONFLICT (user_id, pool_id) DO UPDATE SET max_slices = EXCLUDED.max_slices,"
-	         " updated_at = now()"
-	         " RETURNING user_id, (SELECT username FROM users WHERE id = $1), $2::text, "
-	         "max_slices",
-	         3, p, quota_set, r);
+	for (int i = 0; i < 5; i++)
+		p[2 + i] = limit_param(body, names[i], lim[i], sizeof(lim[i]));
+	db_query("WITH q AS (INSERT INTO quotas (user_id, pool_id, max_slices, max_cpu_millis,"
+	         "  max_mem_mib, gpu_hours_per_week, max_runtime_s)"
+	         "  SELECT u.id, p.id, $3, $4, $5, $6, $7 FROM users u, pools p"
+	         "  WHERE u.id = $1 AND p.name = $2"
+	         "  ON CONFLICT (user_id, pool_id) DO UPDATE SET max_slices = EXCLUDED.max_slices,"
+	         "  max_cpu_millis = EXCLUDED.max_cpu_millis, max_mem_mib = EXCLUDED.max_mem_mib,"
+	         "  gpu_hours_per_week = EXCLUDED.gpu_hours_per_week,"
+	         "  max_runtime_s = EXCLUDED.max_runtime_s, updated_at = now() RETURNING *)"
+	         " SELECT " QUOTA_COLS " FROM q JOIN users u ON u.id = q.user_id"
+	         " JOIN pools p ON p.id = q.pool_id",
+	         7, p, quota_set, r);
 	json_decref(body);
 	sched_kick();
 }
@@ -369,10 +401,7 @@ static void quota_list_done(PGresult *res, enum rc rc, void *arg)
 	}
 	items = json_array();
 	for (int i = 0; i < PQntuples(res); i++)
-		json_array_append_new(items, json_pack("{s:o, s:s, s:s, s:o}", "user_id",
-		                                       int_col(res, i, 0), "username",
-		                                       db_val(res, i, 1), "pool", db_val(res, i, 2),
-		                                       "max_slices", int_col(res, i, 3)));
+		json_array_append_new(items, quota_row(res, i));
 	http_reply_json(r, 200, json_pack("{s:o}", "items", items));
 }
 
@@ -389,7 +418,7 @@ static void quota_list(struct http_req *r)
 		return;
 	}
 	p[0] = n > 0 ? uid : NULL;
-	db_query("SELECT q.user_id, u.username, p.name, q.max_slices FROM quotas q"
+	db_query("SELECT " QUOTA_COLS " FROM quotas q"
 	         " JOIN users u ON u.id = q.user_id JOIN pools p ON p.id = q.pool_id"
 	         " WHERE $1::bigint IS NULL OR q.user_id = $1::bigint ORDER BY u.username, p.name",
 	         1, p, quota_list_done, r);

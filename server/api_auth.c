@@ -373,11 +373,21 @@ static void me_done(PGresult *res, enum rc rc, void *arg)
 		return;
 	}
 	for (int i = 0; i < PQntuples(res); i++) {
-		const char *pool = db_val(res, i, 0), *max = db_val(res, i, 1);
-		if (max)
-			json_object_set_new(quotas, pool,
-			                    json_pack("{s:I}", "max_slices",
-			                              (json_int_t)strtoll(max, NULL, 10)));
+		const char *pool = db_val(res, i, 0);
+		static const char *const names[] = { "max_slices", "max_cpu_millis", "max_mem_mib",
+			                             "gpu_hours_per_week", "max_runtime_s" };
+		static const int cols[] = { 1, 5, 6, 7, 8 };
+		if (strcmp(db_val(res, i, 4), "t") == 0) {
+			json_t *q = json_object();
+			for (int k = 0; k < 5; k++) {
+				const char *v = db_val(res, i, cols[k]);
+				json_object_set_new(q, names[k],
+				                    !v       ? json_null()
+				                    : k == 3 ? json_real(strtod(v, NULL))
+				                             : json_integer(strtoll(v, NULL, 10)));
+			}
+			json_object_set_new(quotas, pool, q);
+		}
 		json_object_set_new(usage, pool,
 		                    json_pack("{s:I, s:f}", "slices_in_use",
 		                              (json_int_t)strtoll(db_val(res, i, 2), NULL, 10),
@@ -406,7 +416,9 @@ static void me(struct http_req *r)
 	const char *p[1] = { uid };
 
 	snprintf(uid, sizeof(uid), "%lld", (long long)r->auth->user_id);
-	db_query("SELECT p.name, q.max_slices, COALESCE(l.n, 0), COALESCE(u.secs, 0) FROM pools p"
+	db_query("SELECT p.name, q.max_slices, COALESCE(l.n, 0), COALESCE(u.secs, 0),"
+	         " q.user_id IS NOT NULL, q.max_cpu_millis, q.max_mem_mib, q.gpu_hours_per_week,"
+	         " q.max_runtime_s FROM pools p"
 	         " LEFT JOIN quotas q ON q.pool_id = p.id AND q.user_id = $1"
 	         " LEFT JOIN (SELECT r.pool_id, count(*) AS n FROM alloc_requests r"
 	         "  JOIN allocations a ON a.request_id = r.id AND a.released_at IS NULL"
@@ -415,7 +427,7 @@ static void me(struct http_req *r)
 	         " LEFT JOIN (SELECT pool_id, sum(gpu_seconds) AS secs FROM gpu_usage"
 	         "  WHERE user_id = $1 AND day > current_date - 7 GROUP BY pool_id) u ON u.pool_id "
 	         "= p.id"
-	         " WHERE q.max_slices IS NOT NULL OR l.n IS NOT NULL OR u.secs IS NOT NULL"
+	         " WHERE q.user_id IS NOT NULL OR l.n IS NOT NULL OR u.secs IS NOT NULL"
 	         " ORDER BY p.name",
 	         1, p, me_done, r);
 }

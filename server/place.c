@@ -116,6 +116,7 @@ struct run {
 
 struct quota_ent {
 	int64_t user, pool, live;
+	int64_t cpu, mem; /* live millicores and MiB */
 	int used;
 };
 
@@ -555,7 +556,10 @@ static int index_running(struct ctx *c)
 
 		c->run_by_id[i] = i;
 		c->run[i].pool = pool_find(c, rn->pool_id);
-		quota_slot(c, rn->user_id, rn->pool_id)->live += rn->slices;
+		struct quota_ent *qe = quota_slot(c, rn->user_id, rn->pool_id);
+		qe->live += rn->slices;
+		qe->cpu += rn->cpu;
+		qe->mem += rn->mem;
 	}
 	sort_running = in->running;
 	qsort(c->run_by_id, (size_t)in->nrunning, sizeof(int), cmp_run_id);
@@ -1085,6 +1089,18 @@ static int decide(struct ctx *c, const struct place_request *r, struct place_dec
 			         (long long)q->live, r->quota_slices, (long long)need);
 		return 0;
 	}
+	if ((r->quota_cpu > 0 && q->cpu + r->cpu * r->nodes > r->quota_cpu) ||
+	    (r->quota_mem > 0 && q->mem + r->mem * r->nodes > r->quota_mem)) {
+		int cpu = r->quota_cpu > 0 && q->cpu + r->cpu * r->nodes > r->quota_cpu;
+		d->reason = REASON_QUOTA;
+		snprintf(d->message, sizeof(d->message),
+		         "user quota: %lld of %lld %s of this pool in use; this needs %lld",
+		         (long long)(cpu ? q->cpu : q->mem),
+		         (long long)(cpu ? r->quota_cpu : r->quota_mem),
+		         cpu ? "millicores of cpu" : "MiB of memory",
+		         (long long)(cpu ? r->cpu : r->mem) * r->nodes);
+		return 0;
+	}
 
 	if (!ring_covers(&pl->fit, r, r->nodes)) {
 		got = find_room(c, pl, r, 1, r->nodes);
@@ -1094,6 +1110,8 @@ static int decide(struct ctx *c, const struct place_request *r, struct place_dec
 				take(c, pl, c->pick[i], r);
 			d->nchosen = (int)need;
 			q->live += need;
+			q->cpu += r->cpu * r->nodes;
+			q->mem += r->mem * r->nodes;
 			return 1;
 		}
 		ring_add(&pl->fit, r, r->nodes, 0);

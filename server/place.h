@@ -15,7 +15,8 @@
  *     nodes (gang: all nodes or nothing), plus cpu and memory per node.
  *     Only schedulable nodes with enough free slices of that pool and free
  *     cpu/memory qualify.  Quota: a request whose user would exceed
- *     `quota_slices` live slices in that pool waits (reason QUOTA).
+ *     `quota_slices` live slices (or `quota_cpu` millicores, `quota_mem` MiB)
+ *     in that pool waits (reason QUOTA).
  *  3. Packing (best fit): among qualifying nodes, the one with the fewest
  *     free slices of the pool left after placing, ties by lowest node index;
  *     within a node, slices on GPUs that already have used slices first,
@@ -81,6 +82,8 @@ struct place_request {
 	int64_t submitted;   /* any monotonic order, e.g. unix microseconds */
 	int64_t user_recent; /* the user's recent GPU-seconds (fair share) */
 	int quota_slices;    /* max live slices of this user in this pool; < 0 = none */
+	int64_t quota_cpu;   /* max live millicores of this user in this pool; 0 = none */
+	int64_t quota_mem;   /* max live MiB of this user in this pool; 0 = none */
 };
 
 /* A running allocation, for quota counting and preemption. */

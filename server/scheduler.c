@@ -61,6 +61,7 @@ struct prev {
 	char code[16];
 	char *reason;
 	int position;
+	char budget[120]; /* set when the user's GPU-hour budget is spent */
 };
 static struct prev *prev;
 
@@ -247,6 +248,18 @@ static void done_generic(PGresult *res, enum rc rc, void *arg)
 			q->submitted = ll(res, i, 8);
 			q->user_recent = ll(res, i, 9);
 			q->quota_slices = (int)ll(res, i, 10);
+			q->quota_cpu = ll(res, i, 14);
+			q->quota_mem = ll(res, i, 15);
+			if (db_val(res, i, 16) &&
+			    strtod(db_val(res, i, 17), NULL) >= strtod(db_val(res, i, 16), NULL)) {
+				/* the GPU-hour budget is spent: wait like a full quota */
+				q->quota_slices = 0;
+				snprintf(prev[i].budget, sizeof(prev[i].budget),
+				         "GPU-hour budget: %.1f of %.1f h of this pool used in the "
+				         "last 7 days",
+				         strtod(db_val(res, i, 17), NULL),
+				         strtod(db_val(res, i, 16), NULL));
+			}
 		}
 		break;
 	case S_RUNNING:
@@ -283,25 +296,43 @@ static void done_generic(PGresult *res, enum rc rc, void *arg)
 	next();
 }
 
-/* 1 when a pending decision says what its request says already. */
-static int unchanged(const struct place_decision *d)
+/* Index of a queued request (the queue was read ordered by id), or -1. */
+static int queue_index(int64_t id)
 {
 	int lo = 0, hi = in.nqueue - 1;
 
-	while (lo <= hi) { /* the queue was read ordered by id */
+	while (lo <= hi) {
 		int mid = (lo + hi) / 2;
-		if (in.queue[mid].id == d->request_id) {
-			const struct prev *p = &prev[mid];
-			return d->nvictims == 0 && p->position == d->position &&
-			       strcmp(p->code, place_reason_code(d->reason)) == 0 && p->reason &&
-			       strcmp(p->reason, d->message) == 0;
-		}
-		if (in.queue[mid].id < d->request_id)
+		if (in.queue[mid].id == id)
+			return mid;
+		if (in.queue[mid].id < id)
 			lo = mid + 1;
 		else
 			hi = mid - 1;
 	}
-	return 0;
+	return -1;
+}
+
+/* The sentence to store for a decision: a spent GPU-hour budget explains a
+ * quota wait better than the slice count the engine saw. */
+static const char *message_of(const struct place_decision *d)
+{
+	int i = queue_index(d->request_id);
+
+	if (i >= 0 && d->reason == REASON_QUOTA && prev[i].budget[0])
+		return prev[i].budget;
+	return d->message;
+}
+
+/* 1 when a pending decision says what its request says already. */
+static int unchanged(const struct place_decision *d)
+{
+	int i = queue_index(d->request_id);
+	const struct prev *p = i >= 0 ? &prev[i] : NULL;
+
+	return p && d->nvictims == 0 && p->position == d->position &&
+	       strcmp(p->code, place_reason_code(d->reason)) == 0 && p->reason &&
+	       strcmp(p->reason, message_of(d)) == 0;
 }
 
 /* Turns place.c's decisions into the one statement that writes them:
@@ -331,10 +362,10 @@ static char *decisions_doc(const struct place_result *res, int *placed)
 			json_decref(n);
 			continue;
 		}
-		json_array_append_new(arr, json_pack("{s:I, s:s, s:s, s:i, s:o, s:o}", "id",
-		                                     (json_int_t)d->request_id, "r",
-		                                     place_reason_code(d->reason), "m", d->message,
-		                                     "p", d->position, "s", s, "n", n));
+		json_array_append_new(
+		        arr, json_pack("{s:I, s:s, s:s, s:i, s:o, s:o}", "id",
+		                       (json_int_t)d->request_id, "r", place_reason_code(d->reason),
+		                       "m", message_of(d), "p", d->position, "s", s, "n", n));
 	}
 	doc = json_dumps(arr, JSON_COMPACT);
 	victims_doc = json_dumps(victims, JSON_COMPACT);
@@ -357,9 +388,16 @@ static void next(void)
 		p[0] = grace;
 		/* scavenger work asked to stop whose grace is over: its owner (the
 		 * API here) lets the scheduler end it */
+		/* ... and allocations past their owner's maximum runtime */
 		query("SELECT gc_release_request(id, 'preempted by higher-priority work')"
 		      " FROM alloc_requests WHERE state = 'allocated' AND owner_kind = 'api'"
-		      " AND preempt_requested_at < now() - make_interval(secs => $1::int)",
+		      " AND preempt_requested_at < now() - make_interval(secs => $1::int)"
+		      " UNION ALL"
+		      " SELECT gc_release_request(r.id, 'reached the maximum runtime of ' ||"
+		      "  q.max_runtime_s || ' s') FROM alloc_requests r JOIN quotas q"
+		      "  ON q.user_id = r.user_id AND q.pool_id = r.pool_id"
+		      " WHERE r.state = 'allocated' AND q.max_runtime_s IS NOT NULL"
+		      " AND r.allocated_at < now() - make_interval(secs => q.max_runtime_s)",
 		      1, p, done_generic);
 		return;
 	case S_PREEMPT:
@@ -383,7 +421,12 @@ static void next(void)
 		      "r.cpu_millis,"
 		      " r.mem_mib, (extract(epoch FROM r.created_at) * 1000000)::bigint,"
 		      " COALESCE(u.secs, 0)::bigint, COALESCE(q.max_slices, -1),"
-		      " r.reason_code, r.reason, COALESCE(r.position, 0)"
+		      " r.reason_code, r.reason, COALESCE(r.position, 0),"
+		      " COALESCE(q.max_cpu_millis, 0), COALESCE(q.max_mem_mib, 0), "
+		      "q.gpu_hours_per_week,"
+		      " (SELECT COALESCE(sum(g.gpu_seconds), 0) / 3600 FROM gpu_usage g"
+		      "  WHERE g.user_id = r.user_id AND g.pool_id = r.pool_id"
+		      "  AND g.day > current_date - 7)"
 		      " FROM alloc_requests r"
 		      " LEFT JOIN (SELECT user_id, sum(gpu_seconds) AS secs FROM gpu_usage"
 		      "  WHERE day > current_date - 7 GROUP BY user_id) u ON u.user_id = r.user_id"

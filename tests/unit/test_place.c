@@ -257,6 +257,30 @@ TEST(test_quota_same_pass)
 	place_result_free(res);
 }
 
+TEST(test_quota_cpu_mem)
+{
+	struct place_result *res;
+
+	reset();
+	node(POOL_A, 8, 1);
+	running(50, 10, POOL_A, PRIO_NORMAL, 0, 1, 1); /* holds 1000 millicores, 1000 MiB */
+	request(1, 10, POOL_A, PRIO_NORMAL, 1, 1)->quota_cpu = 2500;
+	request(2, 10, POOL_A, PRIO_NORMAL, 1, 1)->quota_cpu = 2500;
+	request(3, 11, POOL_A, PRIO_NORMAL, 1, 1)->quota_mem = 500;
+	request(4, 12, POOL_A, PRIO_NORMAL, 1, 2)->quota_mem = 1500; /* 2 nodes x 1000 MiB */
+	res = run();
+	CHECK(dec(res, 1)->reason == REASON_NONE);
+	CHECK(dec(res, 2)->reason == REASON_QUOTA);
+	CHECK_STR(
+	        dec(res, 2)->message,
+	        "user quota: 2000 of 2500 millicores of cpu of this pool in use; this needs 1000");
+	CHECK(dec(res, 3)->reason == REASON_QUOTA);
+	CHECK_STR(dec(res, 3)->message,
+	          "user quota: 0 of 500 MiB of memory of this pool in use; this needs 1000");
+	CHECK(dec(res, 4)->reason == REASON_QUOTA || dec(res, 4)->reason == REASON_TOO_BIG);
+	place_result_free(res);
+}
+
 TEST(test_best_fit)
 {
 	struct place_result *res;
@@ -817,6 +841,7 @@ int main(void)
 	RUN(test_quota_full);
 	RUN(test_quota_running_counts);
 	RUN(test_quota_same_pass);
+	RUN(test_quota_cpu_mem);
 	RUN(test_best_fit);
 	RUN(test_keeps_empty_node);
 	RUN(test_partly_used_gpu_first);
