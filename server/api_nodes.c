@@ -510,6 +510,7 @@ static const struct jfield update_spec[] = {
 	{ "labels", J_OBJECT, 0, 0 },
 	{ "state", J_STRING, 0, 16 },
 	{ "gpus", J_ARRAY, 0, MAX_DECLARED_GPUS },
+	{ "toolkit_version", J_STRING, 0, 32 },
 	{ NULL, 0, 0, 0 },
 };
 
@@ -519,7 +520,7 @@ static void update(struct http_req *r)
 	long long id;
 	char ids[24], err[512];
 	char *labels = NULL, *gdoc = NULL;
-	const char *state, *p[4];
+	const char *state, *tk, *p[5];
 
 	if (api_id(r, "id", &id) < 0)
 		return;
@@ -557,9 +558,22 @@ static void update(struct http_req *r)
 	p[1] = labels;
 	p[2] = state;
 	p[3] = gdoc;
+	/* the Engine API does not tell the NVIDIA container toolkit's version:
+	 * the admin does, from the node's inventory, and it is flagged when old */
+	tk = json_string_value(json_object_get(body, "toolkit_version"));
+	if (tk && *tk && nodes_version_older(tk, TOOLKIT_MIN) < 0) {
+		free(labels);
+		free(gdoc);
+		json_decref(body);
+		http_reply_error(r, RC_INVALID, "e.g. 1.17.8",
+		                 "toolkit_version must be a version number");
+		return;
+	}
+	p[4] = tk;
 	/* declared GPUs are replaced as a whole when given */
 	db_query("WITH n AS (UPDATE nodes SET labels = COALESCE($2::jsonb, labels),"
-	         "  admin_state = COALESCE($3::node_admin_state, admin_state), updated_at = now()"
+	         "  admin_state = COALESCE($3::node_admin_state, admin_state),"
+	         "  toolkit_version = COALESCE($5, toolkit_version), updated_at = now()"
 	         "  WHERE id = $1 RETURNING id, name),"
 	         " d AS (DELETE FROM gpus WHERE $4::jsonb IS NOT NULL AND node_id IN (SELECT id "
 	         "FROM n)"
@@ -570,7 +584,7 @@ static void update(struct http_req *r)
 	         "  FROM n, jsonb_to_recordset(COALESCE($4::jsonb, '[]')) AS x(idx int, uuid text,"
 	         "  model text, memory_mib bigint, devices text[]))"
 	         " SELECT id, name FROM n",
-	         4, p, updated, r);
+	         5, p, updated, r);
 	free(labels);
 	free(gdoc);
 	json_decref(body);

@@ -79,6 +79,14 @@ describe('GPU nodes', () => {
     const f = (await admin.get(`/api/v1/nodes/${id}`)).json.flags;
     assert.ok(!f.includes('runc_vulnerable'));
     assert.ok(f.includes('toolkit_vulnerable'));
+    // the toolkit's version comes from the admin (the Engine API does not tell it)
+    let r = await admin.patch(`/api/v1/nodes/${id}`, { toolkit_version: '1.17.8' });
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.json.toolkit_version, '1.17.8');
+    assert.ok(!r.json.flags.includes('toolkit_vulnerable'));
+    r = await admin.patch(`/api/v1/nodes/${id}`, { toolkit_version: '1.16.2' });
+    assert.ok(r.json.flags.includes('toolkit_vulnerable'));
+    assert.equal((await admin.patch(`/api/v1/nodes/${id}`, { toolkit_version: 'latest' })).status, 400);
   });
 
   it('registers an mTLS engine with the right client certificate and never returns the key', async () => {
