@@ -25,7 +25,7 @@ REG_USER='$oauthtoken'
 IMAGE_REPO=nvidia/busybox
 IMAGE_TAG=1.36
 IMAGE=$REG_ADDR/$IMAGE_REPO:$IMAGE_TAG
-DISCOVERY_IMAGE=gpucloud/nvidia-smi-standin:1
+DISCOVERY_IMAGE=gpucloud/nvidia-smi-standin:2
 NODES=(1 2)
 GPUS_PER_NODE=4
 TLS_PORT_BASE=23760 # node N listens with mTLS on 127.0.0.1:$((TLS_PORT_BASE + N))
@@ -327,12 +327,20 @@ discovery_image_up() {
 		install -d -m 0700 "$tmp"
 		make_rootfs "$tmp/rootfs"
 		install -d -m 0755 "$tmp/rootfs/fixture"
-		install -m 0644 "$ROOT/tests/fixtures/nvidia-smi/a100x8-query.csv" "$tmp/rootfs/fixture/query.csv"
+		# node1 reports two A100s in MIG mode (7 + 3 instances), node2 eight whole A100s
+		if [[ $n == 1 ]]; then
+			install -m 0644 "$ROOT/tests/fixtures/nvidia-smi/a100-mig-query.csv" "$tmp/rootfs/fixture/query.csv"
+			install -m 0644 "$ROOT/tests/fixtures/nvidia-smi/a100-mig-list.txt" "$tmp/rootfs/fixture/list.txt"
+		else
+			install -m 0644 "$ROOT/tests/fixtures/nvidia-smi/a100x8-query.csv" "$tmp/rootfs/fixture/query.csv"
+			: >"$tmp/rootfs/fixture/list.txt"
+		fi
 		rm -f -- "$tmp/rootfs/usr/bin/nvidia-smi"
 		printf '%s\n' '#!/bin/sh' \
 			'# prints captured nvidia-smi output: the test world has no GPU' \
 			'case "$*" in' \
 			'*--query-gpu*) cat /fixture/query.csv ;;' \
+			'-L) cat /fixture/list.txt ;;' \
 			'*) echo "nvidia-smi stand-in: unsupported arguments: $*" >&2; exit 2 ;;' \
 			'esac' >"$tmp/rootfs/usr/bin/nvidia-smi"
 		chmod 0755 "$tmp/rootfs/usr/bin/nvidia-smi"

@@ -40,7 +40,9 @@
 	" n.tls_cert IS NOT NULL,"                                                                 \
 	" COALESCE((SELECT json_agg(json_build_object('id', g.id, 'index', g.idx, 'uuid', g.uuid," \
 	"  'model', g.model, 'memory_mib', g.memory_mib, 'mig_enabled', g.mig_enabled,"            \
-	"  'simulated', g.simulated, 'devices', g.devices) ORDER BY g.idx)"                        \
+	"  'simulated', g.simulated, 'devices', g.devices, 'mig', (SELECT COALESCE(json_agg("      \
+	"  json_build_object('index', m.idx, 'profile', m.profile, 'uuid', m.uuid) ORDER BY"       \
+	"  m.idx), '[]') FROM gpu_mig m WHERE m.gpu_id = g.id)) ORDER BY g.idx)"                   \
 	"  FROM gpus g WHERE g.node_id = n.id), '[]')::text"                                       \
 	" FROM nodes n"
 

@@ -191,12 +191,6 @@ static int check_settings(struct http_req *r, json_t *body, char *slots, char *m
 		                 "sharing must be exclusive, shared or mig");
 		return -1;
 	}
-	if (sharing && strcmp(sharing, "mig") == 0) {
-		http_reply_error(
-		        r, RC_INVALID, "use exclusive or shared pools for now",
-		        "mig pools need discovered MIG instances, which nodes do not report yet");
-		return -1;
-	}
 	if (json_is_integer(sl) && (json_integer_value(sl) < 1 || json_integer_value(sl) > 64)) {
 		http_reply_error(r, RC_INVALID, NULL, "slots_per_gpu must be from 1 to 64");
 		return -1;
@@ -344,6 +338,13 @@ static void members_done(PGresult *res, enum rc rc, void *arg)
 		                 "GPUs %s are unknown or in another pool", taken);
 		return;
 	}
+	taken = db_val(res, 0, 4);
+	if (taken && *taken) {
+		http_reply_error(r, RC_CONFLICT,
+		                 "enable MIG on them and let the node be discovered again",
+		                 "GPUs %s have no MIG instances", taken);
+		return;
+	}
 	auth_audit(r, r->auth, "pool.gpus", db_val(res, 0, 1),
 	           json_pack("{s:i}", "gpus", (int)strtol(db_val(res, 0, 3), NULL, 10)));
 	reply_pool(r, db_val(res, 0, 0), 200);
@@ -386,13 +387,17 @@ static void set_members(struct http_req *r)
 	 * another pool stops it before anything changes; removing a GPU whose
 	 * slice is allocated fails (the live allocation keeps its slice). */
 	db_query(
-	        "WITH pool AS (SELECT id, name, slots_per_gpu FROM pools WHERE id = $1 FOR UPDATE),"
+	        "WITH pool AS (SELECT id, name, slots_per_gpu, sharing FROM pools WHERE id = $1"
+	        "  FOR UPDATE),"
 	        " want AS (SELECT DISTINCT x::bigint AS gpu_id"
 	        "  FROM jsonb_array_elements_text($2::jsonb) AS x),"
 	        " bad AS (SELECT w.gpu_id FROM want w LEFT JOIN gpus g ON g.id = w.gpu_id"
 	        "  WHERE g.id IS NULL OR (g.pool_id IS NOT NULL AND g.pool_id <> $1)),"
-	        " ok AS (SELECT NOT EXISTS (SELECT 1 FROM bad) AND EXISTS (SELECT 1 FROM pool) AS "
-	        "go),"
+	        /* a mig pool takes only GPUs with MIG instances */
+	        " nomig AS (SELECT w.gpu_id FROM want w WHERE (SELECT sharing FROM pool) = 'mig'"
+	        "  AND NOT EXISTS (SELECT 1 FROM gpu_mig m WHERE m.gpu_id = w.gpu_id)),"
+	        " ok AS (SELECT NOT EXISTS (SELECT 1 FROM bad) AND NOT EXISTS (SELECT 1 FROM nomig)"
+	        "  AND EXISTS (SELECT 1 FROM pool) AS go),"
 	        " leaving AS (SELECT id FROM gpus WHERE pool_id = $1"
 	        "  AND id NOT IN (SELECT gpu_id FROM want) AND (SELECT go FROM ok)),"
 	        " joining AS (SELECT gpu_id FROM want w WHERE (SELECT go FROM ok) AND NOT EXISTS"
@@ -400,12 +405,15 @@ static void set_members(struct http_req *r)
 	        " drop_slices AS (DELETE FROM slices WHERE gpu_id IN (SELECT id FROM leaving)),"
 	        " leave AS (UPDATE gpus SET pool_id = NULL WHERE id IN (SELECT id FROM leaving)),"
 	        " join_ AS (UPDATE gpus SET pool_id = $1 WHERE id IN (SELECT gpu_id FROM joining)),"
-	        " cut AS (INSERT INTO slices (pool_id, gpu_id, slot)"
-	        "  SELECT $1, j.gpu_id, s FROM joining j, pool,"
-	        "  generate_series(0, pool.slots_per_gpu - 1) s)"
+	        " cut AS (INSERT INTO slices (pool_id, gpu_id, slot, mig_id)"
+	        "  SELECT $1, j.gpu_id, s, NULL FROM joining j, pool,"
+	        "  generate_series(0, pool.slots_per_gpu - 1) s WHERE pool.sharing <> 'mig'"
+	        "  UNION ALL SELECT $1, m.gpu_id, m.idx, m.id FROM joining j"
+	        "  JOIN gpu_mig m ON m.gpu_id = j.gpu_id, pool WHERE pool.sharing = 'mig')"
 	        " SELECT (SELECT id FROM pool), (SELECT name FROM pool),"
 	        " (SELECT string_agg(gpu_id::text, ', ' ORDER BY gpu_id) FROM bad),"
-	        " (SELECT count(*) FROM want)",
+	        " (SELECT count(*) FROM want),"
+	        " (SELECT string_agg(gpu_id::text, ', ' ORDER BY gpu_id) FROM nomig)",
 	        2, p, members_done, r);
 	free(doc);
 }

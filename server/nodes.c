@@ -301,9 +301,13 @@ struct discovery {
 	long long node_id;
 	char name[64];
 	char cid[80];
-	struct docker_engine *eng; /* borrowed from the node */
 	struct evbuffer *out;
+	int phase; /* 0: --query-gpu, 1: -L (MIG instances) */
+	int ngpus;
+	struct nvsmi_gpu gpus[NVSMI_MAX_GPUS];
 };
+
+static void discovery_create(struct node_rt *n, struct discovery *d);
 
 static void ignore_call(struct docker_call *call, enum rc rc, int status, const char *body,
                         size_t len, const char *err, void *arg)
@@ -350,30 +354,121 @@ static void discovery_abort(struct node_rt *n)
 	n->disc = NULL;
 }
 
-static void discovered_saved(PGresult *res, enum rc rc, void *arg)
+/* What the GPU statement's completion still has to do. */
+struct saved {
+	char name[64];
+	char node[24];
+	char *mig; /* MIG instances as JSON, NULL when none */
+};
+
+static void mig_saved(PGresult *res, enum rc rc, void *arg)
 {
-	char *name = arg;
+	struct saved *sv = arg;
 
 	if (rc != RC_OK)
 		log_msg(LOG_WARN, "nodes", NULL,
-		        "could not store the GPUs discovered on node '%s': %s", name,
+		        "could not store the MIG instances discovered on node '%s': %s", sv->name,
 		        res ? db_sqlstate(res) : rc_code(rc));
 	else
-		log_msg(LOG_INFO, "nodes", NULL, "discovered %s GPUs on node '%s'",
-		        db_val(res, 0, 0), name);
-	free(name);
+		log_msg(LOG_INFO, "nodes", NULL, "discovered %s MIG instances on node '%s'",
+		        db_val(res, 0, 0), sv->name);
+	free(sv->mig);
+	free(sv);
+}
+
+static void discovered_saved(PGresult *res, enum rc rc, void *arg)
+{
+	struct saved *sv = arg;
+	const char *p[2] = { sv->node, sv->mig };
+
+	if (rc != RC_OK) {
+		log_msg(LOG_WARN, "nodes", NULL,
+		        "could not store the GPUs discovered on node '%s': %s", sv->name,
+		        res ? db_sqlstate(res) : rc_code(rc));
+		free(sv->mig);
+		free(sv);
+		return;
+	}
+	log_msg(LOG_INFO, "nodes", NULL, "discovered %s GPUs on node '%s'", db_val(res, 0, 0),
+	        sv->name);
+	/* the MIG instances of the node's discovered GPUs become exactly these */
+	db_query("WITH x AS (SELECT * FROM jsonb_to_recordset(COALESCE($2, '[]')::jsonb)"
+	         "  AS x(gpu text, idx int, profile text, uuid text)),"
+	         " g AS (SELECT id, uuid FROM gpus WHERE node_id = $1 AND NOT simulated),"
+	         " del AS (DELETE FROM gpu_mig m USING g WHERE m.gpu_id = g.id"
+	         "  AND m.uuid NOT IN (SELECT uuid FROM x)),"
+	         " upd AS (UPDATE gpu_mig m SET idx = x.idx, profile = x.profile FROM x"
+	         "  WHERE m.uuid = x.uuid),"
+	         " ins AS (INSERT INTO gpu_mig (gpu_id, idx, profile, uuid)"
+	         "  SELECT g.id, x.idx, x.profile, x.uuid FROM x JOIN g ON g.uuid = x.gpu"
+	         "  WHERE x.uuid NOT IN (SELECT uuid FROM gpu_mig))"
+	         " SELECT count(*) FROM x",
+	         2, p, mig_saved, sv);
+}
+
+/* Stores what both nvidia-smi runs reported, then ends the discovery. */
+static void discovery_store(struct discovery *d)
+{
+	struct saved *sv = calloc(1, sizeof(*sv));
+	json_t *arr = json_array(), *mig = json_array();
+	char *doc;
+	const char *p[2];
+
+	for (int i = 0; i < d->ngpus; i++) {
+		const struct nvsmi_gpu *g = &d->gpus[i];
+		json_array_append_new(arr,
+		                      json_pack("{s:i, s:s, s:s, s:I, s:b}", "idx", g->index,
+		                                "uuid", g->uuid, "model", g->name, "memory_mib",
+		                                (json_int_t)g->memory_mib, "mig", g->mig_enabled));
+		for (int k = 0; k < g->nmig; k++)
+			json_array_append_new(mig,
+			                      json_pack("{s:s, s:i, s:s, s:s}", "gpu", g->uuid,
+			                                "idx", g->mig[k].index, "profile",
+			                                g->mig[k].profile, "uuid", g->mig[k].uuid));
+	}
+	doc = json_dumps(arr, JSON_COMPACT);
+	if (sv) {
+		snprintf(sv->name, sizeof(sv->name), "%s", d->name);
+		snprintf(sv->node, sizeof(sv->node), "%lld", d->node_id);
+		sv->mig = json_array_size(mig) ? json_dumps(mig, JSON_COMPACT) : NULL;
+	}
+	json_decref(arr);
+	json_decref(mig);
+	if (sv && doc) {
+		p[0] = sv->node;
+		p[1] = doc;
+		/* the node's discovered GPUs become exactly these (declared ones
+		 * are the admin's and never touched) */
+		db_query("WITH x AS (SELECT * FROM jsonb_to_recordset($2::jsonb)"
+		         "  AS x(idx int, uuid text, model text, memory_mib bigint, mig boolean)),"
+		         " del AS (DELETE FROM gpus g WHERE g.node_id = $1 AND NOT g.simulated"
+		         "  AND g.uuid NOT IN (SELECT uuid FROM x)),"
+		         " upd AS (UPDATE gpus g SET idx = x.idx, model = x.model,"
+		         "  memory_mib = x.memory_mib, mig_enabled = x.mig FROM x"
+		         "  WHERE g.uuid = x.uuid AND g.node_id = $1),"
+		         " ins AS (INSERT INTO gpus (node_id, idx, uuid, model, memory_mib,"
+		         "  mig_enabled, simulated)"
+		         "  SELECT $1, idx, uuid, model, memory_mib, mig, false FROM x"
+		         "  WHERE uuid NOT IN (SELECT uuid FROM gpus WHERE node_id = $1))"
+		         " SELECT count(*) FROM x",
+		         2, p, discovered_saved, sv);
+	} else if (sv) {
+		free(sv->mig);
+		free(sv);
+	}
+	free(doc);
+	discovery_end(d, NULL);
 }
 
 static void discovery_logs_done(struct docker_call *call, enum rc rc, int status, const char *body,
                                 size_t len, const char *err, void *arg)
 {
 	struct discovery *d = arg;
-	struct nvsmi_gpu gpus[NVSMI_MAX_GPUS];
-	char why[300], idp[24];
-	json_t *arr;
-	char *doc;
-	int ngpus;
-	const char *p[2];
+	struct node_rt *n = rt_find(d->node_id);
+	const char *out;
+	size_t olen;
+	char why[300], path[200];
+	int mig = 0;
 
 	(void)call;
 	(void)body;
@@ -382,41 +477,34 @@ static void discovery_logs_done(struct docker_call *call, enum rc rc, int status
 		discovery_end(d, rc != RC_OK ? err : "the engine refused the logs");
 		return;
 	}
-	ngpus = nvsmi_parse_query((const char *)evbuffer_pullup(d->out, -1),
-	                          evbuffer_get_length(d->out), gpus, NVSMI_MAX_GPUS, why,
-	                          sizeof(why));
-	if (ngpus < 0) {
+	olen = evbuffer_get_length(d->out);
+	out = olen ? (const char *)evbuffer_pullup(d->out, -1) : "";
+	if (d->phase == 1) {
+		if (nvsmi_parse_list(out, olen, d->gpus, d->ngpus, why, sizeof(why)) < 0) {
+			discovery_end(d, why);
+			return;
+		}
+		discovery_store(d);
+		return;
+	}
+	d->ngpus = nvsmi_parse_query(out, olen, d->gpus, NVSMI_MAX_GPUS, why, sizeof(why));
+	if (d->ngpus < 0) {
 		discovery_end(d, why);
 		return;
 	}
-	arr = json_array();
-	for (int i = 0; i < ngpus; i++)
-		json_array_append_new(
-		        arr, json_pack("{s:i, s:s, s:s, s:I, s:b}", "idx", gpus[i].index, "uuid",
-		                       gpus[i].uuid, "model", gpus[i].name, "memory_mib",
-		                       (json_int_t)gpus[i].memory_mib, "mig", gpus[i].mig_enabled));
-	doc = json_dumps(arr, JSON_COMPACT);
-	json_decref(arr);
-	snprintf(idp, sizeof(idp), "%lld", d->node_id);
-	p[0] = idp;
-	p[1] = doc ? doc : "[]";
-	/* the node's discovered GPUs become exactly these (declared ones are
-	 * the admin's and never touched) */
-	db_query("WITH x AS (SELECT * FROM jsonb_to_recordset($2::jsonb)"
-	         "  AS x(idx int, uuid text, model text, memory_mib bigint, mig boolean)),"
-	         " del AS (DELETE FROM gpus g WHERE g.node_id = $1 AND NOT g.simulated"
-	         "  AND g.uuid NOT IN (SELECT uuid FROM x)),"
-	         " upd AS (UPDATE gpus g SET idx = x.idx, model = x.model, memory_mib = "
-	         "x.memory_mib,"
-	         "  mig_enabled = x.mig FROM x WHERE g.uuid = x.uuid AND g.node_id = $1),"
-	         " ins AS (INSERT INTO gpus (node_id, idx, uuid, model, memory_mib, mig_enabled, "
-	         "simulated)"
-	         "  SELECT $1, idx, uuid, model, memory_mib, mig, false FROM x"
-	         "  WHERE uuid NOT IN (SELECT uuid FROM gpus WHERE node_id = $1))"
-	         " SELECT count(*) FROM x",
-	         2, p, discovered_saved, strdup(d->name));
-	free(doc);
-	discovery_end(d, NULL);
+	for (int i = 0; i < d->ngpus; i++)
+		mig |= d->gpus[i].mig_enabled;
+	if (!mig || !n || !n->eng) {
+		discovery_store(d);
+		return;
+	}
+	/* MIG mode: a second run lists the instances */
+	snprintf(path, sizeof(path), "/containers/%s?force=1", d->cid);
+	docker_request(n->eng, "DELETE", path, NULL, NULL, 0, NULL, 30000, ignore_call, NULL);
+	d->cid[0] = '\0';
+	evbuffer_drain(d->out, evbuffer_get_length(d->out));
+	d->phase = 1;
+	discovery_create(n, d);
 }
 
 static int discovery_out(struct docker_call *call, int stream, const char *data, size_t len,
@@ -519,14 +607,44 @@ static void discovery_created(struct docker_call *call, enum rc rc, int status, 
 		discovery_end(d, "could not start the discovery container");
 }
 
-/* Runs nvidia-smi through the node's NVIDIA runtime in a hardened,
- * network-less container of cfg.discovery_image, once per node and process. */
-static void discovery_start(struct node_rt *n)
+/* Creates the container of the current phase (nvidia-smi --query-gpu, or
+ * nvidia-smi -L): hardened, without network, through the NVIDIA runtime. */
+static void discovery_create(struct node_rt *n, struct discovery *d)
 {
 	static unsigned seq;
-	struct discovery *d;
-	json_t *spec;
+	json_t *spec, *cmd;
 	char *body, path[160];
+
+	cmd = d->phase == 0 ? json_pack("[s,s,s]", "nvidia-smi",
+	                                "--query-gpu=index,uuid,name,memory.total,mig.mode.current",
+	                                "--format=csv,noheader")
+	                    : json_pack("[s,s]", "nvidia-smi", "-L");
+	spec = json_pack("{s:s, s:o, s:[s,s], s:{s:s, s:s}, s:{s:s, s:s, s:b, s:[s], s:[s],"
+	                 " s:I, s:I, s:I}}",
+	                 "Image", cfg.discovery_image, "Cmd", cmd, "Env",
+	                 "NVIDIA_VISIBLE_DEVICES=all", "NVIDIA_DRIVER_CAPABILITIES=utility",
+	                 "Labels", "gpucloud.kind", "discovery", "gpucloud.node", n->name,
+	                 "HostConfig", "Runtime", "nvidia", "NetworkMode", "none", "Privileged", 0,
+	                 "CapDrop", "ALL", "SecurityOpt", "no-new-privileges", "Memory",
+	                 (json_int_t)(256 << 20), "MemorySwap", (json_int_t)(256 << 20),
+	                 "PidsLimit", (json_int_t)64);
+	body = spec ? json_dumps(spec, JSON_COMPACT) : NULL;
+	json_decref(spec);
+	snprintf(path, sizeof(path), "/containers/create?name=gpucloud-discovery-%lld-%u-%ld",
+	         n->id, ++seq, (long)getpid());
+	if (body)
+		n->dcall = docker_request(n->eng, "POST", path, "application/json", body,
+		                          strlen(body), NULL, 30000, discovery_created, d);
+	free(body);
+	if (!n->dcall)
+		discovery_end(d, "could not ask the engine for a container");
+}
+
+/* Runs nvidia-smi through the node's NVIDIA runtime in a short-lived
+ * container of cfg.discovery_image, once per node and process. */
+static void discovery_start(struct node_rt *n)
+{
+	struct discovery *d;
 
 	if (n->dcall || n->discovered || !n->eng)
 		return;
@@ -539,26 +657,7 @@ static void discovery_start(struct node_rt *n)
 	n->disc = d;
 	d->node_id = n->id;
 	snprintf(d->name, sizeof(d->name), "%s", n->name);
-	spec = json_pack("{s:s, s:[s,s,s], s:[s,s], s:{s:s, s:s}, s:{s:s, s:s, s:b, s:[s], s:[s],"
-	                 " s:I, s:I, s:I}}",
-	                 "Image", cfg.discovery_image, "Cmd", "nvidia-smi",
-	                 "--query-gpu=index,uuid,name,memory.total,mig.mode.current",
-	                 "--format=csv,noheader", "Env", "NVIDIA_VISIBLE_DEVICES=all",
-	                 "NVIDIA_DRIVER_CAPABILITIES=utility", "Labels", "gpucloud.kind",
-	                 "discovery", "gpucloud.node", n->name, "HostConfig", "Runtime", "nvidia",
-	                 "NetworkMode", "none", "Privileged", 0, "CapDrop", "ALL", "SecurityOpt",
-	                 "no-new-privileges", "Memory", (json_int_t)(256 << 20), "MemorySwap",
-	                 (json_int_t)(256 << 20), "PidsLimit", (json_int_t)64);
-	body = spec ? json_dumps(spec, JSON_COMPACT) : NULL;
-	json_decref(spec);
-	snprintf(path, sizeof(path), "/containers/create?name=gpucloud-discovery-%lld-%u-%ld",
-	         n->id, ++seq, (long)getpid());
-	if (body)
-		n->dcall = docker_request(n->eng, "POST", path, "application/json", body,
-		                          strlen(body), NULL, 30000, discovery_created, d);
-	free(body);
-	if (!n->dcall)
-		discovery_end(d, "could not ask the engine for a container");
+	discovery_create(n, d);
 }
 
 /* ---- the listing and the checks ---- */

@@ -136,10 +136,10 @@ describe('GPU pools and the cluster page', () => {
     await d.locator('[data-action=create-pool]').click();
     assert.match(await d.locator('[role=alert]').textContent(), /lower-case/);
 
-    // MIG is shown but cannot be chosen, and says why.
+    // MIG can be chosen and says what a slice is.
     const mig = d.getByLabel('MIG', { exact: true });
-    assert.ok(await mig.isDisabled());
-    assert.match(await d.locator('.choice-disabled').getAttribute('title'), /needs MIG discovery/i);
+    assert.ok(!(await mig.isDisabled()));
+    assert.match(await d.locator('[data-sharing-choice=mig]').evaluate((el) => document.getElementById(el.getAttribute('aria-describedby')).textContent), /One slice per MIG instance/);
 
     // Slots appear for a shared pool only, and are checked.
     assert.ok(await d.locator('[data-shared-fields]').isHidden());

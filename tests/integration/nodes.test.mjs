@@ -298,6 +298,28 @@ describe('GPU discovery through the NVIDIA runtime', () => {
       }, 10000, 250);
       assert.ok(left, 'the discovery container was removed');
       assert.match(srv.log(), /discovered 8 GPUs on node 'node2'/);
+
+      // the same engine as node1 over mTLS, without declared GPUs: its nvidia-smi
+      // reports two A100s in MIG mode (7 x 1g.10gb, and 3g.40gb + 2g.20gb + 1g.10gb)
+      const pem = (f) => readFileSync(f, 'utf8');
+      const m = (await admin.post('/api/v1/nodes', { name: 'mig1', url: env.GPUCLOUD_WORLD_DOCKER1_TLS,
+        tls_ca: pem(env.GPUCLOUD_WORLD_TLS_CA), tls_cert: pem(env.GPUCLOUD_WORLD_TLS_CERT), tls_key: pem(env.GPUCLOUD_WORLD_TLS_KEY) })).json;
+      const mg = await eventually(async () => { const x = (await admin.get(`/api/v1/nodes/${m.id}`)).json; return x.gpus.length === 2 && x.gpus.every((g) => g.mig.length) && x; }, 20000, 250);
+      assert.ok(mg, 'MIG instances discovered');
+      assert.ok(mg.gpus.every((g) => g.mig_enabled && !g.simulated));
+      assert.deepEqual(mg.gpus[0].mig.map((i) => i.profile), Array(7).fill('1g.10gb'));
+      assert.deepEqual(mg.gpus[1].mig.map((i) => i.profile), ['3g.40gb', '2g.20gb', '1g.10gb']);
+      assert.match(mg.gpus[1].mig[0].uuid, /^MIG-1ce2b8dd-/);
+      // a mig pool: one slice per MIG instance; GPUs without MIG are refused
+      const pool = (await admin.post('/api/v1/pools', { name: 'mig-lab', sharing: 'mig' })).json;
+      assert.equal(pool.sharing, 'mig');
+      const bad = await admin.req('PUT', `/api/v1/pools/${pool.id}/gpus`, { gpu_ids: [found.gpus[0].id] });
+      assert.equal(bad.status, 409, bad.text);
+      assert.match(bad.json.error.message, /have no MIG instances/);
+      const ok = await admin.req('PUT', `/api/v1/pools/${pool.id}/gpus`, { gpu_ids: mg.gpus.map((g) => g.id) });
+      assert.equal(ok.status, 200, ok.text);
+      assert.equal(ok.json.slices, 10);
+      assert.deepEqual(ok.json.nodes[0].gpus.map((g) => g.slices), [7, 3]);
     } finally {
       await srv.stop();
     }

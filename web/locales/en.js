@@ -316,7 +316,7 @@ export default {
   'pools.exclusiveHelp': 'Each container gets whole GPUs of its own.',
   'pools.sharedHelp': 'Several containers share a GPU, each with one slot and a share of its memory.',
   'pools.migHelp': 'Hardware-isolated GPU instances.',
-  'pools.migDisabled': 'Needs MIG discovery: nodes do not report MIG instances yet.',
+  'pools.migSlices': 'One slice per MIG instance; only GPUs discovered with MIG instances can join.',
   'pools.sharedSettings': 'Slots',
   'pools.slotsPerGpu': 'Slots per GPU',
   'pools.slotsHelp': 'From 1 to {max}.',

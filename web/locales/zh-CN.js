@@ -315,7 +315,7 @@ export default {
   'pools.exclusiveHelp': '每个容器独占整块 GPU。',
   'pools.sharedHelp': '多个容器共享一块 GPU，各占一个槽位和一份显存。',
   'pools.migHelp': '硬件隔离的 GPU 实例。',
-  'pools.migDisabled': '需要 MIG 发现：节点尚未报告 MIG 实例。',
+  'pools.migSlices': '每个 MIG 实例是一个切片；只有已发现 MIG 实例的 GPU 可以加入。',
   'pools.sharedSettings': '槽位',
   'pools.slotsPerGpu': '每块 GPU 的槽位数',
   'pools.slotsHelp': '1 到 {max}。',

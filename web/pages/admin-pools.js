@@ -190,7 +190,7 @@ export function render(main) {
           h('legend', null, t('pools.sharingLabel')),
           choice('exclusive', t('pools.sharing.exclusive'), t('pools.exclusiveHelp')),
           choice('shared', t('pools.sharing.shared'), t('pools.sharedHelp')),
-          choice('mig', t('pools.sharing.mig'), `${t('pools.migHelp')} ${t('pools.migDisabled')}`, true, t('pools.migDisabled')));
+          choice('mig', t('pools.sharing.mig'), `${t('pools.migHelp')} ${t('pools.migSlices')}`));
         const sharing = () => sharingSet.querySelector('input:checked')?.value || 'exclusive';
         const sync = () => {
           shared.hidden = sharing() !== 'shared';
