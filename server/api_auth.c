@@ -360,39 +360,31 @@ static void logout(struct http_req *r)
 
 /* ---- me ---- */
 
-static void me_done(PGresult *res, enum rc rc, void *arg)
+/* Who I am, my quotas per pool, and what I use: slices held now and
+ * allocated GPU-seconds over the last 7 days (read with the caller lookup:
+ * the route has ROUTE_USAGE). */
+static void me(struct http_req *r)
 {
-	struct http_req *r = arg;
 	struct auth_info *a = r->auth;
-	json_t *quotas = json_object(), *usage = json_object(), *out;
+	json_t *quotas = json_object(), *usage = json_object(), *out, *rows, *row;
+	size_t i;
 
-	if (rc != RC_OK) {
-		json_decref(quotas);
-		json_decref(usage);
-		api_reply_db_error(r, rc, "");
-		return;
+	rows = a->usage_json ? json_loads(a->usage_json, 0, NULL) : NULL;
+	json_array_foreach(rows, i, row)
+	{
+		const char *pool = json_string_value(json_object_get(row, "pool"));
+		json_t *q = json_object_get(row, "quota");
+		if (!pool)
+			continue;
+		if (json_is_object(q))
+			json_object_set(quotas, pool, q);
+		json_object_set_new(
+		        usage, pool,
+		        json_pack("{s:O, s:f}", "slices_in_use",
+		                  json_object_get(row, "slices_in_use"), "gpu_seconds_7d",
+		                  json_number_value(json_object_get(row, "gpu_seconds_7d"))));
 	}
-	for (int i = 0; i < PQntuples(res); i++) {
-		const char *pool = db_val(res, i, 0);
-		static const char *const names[] = { "max_slices", "max_cpu_millis", "max_mem_mib",
-			                             "gpu_hours_per_week", "max_runtime_s" };
-		static const int cols[] = { 1, 5, 6, 7, 8 };
-		if (strcmp(db_val(res, i, 4), "t") == 0) {
-			json_t *q = json_object();
-			for (int k = 0; k < 5; k++) {
-				const char *v = db_val(res, i, cols[k]);
-				json_object_set_new(q, names[k],
-				                    !v       ? json_null()
-				                    : k == 3 ? json_real(strtod(v, NULL))
-				                             : json_integer(strtoll(v, NULL, 10)));
-			}
-			json_object_set_new(quotas, pool, q);
-		}
-		json_object_set_new(usage, pool,
-		                    json_pack("{s:I, s:f}", "slices_in_use",
-		                              (json_int_t)strtoll(db_val(res, i, 2), NULL, 10),
-		                              "gpu_seconds_7d", strtod(db_val(res, i, 3), NULL)));
-	}
+	json_decref(rows);
 	out = json_pack("{s:o, s:s, s:o, s:o}", "user", auth_user_json(a), "auth",
 	                a->session_id ? "session" : "token", "quotas", quotas, "usage", usage);
 	if (out && a->session_id)
@@ -406,30 +398,6 @@ static void me_done(PGresult *res, enum rc rc, void *arg)
 		json_object_set_new(out, "scopes", sc);
 	}
 	http_reply_json(r, 200, out);
-}
-
-/* Who I am, my quotas per pool, and what I use: slices held now and
- * allocated GPU-seconds over the last 7 days. */
-static void me(struct http_req *r)
-{
-	char uid[24];
-	const char *p[1] = { uid };
-
-	snprintf(uid, sizeof(uid), "%lld", (long long)r->auth->user_id);
-	db_query("SELECT p.name, q.max_slices, COALESCE(l.n, 0), COALESCE(u.secs, 0),"
-	         " q.user_id IS NOT NULL, q.max_cpu_millis, q.max_mem_mib, q.gpu_hours_per_week,"
-	         " q.max_runtime_s FROM pools p"
-	         " LEFT JOIN quotas q ON q.pool_id = p.id AND q.user_id = $1"
-	         " LEFT JOIN (SELECT r.pool_id, count(*) AS n FROM alloc_requests r"
-	         "  JOIN allocations a ON a.request_id = r.id AND a.released_at IS NULL"
-	         "  WHERE r.user_id = $1 AND r.state = 'allocated' GROUP BY r.pool_id) l"
-	         "  ON l.pool_id = p.id"
-	         " LEFT JOIN (SELECT pool_id, sum(gpu_seconds) AS secs FROM gpu_usage"
-	         "  WHERE user_id = $1 AND day > current_date - 7 GROUP BY pool_id) u ON u.pool_id "
-	         "= p.id"
-	         " WHERE q.user_id IS NOT NULL OR l.n IS NOT NULL OR u.secs IS NOT NULL"
-	         " ORDER BY p.name",
-	         1, p, me_done, r);
 }
 
 /* ---- password change ---- */
@@ -540,7 +508,7 @@ static void password_change(struct http_req *r)
 const struct route api_auth_routes[] = {
 	{ HTTP_POST, "/api/v1/auth/login", login, ROLES_PUBLIC, ROUTE_NO_CSRF, 8192, NULL },
 	{ HTTP_POST, "/api/v1/auth/logout", logout, ROLES_ALL, 0, 0, NULL },
-	{ HTTP_GET, "/api/v1/me", me, ROLES_ALL, 0, 0, NULL },
+	{ HTTP_GET, "/api/v1/me", me, ROLES_ALL, ROUTE_USAGE, 0, NULL },
 	{ HTTP_POST, "/api/v1/me/password", password_change, ROLES_ALL, 0, 8192, NULL },
 	{ 0, NULL, NULL, 0, 0, 0, NULL },
 };

@@ -91,6 +91,7 @@ void auth_info_free(struct auth_info *a)
 		return;
 	free(a->display_name);
 	free(a->email);
+	free(a->usage_json);
 	free(a);
 }
 
@@ -134,22 +135,48 @@ void auth_audit(const struct http_req *r, const struct auth_info *actor, const c
 
 /* ---- the hook ---- */
 
-static const char *const lookup_session_sql =
-        "SELECT s.id, s.csrf_token, (s.last_seen_at < now() - interval '60 seconds'),"
-        " u.id, u.username, u.display_name, u.email, u.role,"
-        " to_char(u.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
-        " FROM sessions s JOIN users u ON u.id = s.user_id"
-        " WHERE s.token_hash = $1 AND s.revoked_at IS NULL AND s.expires_at > now()"
-        " AND s.last_seen_at > now() - make_interval(secs => $2::int) AND NOT u.disabled";
+#define CALLER_COLS                                           \
+	" u.id, u.username, u.display_name, u.email, u.role," \
+	" to_char(u.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
 
-static const char *const lookup_token_sql =
-        "SELECT t.id, array_to_string(t.scopes, ','),"
-        " (t.last_used_at IS NULL OR t.last_used_at < now() - interval '60 seconds'),"
-        " u.id, u.username, u.display_name, u.email, u.role,"
-        " to_char(u.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
-        " FROM api_tokens t JOIN users u ON u.id = t.user_id"
-        " WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND t.expires_at > now()"
-        " AND NOT u.disabled";
+/* For ROUTE_USAGE routes (/me): per pool the caller's quota, slices held and
+ * GPU-seconds of the last 7 days, in the same round trip as the lookup. */
+#define USAGE_COL                                                                                      \
+	", (SELECT COALESCE(json_agg(json_build_object('pool', p.name, 'quota',"                       \
+	"  (SELECT json_build_object('max_slices', q.max_slices, 'max_cpu_millis',"                    \
+	"  q.max_cpu_millis, 'max_mem_mib', q.max_mem_mib, 'gpu_hours_per_week',"                      \
+	"  q.gpu_hours_per_week, 'max_runtime_s', q.max_runtime_s) FROM quotas q"                      \
+	"  WHERE q.user_id = u.id AND q.pool_id = p.id),"                                              \
+	"  'slices_in_use', (SELECT count(*) FROM alloc_requests r JOIN allocations a"                 \
+	"  ON a.request_id = r.id AND a.released_at IS NULL WHERE r.user_id = u.id"                    \
+	"  AND r.pool_id = p.id AND r.state = 'allocated'),"                                           \
+	"  'gpu_seconds_7d', (SELECT COALESCE(sum(gpu_seconds), 0) FROM gpu_usage g"                   \
+	"  WHERE g.user_id = u.id AND g.pool_id = p.id AND g.day > current_date - 7))"                 \
+	"  ORDER BY p.name), '[]')" /* only the pools this user has anything in: three index probes */ \
+	"  FROM pools p WHERE p.id IN (SELECT pool_id FROM quotas WHERE user_id = u.id"                \
+	"  UNION SELECT pool_id FROM gpu_usage WHERE user_id = u.id"                                   \
+	"   AND day > current_date - 7"                                                                \
+	"  UNION SELECT pool_id FROM alloc_requests WHERE user_id = u.id"                              \
+	"   AND state = 'allocated'))::text"
+
+#define SESSION_SELECT \
+	"SELECT s.id, s.csrf_token, (s.last_seen_at < now() - interval '60 seconds')," CALLER_COLS
+#define SESSION_FROM                                                                 \
+	" FROM sessions s JOIN users u ON u.id = s.user_id"                          \
+	" WHERE s.token_hash = $1 AND s.revoked_at IS NULL AND s.expires_at > now()" \
+	" AND s.last_seen_at > now() - make_interval(secs => $2::int) AND NOT u.disabled"
+#define TOKEN_SELECT                                   \
+	"SELECT t.id, array_to_string(t.scopes, ',')," \
+	" (t.last_used_at IS NULL OR t.last_used_at < now() - interval '60 seconds')," CALLER_COLS
+#define TOKEN_FROM                                                                   \
+	" FROM api_tokens t JOIN users u ON u.id = t.user_id"                        \
+	" WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND t.expires_at > now()" \
+	" AND NOT u.disabled"
+
+static const char *const lookup_session_sql = SESSION_SELECT SESSION_FROM;
+static const char *const lookup_session_usage_sql = SESSION_SELECT USAGE_COL SESSION_FROM;
+static const char *const lookup_token_sql = TOKEN_SELECT TOKEN_FROM;
+static const char *const lookup_token_usage_sql = TOKEN_SELECT USAGE_COL TOKEN_FROM;
 
 static int is_safe_method(int m)
 {
@@ -200,6 +227,8 @@ static struct auth_info *info_from_row(PGresult *res)
 	a->email = strdup((v = db_val(res, 0, 6)) ? v : "");
 	a->role = auth_role_parse(db_val(res, 0, 7));
 	snprintf(a->created_at, sizeof(a->created_at), "%s", (v = db_val(res, 0, 8)) ? v : "");
+	if (PQnfields(res) > 9 && db_val(res, 0, 9))
+		a->usage_json = strdup(db_val(res, 0, 9));
 	if (!a->display_name || !a->email || a->role < 0) {
 		auth_info_free(a);
 		return NULL;
@@ -342,7 +371,9 @@ void auth_request(struct http_req *r)
 		}
 		crypto_sha256_hex(tok, strlen(tok), hash);
 		params[0] = hash;
-		db_query(lookup_token_sql, 1, params, token_done, r);
+		db_query((r->route->flags & ROUTE_USAGE) ? lookup_token_usage_sql
+		                                         : lookup_token_sql,
+		         1, params, token_done, r);
 		return;
 	}
 	if (auth_cookie_value(r, cookie, sizeof(cookie)) < 0 || !*cookie) {
@@ -353,7 +384,8 @@ void auth_request(struct http_req *r)
 	snprintf(idle, sizeof(idle), "%d", cfg.session_idle_timeout);
 	params[0] = hash;
 	params[1] = idle;
-	db_query(lookup_session_sql, 2, params, session_done, r);
+	db_query((r->route->flags & ROUTE_USAGE) ? lookup_session_usage_sql : lookup_session_sql, 2,
+	         params, session_done, r);
 }
 
 /* ---- passwords, off the loop ---- */

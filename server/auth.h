@@ -26,6 +26,7 @@ struct auth_info {
 	int64_t token_id;   /* 0 when authenticated by session */
 	unsigned scopes;    /* SCOPE_* (sessions have all) */
 	char csrf[64];      /* session only */
+	char *usage_json;   /* ROUTE_USAGE routes: quotas and usage per pool (JSON array) */
 };
 
 /* The http auth hook. */

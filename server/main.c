@@ -179,7 +179,8 @@ int main(int argc, char **argv)
 
 	base = event_base_new();
 	if (!base || worker_init(base, cfg.workers, 4096) < 0 ||
-	    db_init(base, cfg.db_url, cfg.db_pool_size, cfg.db_queue_max) < 0 ||
+	    /* one more than configured: the scheduler pins one for its lock */
+	    db_init(base, cfg.db_url, cfg.db_pool_size + 1, cfg.db_queue_max) < 0 ||
 	    docker_init(base) < 0 || nodes_init(base) < 0 || sched_init(base) < 0) {
 		log_msg(LOG_ERROR, "main", NULL,
 		        "cannot start the event loop, workers, database pool or engine client");
