@@ -35,7 +35,8 @@ SRCS = server/rc.c server/log.c server/config.c server/crypto.c server/worker.c 
        server/csv.c server/db.c server/router.c server/http.c server/static.c \
        server/metrics.c server/auth.c server/api.c server/api_health.c \
        server/api_auth.c server/api_users.c server/api_tokens.c server/api_audit.c \
-       server/docker.c server/nodes.c server/api_nodes.c server/api_pools.c server/nvsmi.c server/place.c server/scheduler.c server/api_allocations.c
+       server/docker.c server/nodes.c server/api_nodes.c server/api_pools.c server/nvsmi.c server/place.c server/scheduler.c server/api_allocations.c \
+       server/storage.c
 MAIN = server/main.c
 
 OBJS      = $(SRCS:server/%.c=$(BUILD)/obj/%.o)

@@ -79,6 +79,11 @@ static const struct setting table[] = {
 	I(node_check_interval, "5", 1, 3600, "seconds between health checks of each node"),
 	I(node_down_after, "15", 0, 86400,
 	  "seconds a node may fail its checks before it is marked down"),
+	S(data_root, "",
+	  "directory shared by gpucloudd and every node at the same path (homes, shared and "
+	  "class areas); empty: state_dir/data"),
+	I(uid_base, "200000", 1000, 2000000000,
+	  "containers of user id N run as uid/gid uid_base + N, which owns their files"),
 	I(sched_interval_ms, "1000", 20, 600000,
 	  "milliseconds between scheduler passes (a new request triggers one sooner)"),
 	I(preempt_grace, "30", 0, 86400,

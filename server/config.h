@@ -46,6 +46,9 @@ struct config {
 	char *discovery_image;   /* runs nvidia-smi on nodes with the NVIDIA runtime */
 	int node_check_interval; /* seconds */
 	int node_down_after;     /* seconds */
+	/* storage */
+	char *data_root; /* homes, shared and class areas; "" = state_dir/data */
+	int uid_base;    /* container uid of user id N is uid_base + N */
 	/* scheduler */
 	int sched_interval_ms;
 	int preempt_grace; /* seconds */

@@ -132,6 +132,13 @@ static struct node_rt *rt_find(long long id)
 	return NULL;
 }
 
+struct docker_engine *nodes_engine(long long node_id)
+{
+	struct node_rt *n = rt_find(node_id);
+
+	return n ? n->eng : NULL;
+}
+
 static void log_health(struct node_rt *n, int health, const char *why)
 {
 	if (n->health == health)

@@ -35,6 +35,13 @@ int nodes_write_tls(const char *dir, const char *ca, const char *cert, const cha
 int nodes_seed_local(const char *db_url, const char *url);
 
 struct docker_engine;
+/* The engine client of a node, or NULL when the node is unknown to this
+ * process yet (the list loads at the first check, then at every check) or
+ * its client could not be made.  Borrowed: valid until control returns to
+ * the loop; look it up again for every call (a node whose URL or TLS
+ * material changed gets a new client, and the old one's calls end with
+ * RC_UNAVAILABLE). */
+struct docker_engine *nodes_engine(long long node_id);
 /* Frees e from the loop, later: for engines whose own callback is running. */
 void nodes_free_engine_later(struct docker_engine *e);
 
