@@ -26,4 +26,10 @@ typedef void (*images_ready_cb)(enum rc rc, const char *err, void *arg);
  * fire) or -1 (cb will not fire: out of memory). */
 int images_ensure(long long image_id, long long node_id, images_ready_cb cb, void *arg);
 
+/* Pushes catalog image image_id (already tagged with its reference on
+ * node node_id, e.g. by a commit) to its registry with that registry's
+ * credentials.  cb as for images_ensure(); the registry's message on
+ * failure.  Returns 0 (cb will fire) or -1. */
+int images_push(long long image_id, long long node_id, images_ready_cb cb, void *arg);
+
 #endif
