@@ -36,7 +36,10 @@ SRCS = server/rc.c server/log.c server/config.c server/crypto.c server/worker.c 
        server/metrics.c server/auth.c server/api.c server/api_health.c \
        server/api_auth.c server/api_users.c server/api_tokens.c server/api_audit.c \
        server/docker.c server/nodes.c server/api_nodes.c server/api_pools.c server/nvsmi.c server/place.c server/scheduler.c server/api_allocations.c \
-       server/storage.c
+       server/storage.c server/paths.c server/files.c server/quota.c server/api_files.c server/api_uploads.c \
+       server/images.c server/api_images.c server/api_registries.c \
+       server/proxy.c server/notify.c server/api_routes.c server/ws.c server/terminal.c server/api_tensorboards.c \
+       server/instances.c server/api_instances.c server/reconcile.c server/reclaim.c
 MAIN = server/main.c
 
 OBJS      = $(SRCS:server/%.c=$(BUILD)/obj/%.o)

@@ -19,8 +19,11 @@ PACKAGES=(
 	# the test world and `make run`
 	postgresql-15 postgresql-client-15 docker.io docker-registry apache2-utils
 	busybox-static iproute2 iptables openssl curl ca-certificates procps psmisc
+	debootstrap
 	# end-to-end tests and benchmarks
 	chromium nginx-light wrk
+	# the proxy benchmark's baseline (JupyterHub's proxy)
+	node-configurable-http-proxy
 )
 # Node.js may come from elsewhere; only install Debian's when there is none.
 if ! command -v node >/dev/null 2>&1; then
@@ -80,5 +83,17 @@ install_node_modules() {
 	fi
 }
 
+# xterm.js for the web terminal, served from web/vendor/ (no CDN; generated,
+# not committed).
+install_vendor() {
+	local src=$ROOT/node_modules/@xterm dst=$ROOT/web/vendor
+	[[ -f $src/xterm/lib/xterm.js ]] || die "node_modules/@xterm/xterm is missing (npm ci failed?)"
+	install -d -m 0755 "$dst"
+	install -m 0644 "$src/xterm/lib/xterm.js" "$dst/xterm.js"
+	install -m 0644 "$src/xterm/css/xterm.css" "$dst/xterm.css"
+	install -m 0644 "$src/addon-fit/lib/addon-fit.js" "$dst/addon-fit.js"
+}
+
 install_packages
 install_node_modules
+install_vendor

@@ -25,7 +25,24 @@ REG_USER='$oauthtoken'
 IMAGE_REPO=nvidia/busybox
 IMAGE_TAG=1.36
 IMAGE=$REG_ADDR/$IMAGE_REPO:$IMAGE_TAG
-DISCOVERY_IMAGE=gpucloud/nvidia-smi-standin:2
+DISCOVERY_IMAGE=gpucloud/nvidia-smi-standin:3 # :3 prints plain nvidia-smi (CUDA header)
+# A framework-like image that declares its CUDA (as NVIDIA's images do) and
+# has a few layers, so pulls show progress.
+CUDA_IMAGE_REPO=nvidia/pytorch
+CUDA_IMAGE_TAG=24.08-py3
+CUDA_IMAGE=$REG_ADDR/$CUDA_IMAGE_REPO:$CUDA_IMAGE_TAG
+# A real Jupyter (Debian's python3-notebook) for the proxy's end-to-end tests.
+JUPYTER_IMAGE_REPO=nvidia/jupyter
+JUPYTER_IMAGE_TAG=1
+JUPYTER_IMAGE=$REG_ADDR/$JUPYTER_IMAGE_REPO:$JUPYTER_IMAGE_TAG
+# The debootstrapped root filesystem is cached outside var/world (kept by
+# world down; rebuilt only when missing).
+JUPYTER_ROOTFS_CACHE=$ROOT/var/cache/jupyter-rootfs-bookworm.tar
+# TensorBoard is not packaged in Debian: its stand-in is the same image under
+# another name (catalog references are unique), run with Python's http.server
+# over the log directory.
+TENSORBOARD_IMAGE_REPO=nvidia/tensorboard-standin
+TENSORBOARD_IMAGE=$REG_ADDR/$TENSORBOARD_IMAGE_REPO:$JUPYTER_IMAGE_TAG
 NODES=(1 2)
 GPUS_PER_NODE=4
 TLS_PORT_BASE=23760 # node N listens with mTLS on 127.0.0.1:$((TLS_PORT_BASE + N))
@@ -314,6 +331,138 @@ image_up() {
 	image_in_registry || die "$IMAGE was pushed but the registry does not list it"
 }
 
+cuda_image_in_registry() {
+	local code
+	code=$(curl -s -m 10 -o /dev/null -w '%{http_code}' -u "$REG_USER:$(reg_key)" \
+		-H 'Accept: application/vnd.docker.distribution.manifest.v2+json' \
+		"http://$REG_ADDR/v2/$CUDA_IMAGE_REPO/manifests/$CUDA_IMAGE_TAG" || true)
+	[[ $code == 200 ]]
+}
+
+# $CUDA_IMAGE: the busybox rootfs with CUDA_VERSION and NVIDIA's CUDA label,
+# plus two layers of 4 MiB of random data (three layers in all).
+cuda_image_up() {
+	local tmp base=gpucloud/cuda-base:world
+	if cuda_image_in_registry; then
+		return 0
+	fi
+	say "building $CUDA_IMAGE and pushing it"
+	tmp=$W/cuda-image
+	rm -rf -- "$tmp"
+	install -d -m 0700 "$tmp" "$tmp/ctx" "$W/dockercfg"
+	make_rootfs "$tmp/rootfs"
+	tar --numeric-owner -C "$tmp/rootfs" -cf "$tmp/rootfs.tar" .
+	dk 1 import \
+		--change 'CMD ["sh"]' \
+		--change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+		--change 'ENV CUDA_VERSION=12.6.0' \
+		--change 'LABEL com.nvidia.cuda.version=12.6.0' \
+		--message 'gpucloud test world CUDA-labelled image (busybox-static)' \
+		"$tmp/rootfs.tar" "$base" >/dev/null
+	head -c 4194304 /dev/urandom >"$tmp/ctx/blob1"
+	head -c 4194304 /dev/urandom >"$tmp/ctx/blob2"
+	printf '%s\n' "FROM $base" 'COPY blob1 /opt/blob1' 'COPY blob2 /opt/blob2' >"$tmp/ctx/Dockerfile"
+	DOCKER_BUILDKIT=0 dk 1 build -q -t "$CUDA_IMAGE" "$tmp/ctx" >/dev/null ||
+		die "could not build $CUDA_IMAGE"
+	reg_key | dk 1 login -u "$REG_USER" --password-stdin "$REG_ADDR" >/dev/null 2>&1 ||
+		die "docker login to $REG_ADDR failed"
+	dk 1 push -q "$CUDA_IMAGE" >/dev/null || die "could not push $CUDA_IMAGE"
+	# Leave both nodes alike: each has to pull the image from the registry.
+	dk 1 rmi "$CUDA_IMAGE" "$base" >/dev/null
+	rm -rf -- "$tmp"
+	cuda_image_in_registry || die "$CUDA_IMAGE was pushed but the registry does not list it"
+}
+
+jupyter_image_in_registry() {
+	local code
+	code=$(curl -s -m 10 -o /dev/null -w '%{http_code}' -u "$REG_USER:$(reg_key)" \
+		-H 'Accept: application/vnd.docker.distribution.manifest.v2+json' \
+		"http://$REG_ADDR/v2/$JUPYTER_IMAGE_REPO/manifests/$JUPYTER_IMAGE_TAG" || true)
+	[[ $code == 200 ]]
+}
+
+# The first Debian mirror apt uses (deb822 .sources or one-line lists).
+apt_mirror() {
+	local m
+	m=$(cat /etc/apt/sources.list.d/*.sources 2>/dev/null |
+		awk '/^URIs:/ {for (i = 2; i <= NF; i++) if ($i !~ /security/) {print $i; exit}}')
+	if [[ -z $m ]]; then
+		m=$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null |
+			awk '$1 == "deb" && $0 !~ /security/ {for (i = 2; i <= NF; i++) if ($i ~ /^https?:/) {print $i; exit}}')
+	fi
+	printf '%s\n' "${m:-http://deb.debian.org/debian}"
+}
+
+# Debian bookworm (minbase) with python3-notebook and python3-numpy, as a tar.
+jupyter_rootfs() {
+	local tmp=$W/jupyter-rootfs r mirror
+	r=$tmp/rootfs
+	mirror=$(apt_mirror)
+	rm -rf -- "$tmp"
+	install -d -m 0700 "$tmp"
+	say "debootstrapping bookworm from $mirror for $JUPYTER_IMAGE"
+	debootstrap --variant=minbase bookworm "$r" "$mirror" >"$tmp/debootstrap.log" 2>&1 ||
+		die "debootstrap failed; see $tmp/debootstrap.log"
+	cp /etc/apt/apt.conf.d/99* "$r/etc/apt/apt.conf.d/" 2>/dev/null || true
+	cp /etc/resolv.conf "$r/etc/resolv.conf"
+	mount -t proc proc "$r/proc"
+	if ! chroot "$r" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+		--no-install-recommends python3-notebook python3-numpy >"$tmp/apt.log" 2>&1; then
+		umount "$r/proc"
+		die "installing python3-notebook in the rootfs failed; see $tmp/apt.log"
+	fi
+	umount "$r/proc"
+	chroot "$r" apt-get clean
+	rm -rf -- "$r"/var/lib/apt/lists/* "$r"/var/cache/apt/*.bin "$r/etc/resolv.conf"
+	install -d -m 0755 "$(dirname -- "$JUPYTER_ROOTFS_CACHE")"
+	tar --numeric-owner -C "$r" -cf "$JUPYTER_ROOTFS_CACHE.tmp" .
+	mv -- "$JUPYTER_ROOTFS_CACHE.tmp" "$JUPYTER_ROOTFS_CACHE"
+	rm -rf -- "$tmp"
+}
+
+jupyter_image_up() {
+	if jupyter_image_in_registry; then
+		return 0
+	fi
+	command -v debootstrap >/dev/null 2>&1 || die "debootstrap is missing; run deploy/deps.sh"
+	[[ -s $JUPYTER_ROOTFS_CACHE ]] || jupyter_rootfs
+	say "importing $JUPYTER_IMAGE and pushing it"
+	install -d -m 0700 "$W/dockercfg"
+	dk 1 import \
+		--change 'CMD ["python3", "-m", "notebook", "--ip=0.0.0.0", "--port=8888", "--no-browser"]' \
+		--change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+		--change 'ENV LANG=C.UTF-8' \
+		--change 'EXPOSE 8888' \
+		--change 'LABEL org.opencontainers.image.title=gpucloud-test-jupyter' \
+		--message 'gpucloud test world Jupyter image (Debian bookworm python3-notebook)' \
+		"$JUPYTER_ROOTFS_CACHE" "$JUPYTER_IMAGE" >/dev/null
+	reg_key | dk 1 login -u "$REG_USER" --password-stdin "$REG_ADDR" >/dev/null 2>&1 ||
+		die "docker login to $REG_ADDR failed"
+	dk 1 push -q "$JUPYTER_IMAGE" >/dev/null || die "could not push $JUPYTER_IMAGE"
+	dk 1 rmi "$JUPYTER_IMAGE" >/dev/null
+	jupyter_image_in_registry || die "$JUPYTER_IMAGE was pushed but the registry does not list it"
+}
+
+tensorboard_image_up() {
+	local code had
+	code=$(curl -s -m 10 -o /dev/null -w '%{http_code}' -u "$REG_USER:$(reg_key)" \
+		-H 'Accept: application/vnd.docker.distribution.manifest.v2+json' \
+		"http://$REG_ADDR/v2/$TENSORBOARD_IMAGE_REPO/manifests/$JUPYTER_IMAGE_TAG" || true)
+	[[ $code == 200 ]] && return 0
+	say "pushing $TENSORBOARD_IMAGE (the Jupyter image under another name)"
+	install -d -m 0700 "$W/dockercfg"
+	reg_key | dk 1 login -u "$REG_USER" --password-stdin "$REG_ADDR" >/dev/null 2>&1 ||
+		die "docker login to $REG_ADDR failed"
+	had=0
+	dk 1 image inspect "$JUPYTER_IMAGE" >/dev/null 2>&1 && had=1
+	dk 1 pull -q "$JUPYTER_IMAGE" >/dev/null || die "could not pull $JUPYTER_IMAGE"
+	dk 1 tag "$JUPYTER_IMAGE" "$TENSORBOARD_IMAGE"
+	dk 1 push -q "$TENSORBOARD_IMAGE" >/dev/null || die "could not push $TENSORBOARD_IMAGE"
+	dk 1 rmi "$TENSORBOARD_IMAGE" >/dev/null
+	# leave node1 as it was (tests pull images themselves)
+	((had)) || dk 1 rmi "$JUPYTER_IMAGE" >/dev/null 2>&1 || true
+}
+
 # A stand-in for GPU discovery: an image whose nvidia-smi prints output
 # captured from real hosts (tests/fixtures/nvidia-smi), run by the engines'
 # "nvidia" runtime (plain runc here: there is no GPU).  Imported on each
@@ -327,13 +476,16 @@ discovery_image_up() {
 		install -d -m 0700 "$tmp"
 		make_rootfs "$tmp/rootfs"
 		install -d -m 0755 "$tmp/rootfs/fixture"
-		# node1 reports two A100s in MIG mode (7 + 3 instances), node2 eight whole A100s
+		# node1 reports two A100s in MIG mode (7 + 3 instances), node2 eight whole A100s;
+		# plain nvidia-smi's header says CUDA 12.4 on node1, 12.2 on node2
 		if [[ $n == 1 ]]; then
 			install -m 0644 "$ROOT/tests/fixtures/nvidia-smi/a100-mig-query.csv" "$tmp/rootfs/fixture/query.csv"
 			install -m 0644 "$ROOT/tests/fixtures/nvidia-smi/a100-mig-list.txt" "$tmp/rootfs/fixture/list.txt"
+			install -m 0644 "$ROOT/tests/fixtures/nvidia-smi/a100-mig-smi.txt" "$tmp/rootfs/fixture/smi.txt"
 		else
 			install -m 0644 "$ROOT/tests/fixtures/nvidia-smi/a100x8-query.csv" "$tmp/rootfs/fixture/query.csv"
 			: >"$tmp/rootfs/fixture/list.txt"
+			install -m 0644 "$ROOT/tests/fixtures/nvidia-smi/a100x8-smi.txt" "$tmp/rootfs/fixture/smi.txt"
 		fi
 		rm -f -- "$tmp/rootfs/usr/bin/nvidia-smi"
 		printf '%s\n' '#!/bin/sh' \
@@ -341,6 +493,7 @@ discovery_image_up() {
 			'case "$*" in' \
 			'*--query-gpu*) cat /fixture/query.csv ;;' \
 			'-L) cat /fixture/list.txt ;;' \
+			"'') cat /fixture/smi.txt ;;" \
 			'*) echo "nvidia-smi stand-in: unsupported arguments: $*" >&2; exit 2 ;;' \
 			'esac' >"$tmp/rootfs/usr/bin/nvidia-smi"
 		chmod 0755 "$tmp/rootfs/usr/bin/nvidia-smi"
@@ -384,6 +537,9 @@ write_env() {
 		printf 'export GPUCLOUD_WORLD_REGISTRY_KEY=%s\n' "$(shquote "$(reg_key)")"
 		printf 'export GPUCLOUD_WORLD_IMAGE=%s\n' "$(shquote "$IMAGE")"
 		printf 'export GPUCLOUD_WORLD_DISCOVERY_IMAGE=%s\n' "$(shquote "$DISCOVERY_IMAGE")"
+		printf 'export GPUCLOUD_WORLD_CUDA_IMAGE=%s\n' "$(shquote "$CUDA_IMAGE")"
+		printf 'export GPUCLOUD_WORLD_JUPYTER_IMAGE=%s\n' "$(shquote "$JUPYTER_IMAGE")"
+		printf 'export GPUCLOUD_WORLD_TENSORBOARD_IMAGE=%s\n' "$(shquote "$TENSORBOARD_IMAGE")"
 	} >"$W/env.tmp"
 	chmod 0600 "$W/env.tmp"
 	mv -- "$W/env.tmp" "$f"
@@ -414,6 +570,9 @@ cmd_up() {
 	registry_up
 	node_wait 2
 	image_up
+	cuda_image_up
+	jupyter_image_up
+	tensorboard_image_up
 	discovery_image_up
 	write_env
 	say "up; source $W/env"

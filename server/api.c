@@ -289,4 +289,12 @@ void api_register_all(void)
 	router_add(api_nodes_routes);
 	router_add(api_pools_routes);
 	router_add(api_allocations_routes);
+	router_add(api_files_routes);
+	router_add(api_uploads_routes);
+	router_add(api_images_routes);
+	router_add(api_registries_routes);
+	router_add(api_routes_routes);
+	router_add(api_terminal_routes);
+	router_add(api_tensorboards_routes);
+	router_add(api_instances_routes);
 }

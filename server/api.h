@@ -73,6 +73,14 @@ extern const struct route api_audit_routes[];
 extern const struct route api_nodes_routes[];
 extern const struct route api_pools_routes[];
 extern const struct route api_allocations_routes[];
+extern const struct route api_files_routes[];
+extern const struct route api_uploads_routes[];
+extern const struct route api_images_routes[];
+extern const struct route api_registries_routes[];
+extern const struct route api_routes_routes[];
+extern const struct route api_terminal_routes[];
+extern const struct route api_tensorboards_routes[];
+extern const struct route api_instances_routes[];
 
 /* Seeds the first admin when no admin exists (blocking, start-up only).
  * Returns 0 or -1. */

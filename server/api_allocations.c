@@ -12,6 +12,7 @@
 #include "api.h"
 #include "auth.h"
 #include "db.h"
+#include "images.h"
 #include "scheduler.h"
 
 #define TS(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
@@ -189,9 +190,13 @@ static void created(PGresult *res, enum rc rc, void *arg)
 }
 
 static const struct jfield ask_spec[] = {
-	{ "pool", J_STRING, 1, 63 }, { "slices", J_INT, 1, 0 },
-	{ "nodes", J_INT, 0, 0 },    { "cpu_millis", J_INT, 0, 0 },
-	{ "mem_mib", J_INT, 0, 0 },  { "priority", J_STRING, 0, 16 },
+	{ "pool", J_STRING, 1, 63 },
+	{ "slices", J_INT, 1, 0 },
+	{ "nodes", J_INT, 0, 0 },
+	{ "cpu_millis", J_INT, 0, 0 },
+	{ "mem_mib", J_INT, 0, 0 },
+	{ "priority", J_STRING, 0, 16 },
+	{ "cuda_version", J_STRING, 0, 16 },
 	{ NULL, 0, 0, 0 },
 };
 
@@ -204,8 +209,8 @@ static int in_range(json_t *v, long long lo, long long hi)
 static void ask(struct http_req *r)
 {
 	json_t *body = api_json_body(r, ask_spec);
-	const char *prio, *p[7];
-	char uid[24], slices[16], nodes[16], cpu[24], mem[24];
+	const char *prio, *cuda, *p[8];
+	char uid[24], slices[16], nodes[16], cpu[24], mem[24], cuda_min[16];
 
 	if (!body)
 		return;
@@ -234,6 +239,14 @@ static void ask(struct http_req *r)
 		        "slices and nodes must be 1 to 64; cpu_millis and mem_mib not negative");
 		return;
 	}
+	/* the CUDA the work needs: never placed on a node whose driver is older */
+	cuda = json_string_value(json_object_get(body, "cuda_version"));
+	if (cuda && *cuda && images_cuda_parse(cuda) < 0) {
+		json_decref(body);
+		http_reply_error(r, RC_INVALID, "e.g. 12.4", "cuda_version must be a CUDA version");
+		return;
+	}
+	snprintf(cuda_min, sizeof(cuda_min), "%d", cuda && *cuda ? images_cuda_parse(cuda) : 0);
 	snprintf(uid, sizeof(uid), "%lld", (long long)r->auth->user_id);
 	snprintf(slices, sizeof(slices), "%lld",
 	         (long long)json_integer_value(json_object_get(body, "slices")));
@@ -252,12 +265,13 @@ static void ask(struct http_req *r)
 	p[4] = nodes;
 	p[5] = cpu;
 	p[6] = mem;
+	p[7] = cuda_min;
 	db_query("INSERT INTO alloc_requests (user_id, pool_id, priority, slices, nodes, "
-	         "cpu_millis, mem_mib)"
-	         " SELECT $1, p.id, $3::alloc_priority, $4, $5, $6, $7 FROM pools p WHERE p.name = "
-	         "$2"
+	         "cpu_millis, mem_mib, cuda_min)"
+	         " SELECT $1, p.id, $3::alloc_priority, $4, $5, $6, $7, $8::int FROM pools p"
+	         " WHERE p.name = $2"
 	         " RETURNING id",
-	         7, p, created, r);
+	         8, p, created, r);
 	json_decref(body);
 }
 

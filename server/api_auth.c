@@ -15,6 +15,7 @@
 #include "config.h"
 #include "crypto.h"
 #include "db.h"
+#include "files.h"
 #include "log.h"
 
 /* ---- per-address throttling ---- */
@@ -360,16 +361,19 @@ static void logout(struct http_req *r)
 
 /* ---- me ---- */
 
-/* Who I am, my quotas per pool, and what I use: slices held now and
- * allocated GPU-seconds over the last 7 days (read with the caller lookup:
- * the route has ROUTE_USAGE). */
+/* Who I am, my quotas per pool, and what I use: slices held now,
+ * allocated GPU-seconds over the last 7 days and my home's storage, all read
+ * by the caller lookup (the route has ROUTE_USAGE): one query per /me. */
 static void me(struct http_req *r)
 {
 	struct auth_info *a = r->auth;
 	json_t *quotas = json_object(), *usage = json_object(), *out, *rows, *row;
 	size_t i;
 
-	rows = a->usage_json ? json_loads(a->usage_json, 0, NULL) : NULL;
+	/* no pool at all (admins, new users) reads "[]": nothing to parse */
+	rows = a->usage_json && strcmp(a->usage_json, "[]") != 0
+	               ? json_loads(a->usage_json, 0, NULL)
+	               : NULL;
 	json_array_foreach(rows, i, row)
 	{
 		const char *pool = json_string_value(json_object_get(row, "pool"));
@@ -397,6 +401,14 @@ static void me(struct http_req *r)
 			json_array_append_new(sc, json_string("write"));
 		json_object_set_new(out, "scopes", sc);
 	}
+	if (a->storage_missing)
+		files_me_home_create(a->user_id);
+	if (!out) {
+		http_reply_error(r, RC_NOMEM, NULL, "out of memory");
+		return;
+	}
+	/* read with the lookup too: no second round trip */
+	json_object_set_new(out, "storage", a->storage ? json_incref(a->storage) : json_null());
 	http_reply_json(r, 200, out);
 }
 

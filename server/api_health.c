@@ -11,6 +11,7 @@
 #include "config.h"
 #include "db.h"
 #include "metrics.h"
+#include "storage.h"
 
 static void healthz(struct http_req *r)
 {
@@ -24,12 +25,17 @@ static void readyz(struct http_req *r)
 	struct db_stats st;
 	int ready = db_ready();
 
+	json_t *out;
+
 	db_get_stats(&st);
-	http_reply_json(r, ready ? 200 : 503,
-	                json_pack("{s:s, s:{s:{s:s, s:i, s:i}}}", "status",
-	                          ready ? "ready" : "not_ready", "checks", "database", "status",
-	                          ready ? "ok" : "unavailable", "connections_up", st.up,
-	                          "connections", st.size));
+	out = json_pack("{s:s, s:{s:{s:s, s:i, s:i}}}", "status", ready ? "ready" : "not_ready",
+	                "checks", "database", "status", ready ? "ok" : "unavailable",
+	                "connections_up", st.up, "connections", st.size);
+	/* storage never makes the server unready: software quotas always hold */
+	json_t *storage = storage_support_json();
+	json_object_set_new(storage, "status", json_string("ok"));
+	json_object_set_new(json_object_get(out, "checks"), "storage", storage);
+	http_reply_json(r, ready ? 200 : 503, out);
 }
 
 static void metrics(struct http_req *r)

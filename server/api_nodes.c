@@ -16,6 +16,7 @@
 #include <http_parser.h>
 
 #include "api.h"
+#include "images.h"
 #include "auth.h"
 #include "config.h"
 #include "crypto.h"
@@ -43,7 +44,8 @@
 	"  'simulated', g.simulated, 'devices', g.devices, 'mig', (SELECT COALESCE(json_agg("      \
 	"  json_build_object('index', m.idx, 'profile', m.profile, 'uuid', m.uuid) ORDER BY"       \
 	"  m.idx), '[]') FROM gpu_mig m WHERE m.gpu_id = g.id)) ORDER BY g.idx)"                   \
-	"  FROM gpus g WHERE g.node_id = n.id), '[]')::text"                                       \
+	"  FROM gpus g WHERE g.node_id = n.id), '[]')::text,"                                      \
+	" n.cuda_max, n.cuda_source, n.cuda_discovered"                                            \
 	" FROM nodes n"
 
 static json_t *str_or_null(const char *s)
@@ -90,6 +92,21 @@ static json_t *node_row(const PGresult *res, int i)
 	json_object_set_new(o, "tls", json_boolean(strcmp(db_val(res, i, 19), "t") == 0));
 	json_object_set_new(o, "flags", flags);
 	json_object_set_new(o, "gpus", gpus ? gpus : json_array());
+	/* the newest CUDA the driver supports ("" = unknown), and whether GPU
+	 * discovery read it from nvidia-smi or the admin set it */
+	{
+		char cv[16] = "";
+		if (db_val(res, i, 21))
+			images_cuda_format((int)strtol(db_val(res, i, 21), NULL, 10), cv,
+			                   sizeof(cv));
+		json_object_set_new(o, "cuda_version", json_string(cv));
+		json_object_set_new(o, "cuda_source", json_string(db_val(res, i, 22)));
+		cv[0] = '\0';
+		if (db_val(res, i, 23))
+			images_cuda_format((int)strtol(db_val(res, i, 23), NULL, 10), cv,
+			                   sizeof(cv));
+		json_object_set_new(o, "cuda_discovered", json_string(cv));
+	}
 	return o;
 }
 
@@ -513,6 +530,7 @@ static const struct jfield update_spec[] = {
 	{ "state", J_STRING, 0, 16 },
 	{ "gpus", J_ARRAY, 0, MAX_DECLARED_GPUS },
 	{ "toolkit_version", J_STRING, 0, 32 },
+	{ "cuda_version", J_STRING, 0, 16 },
 	{ NULL, 0, 0, 0 },
 };
 
@@ -522,7 +540,8 @@ static void update(struct http_req *r)
 	long long id;
 	char ids[24], err[512];
 	char *labels = NULL, *gdoc = NULL;
-	const char *state, *tk, *p[5];
+	const char *state, *tk, *cuda, *p[6];
+	char cudav[16];
 
 	if (api_id(r, "id", &id) < 0)
 		return;
@@ -572,10 +591,31 @@ static void update(struct http_req *r)
 		return;
 	}
 	p[4] = tk;
+	/* the newest CUDA the node's driver supports (nvidia-smi's "CUDA
+	 * Version"); placement keeps images needing more off the node.  Set, it
+	 * overrides what discovery reads; "" falls back to that */
+	cuda = json_string_value(json_object_get(body, "cuda_version"));
+	if (cuda && *cuda && images_cuda_parse(cuda) < 0) {
+		free(labels);
+		free(gdoc);
+		json_decref(body);
+		http_reply_error(r, RC_INVALID, "e.g. 12.4, or \"\" for unknown",
+		                 "cuda_version must be a CUDA version");
+		return;
+	}
+	snprintf(cudav, sizeof(cudav), "%d", cuda && *cuda ? images_cuda_parse(cuda) : 0);
+	p[5] = cuda ? cudav : NULL;
 	/* declared GPUs are replaced as a whole when given */
 	db_query("WITH n AS (UPDATE nodes SET labels = COALESCE($2::jsonb, labels),"
 	         "  admin_state = COALESCE($3::node_admin_state, admin_state),"
-	         "  toolkit_version = COALESCE($5, toolkit_version), updated_at = now()"
+	         "  toolkit_version = COALESCE($5, toolkit_version),"
+	         "  cuda_max = CASE WHEN $6::int IS NULL THEN cuda_max"
+	         "   WHEN $6::int = 0 THEN cuda_discovered ELSE $6::int END,"
+	         "  cuda_source = CASE WHEN $6::int IS NULL THEN cuda_source"
+	         "   WHEN $6::int > 0 THEN 'admin'"
+	         "   WHEN cuda_discovered IS NOT NULL THEN 'discovered'"
+	         "   ELSE '' END,"
+	         "  updated_at = now()"
 	         "  WHERE id = $1 RETURNING id, name),"
 	         " d AS (DELETE FROM gpus WHERE $4::jsonb IS NOT NULL AND node_id IN (SELECT id "
 	         "FROM n)"
@@ -586,7 +626,7 @@ static void update(struct http_req *r)
 	         "  FROM n, jsonb_to_recordset(COALESCE($4::jsonb, '[]')) AS x(idx int, uuid text,"
 	         "  model text, memory_mib bigint, devices text[]))"
 	         " SELECT id, name FROM n",
-	         5, p, updated, r);
+	         6, p, updated, r);
 	free(labels);
 	free(gdoc);
 	json_decref(body);

@@ -18,6 +18,7 @@
 #include "config.h"
 #include "crypto.h"
 #include "db.h"
+#include "files.h"
 #include "log.h"
 #include "worker.h"
 
@@ -92,6 +93,7 @@ void auth_info_free(struct auth_info *a)
 	free(a->display_name);
 	free(a->email);
 	free(a->usage_json);
+	json_decref(a->storage);
 	free(a);
 }
 
@@ -161,22 +163,26 @@ void auth_audit(const struct http_req *r, const struct auth_info *actor, const c
 
 #define SESSION_SELECT \
 	"SELECT s.id, s.csrf_token, (s.last_seen_at < now() - interval '60 seconds')," CALLER_COLS
-#define SESSION_FROM                                                                 \
-	" FROM sessions s JOIN users u ON u.id = s.user_id"                          \
+#define SESSION_JOIN " FROM sessions s JOIN users u ON u.id = s.user_id"
+#define SESSION_WHERE                                                                \
 	" WHERE s.token_hash = $1 AND s.revoked_at IS NULL AND s.expires_at > now()" \
 	" AND s.last_seen_at > now() - make_interval(secs => $2::int) AND NOT u.disabled"
 #define TOKEN_SELECT                                   \
 	"SELECT t.id, array_to_string(t.scopes, ',')," \
 	" (t.last_used_at IS NULL OR t.last_used_at < now() - interval '60 seconds')," CALLER_COLS
-#define TOKEN_FROM                                                                   \
-	" FROM api_tokens t JOIN users u ON u.id = t.user_id"                        \
+#define TOKEN_JOIN " FROM api_tokens t JOIN users u ON u.id = t.user_id"
+#define TOKEN_WHERE                                                                  \
 	" WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND t.expires_at > now()" \
 	" AND NOT u.disabled"
 
-static const char *const lookup_session_sql = SESSION_SELECT SESSION_FROM;
-static const char *const lookup_session_usage_sql = SESSION_SELECT USAGE_COL SESSION_FROM;
-static const char *const lookup_token_sql = TOKEN_SELECT TOKEN_FROM;
-static const char *const lookup_token_usage_sql = TOKEN_SELECT USAGE_COL TOKEN_FROM;
+/* ROUTE_USAGE lookups also read the storage usage of the caller's home
+ * (FILES_ME_COLS), so /me is one round trip. */
+static const char *const lookup_session_sql = SESSION_SELECT SESSION_JOIN SESSION_WHERE;
+static const char *const lookup_session_usage_sql =
+        SESSION_SELECT USAGE_COL FILES_ME_COLS SESSION_JOIN FILES_ME_JOIN SESSION_WHERE;
+static const char *const lookup_token_sql = TOKEN_SELECT TOKEN_JOIN TOKEN_WHERE;
+static const char *const lookup_token_usage_sql =
+        TOKEN_SELECT USAGE_COL FILES_ME_COLS TOKEN_JOIN FILES_ME_JOIN TOKEN_WHERE;
 
 static int is_safe_method(int m)
 {
@@ -227,8 +233,11 @@ static struct auth_info *info_from_row(PGresult *res)
 	a->email = strdup((v = db_val(res, 0, 6)) ? v : "");
 	a->role = auth_role_parse(db_val(res, 0, 7));
 	snprintf(a->created_at, sizeof(a->created_at), "%s", (v = db_val(res, 0, 8)) ? v : "");
-	if (PQnfields(res) > 9 && db_val(res, 0, 9))
-		a->usage_json = strdup(db_val(res, 0, 9));
+	if (PQnfields(res) >= 10 + FILES_ME_NCOLS) { /* a ROUTE_USAGE lookup */
+		if (db_val(res, 0, 9))
+			a->usage_json = strdup(db_val(res, 0, 9));
+		a->storage = files_me_storage(res, 10, &a->storage_missing);
+	}
 	if (!a->display_name || !a->email || a->role < 0) {
 		auth_info_free(a);
 		return NULL;

@@ -22,11 +22,13 @@ struct auth_info {
 	char *email;
 	int role; /* one ROLE_* bit */
 	char created_at[40];
-	int64_t session_id; /* 0 when authenticated by token */
-	int64_t token_id;   /* 0 when authenticated by session */
-	unsigned scopes;    /* SCOPE_* (sessions have all) */
-	char csrf[64];      /* session only */
-	char *usage_json;   /* ROUTE_USAGE routes: quotas and usage per pool (JSON array) */
+	int64_t session_id;  /* 0 when authenticated by token */
+	int64_t token_id;    /* 0 when authenticated by session */
+	unsigned scopes;     /* SCOPE_* (sessions have all) */
+	char csrf[64];       /* session only */
+	char *usage_json;    /* ROUTE_USAGE routes: quotas and usage per pool (JSON array) */
+	json_t *storage;     /* ROUTE_USAGE routes: /me's "storage" (files_me_storage) */
+	int storage_missing; /* ROUTE_USAGE routes: the home area has no row yet */
 };
 
 /* The http auth hook. */

@@ -47,11 +47,25 @@ struct config {
 	int node_check_interval; /* seconds */
 	int node_down_after;     /* seconds */
 	/* storage */
-	char *data_root; /* homes, shared and class areas; "" = state_dir/data */
-	int uid_base;    /* container uid of user id N is uid_base + N */
+	char *data_root;           /* homes, shared and class areas; "" = state_dir/data */
+	int uid_base;              /* container uid of user id N is uid_base + N */
+	int storage_scan_interval; /* seconds between usage scans */
+	int upload_expiry;         /* seconds an unfinished upload is kept */
+	int64_t upload_part_size;  /* resumable upload part, bytes */
+	int64_t upload_max_bytes;  /* largest single upload */
+	int64_t preview_max_bytes; /* bytes read for a preview */
 	/* scheduler */
 	int sched_interval_ms;
 	int preempt_grace; /* seconds */
+	/* instances */
+	int instance_tick_ms;       /* driver period (the scheduler also nudges it) */
+	int instance_stop_grace;    /* seconds between SIGTERM and SIGKILL on stop */
+	int instance_pids_limit;    /* PidsLimit of instance containers */
+	int reconcile_interval_ms;  /* period of the engine listing per node */
+	int reclaim_interval;       /* seconds between idle checks */
+	int idle_cpu_percent;       /* CPU use (percent of one core) that counts as activity */
+	int user_image_quota;       /* personal images (save as image) per user */
+	int instance_test_pause_ms; /* tests: pause after a container is created */
 	/* workers */
 	int workers;
 	/* auth */
@@ -62,6 +76,15 @@ struct config {
 	int login_max_delay;      /* cap of the backoff, seconds */
 	char *admin_username;
 	char *admin_password; /* secret; generated when unset */
+	/* proxy: apps on their own origins */
+	char *apps_domain;         /* routes at <route>.<apps_domain> */
+	int apps_port;             /* port in route URLs; 0 = the port we listen on */
+	int route_session_ttl;     /* seconds a route cookie lives */
+	int proxy_connect_timeout; /* seconds */
+	int proxy_timeout;         /* seconds an upstream may stay silent mid-response */
+	int proxy_recheck;         /* seconds between re-checks of open tunnels */
+	int proxy_cache_ms;        /* how long a route/session check is reused */
+	char *tensorboard_image;   /* catalog image started by POST /tensorboards */
 	/* logging */
 	char *log_level;
 };

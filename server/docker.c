@@ -524,6 +524,15 @@ static void check_multi_info(void)
 		c = p;
 		if (!c->failed && !c->cancelled)
 			judge(c, res);
+		{
+			/* where an engine call's time went (debug level) */
+			curl_off_t tc = 0, ts = 0, tt = 0;
+			curl_easy_getinfo(easy, CURLINFO_CONNECT_TIME_T, &tc);
+			curl_easy_getinfo(easy, CURLINFO_STARTTRANSFER_TIME_T, &ts);
+			curl_easy_getinfo(easy, CURLINFO_TOTAL_TIME_T, &tt);
+			LOG_D("docker", "%s: %d in %.1f ms (connect %.1f, first byte %.1f)",
+			      c->what, c->status, tt / 1000.0, tc / 1000.0, ts / 1000.0);
+		}
 		curl_multi_remove_handle(multi, easy);
 		conclude(c);
 	}

@@ -20,6 +20,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
@@ -81,6 +82,8 @@ struct http_conn {
 	int tls;
 	int paused;  /* parser paused, waiting for hook/handler/reply */
 	int closing; /* close once the output is flushed */
+	int linger;  /* a request body may still be arriving: close gently */
+	int lingering;
 	int keep_alive;
 	int out_blocked; /* parsing stopped until the output drains */
 	enum rc err_rc;  /* error recorded by a parser callback */
@@ -170,6 +173,27 @@ static void set_read_timeout(struct http_conn *c, int seconds)
 static void kick(struct http_conn *c)
 {
 	event_active(c->kick, EV_TIMEOUT, 0);
+}
+
+/* Writes queued output now when the socket takes it, and asks the loop to
+ * write (EV_WRITE) only for what is left: most responses then cost one
+ * send and no epoll registration.  Plain connections only; TLS keeps
+ * EV_WRITE enabled and lets the bufferevent write. */
+static void conn_flush(struct http_conn *c)
+{
+	struct evbuffer *out = bufferevent_get_output(c->bev);
+
+	if (evbuffer_get_length(out) == 0)
+		return;
+	if (!c->tls && !(bufferevent_get_enabled(c->bev) & EV_WRITE)) {
+		/* a socket bufferevent keeps its output's start frozen outside
+		 * its own writes (evbuffer_write would write nothing): thaw it */
+		evbuffer_unfreeze(out, 1);
+		evbuffer_write(out, bufferevent_getfd(c->bev)); /* errors surface below */
+		evbuffer_freeze(out, 1);
+	}
+	if (evbuffer_get_length(out))
+		bufferevent_enable(c->bev, EV_WRITE);
 }
 
 /* ---- requests ---- */
@@ -647,12 +671,15 @@ static int http_header_out_has(const struct http_req *r, const char *name)
 void http_stream_begin(struct http_req *r, int status, const char *ctype, int64_t length)
 {
 	r->streaming = 1;
-	r->stream_chunked = length < 0;
+	r->stream_chunked = length == -1;
 	r->status = status;
 	if (!r->conn || r->closed)
 		return;
-	write_head(r, status, ctype, length < 0 ? -1 : length);
+	write_head(r, status, ctype, length < -1 ? -2 : length);
 	bufferevent_setwatermark(r->conn->bev, EV_WRITE, STREAM_LOW_WATERMARK, 0);
+	conn_flush(r->conn);
+	/* big responses: fewer, larger writes than libevent's 16 KiB default */
+	bufferevent_set_max_single_write(r->conn->bev, 256 * 1024);
 }
 
 int http_stream_write(struct http_req *r, const void *data, size_t len)
@@ -670,6 +697,28 @@ int http_stream_write(struct http_req *r, const void *data, size_t len)
 	if (r->stream_chunked)
 		evbuffer_add(out, "\r\n", 2);
 	r->out_bytes += len;
+	conn_flush(r->conn);
+	return 0;
+}
+
+int http_stream_write_buffer(struct http_req *r, struct evbuffer *src, size_t len)
+{
+	struct evbuffer *out;
+
+	if (!r->conn || r->closed)
+		return -1;
+	if (len == 0 || r->method == HTTP_HEAD) {
+		evbuffer_drain(src, len);
+		return 0;
+	}
+	out = bufferevent_get_output(r->conn->bev);
+	if (r->stream_chunked)
+		evbuffer_add_printf(out, "%zx\r\n", len);
+	evbuffer_remove_buffer(src, out, len);
+	if (r->stream_chunked)
+		evbuffer_add(out, "\r\n", 2);
+	r->out_bytes += len;
+	conn_flush(r->conn);
 	return 0;
 }
 
@@ -696,6 +745,92 @@ void http_stream_end(struct http_req *r)
 	request_done(r);
 }
 
+void http_stream_abort(struct http_req *r)
+{
+	/* no terminating chunk, and the connection closes: the client sees a
+	 * truncated body, never a complete-looking one */
+	r->stream_chunked = 0;
+	r->close_after = 1;
+	if (r->conn && !r->closed)
+		bufferevent_setwatermark(r->conn->bev, EV_WRITE, 0, 0);
+	request_done(r);
+}
+
+void http_body_pause(struct http_req *r)
+{
+	if (r->conn && !r->closed && r->phase == PH_BODY)
+		http_parser_pause(&r->conn->parser, 1);
+}
+
+void http_body_resume(struct http_req *r)
+{
+	struct http_conn *c = r->conn;
+
+	if (!c || r->closed || r->phase != PH_BODY)
+		return;
+	c->paused = 0;
+	http_parser_pause(&c->parser, 0);
+	kick(c);
+}
+
+void http_body_read_max(struct http_req *r, size_t bytes)
+{
+	if (r->conn && !r->closed)
+		bufferevent_set_max_single_read(r->conn->bev, (ev_ssize_t)bytes);
+}
+
+int http_stream_file(struct http_req *r, int fd, int64_t off, int64_t len)
+{
+	struct evbuffer_file_segment *seg;
+	unsigned flags = EVBUF_FS_CLOSE_ON_FREE | EVBUF_FS_DISABLE_MMAP;
+	int dfd, rc;
+
+	if (!r->conn || r->closed || r->stream_chunked)
+		return -1;
+	if (len <= 0 || r->method == HTTP_HEAD)
+		return 0;
+	/* TLS needs the bytes in memory; plain sockets get sendfile() */
+	if (r->conn->tls)
+		flags |= EVBUF_FS_DISABLE_SENDFILE;
+	dfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (dfd < 0)
+		return -1;
+	seg = evbuffer_file_segment_new(dfd, off, len, flags);
+	if (!seg) {
+		close(dfd);
+		return -1;
+	}
+	/* libevent writes 16 KiB per event by default: too little for files */
+	bufferevent_set_max_single_write(r->conn->bev, 1 << 20);
+	rc = evbuffer_add_file_segment(bufferevent_get_output(r->conn->bev), seg, 0, len);
+	evbuffer_file_segment_free(seg); /* the buffer keeps its own reference */
+	if (rc == 0) {
+		r->out_bytes += (uint64_t)len;
+		conn_flush(r->conn);
+	}
+	return rc;
+}
+
+struct bufferevent *http_upgrade_take(struct http_req *r)
+{
+	struct http_conn *c = r->conn;
+	struct bufferevent *bev;
+
+	r->status = 101;
+	r->close_after = 1;
+	if (!c || r->closed) {
+		request_done(r);
+		return NULL;
+	}
+	bev = c->bev;
+	request_done(r); /* r is gone; c closes from its kick event */
+	bufferevent_setcb(bev, NULL, NULL, NULL, NULL);
+	bufferevent_setwatermark(bev, EV_READ | EV_WRITE, 0, 0);
+	bufferevent_set_timeouts(bev, NULL, NULL);
+	c->bev = NULL;
+	return bev;
+}
+
 /* The response is complete (or the client is gone): account, free, and
  * let the connection go on with the next request or close. */
 static void request_done(struct http_req *r)
@@ -713,6 +848,7 @@ static void request_done(struct http_req *r)
 		c->req = NULL;
 		if (r->close_after || !c->keep_alive || srv->draining) {
 			c->closing = 1;
+			c->linger = r->phase != PH_HANDLER;
 			bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
 		} else {
 			c->paused = 0;
@@ -721,6 +857,7 @@ static void request_done(struct http_req *r)
 			set_read_timeout(c, cfg.keepalive_timeout);
 			bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
 		}
+		conn_flush(c);
 		kick(c);
 	}
 	req_release(srv, r);
@@ -793,6 +930,24 @@ static void headers_ready(struct http_conn *c)
 			return;
 		}
 	}
+	if (c->srv->opts.proxy_match && c->srv->opts.proxy_match(r)) {
+		/* another origin: the reverse proxy decides, not the router */
+		r->route = c->srv->opts.proxy_route;
+		limit = r->route->max_body ? r->route->max_body : cfg.max_body;
+		if (r->content_length > limit) {
+			error_reply(c, RC_TOOLARGE, "request body is too large");
+			return;
+		}
+		expect = http_header(r, "Expect");
+		if (expect && strcasecmp(expect, "100-continue") != 0) {
+			error_reply(c, RC_INVALID, "unsupported Expect header");
+			return;
+		}
+		r->phase = PH_AUTH;
+		set_read_timeout(c, 0);
+		c->srv->opts.proxy_begin(r);
+		return;
+	}
 	r->route = router_match(r->method, r->path, &r->params, &why);
 	if (!r->route) {
 		if (why == RC_NOTFOUND && (r->method == HTTP_GET || r->method == HTTP_HEAD) &&
@@ -856,9 +1011,11 @@ void http_resume(struct http_req *r)
 	}
 	r->phase = PH_BODY;
 	expect = http_header(r, "Expect");
-	if (expect && r->content_length != 0)
+	if (expect && r->content_length != 0) {
 		evbuffer_add_printf(bufferevent_get_output(c->bev),
 		                    "HTTP/1.1 100 Continue\r\n\r\n");
+		conn_flush(c);
+	}
 	set_read_timeout(c, cfg.body_timeout);
 	c->paused = 0;
 	http_parser_pause(&c->parser, 0);
@@ -957,7 +1114,9 @@ static void conn_free(struct http_conn *c)
 		c->req = NULL;
 		r->conn = NULL;
 		r->closed = 1;
-		if (r->phase == PH_AUTH || r->phase == PH_HANDLER) {
+		if (r->phase == PH_AUTH || r->phase == PH_HANDLER ||
+		    (r->phase == PH_BODY && r->on_close)) {
+			/* (a streamed body whose consumer set on_close owns r too) */
 			stats.orphaned++;
 			/* the hook or handler still owns it: it frees on reply */
 			if (r->on_close)
@@ -969,7 +1128,8 @@ static void conn_free(struct http_conn *c)
 	conn_unlink(c);
 	event_free(c->timer);
 	event_free(c->kick);
-	bufferevent_free(c->bev);
+	if (c->bev)
+		bufferevent_free(c->bev);
 	free(c);
 	stats.connections_open--;
 	if (s->draining && !s->conns && s->drain_done) {
@@ -981,8 +1141,28 @@ static void conn_free(struct http_conn *c)
 
 static void maybe_close(struct http_conn *c)
 {
-	if (c->closing && evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
-		conn_free(c);
+	if (!c->bev) {
+		conn_free(c); /* handed over by http_upgrade_take */
+		return;
+	}
+	if (!c->closing || c->lingering || evbuffer_get_length(bufferevent_get_output(c->bev)) != 0)
+		return;
+	if (c->linger && !c->lingering && !c->tls) {
+		/* The answer went out before the client finished sending its
+		 * body (413, 507, a refused upload...).  Closing now, with
+		 * unread bytes, makes the kernel send a reset that can destroy
+		 * the answer before the client reads it.  Half-close, and
+		 * read and discard for a few seconds (nginx's lingering close). */
+		struct timeval idle = { 2, 0 }, most = { 5, 0 };
+
+		c->lingering = 1;
+		shutdown(bufferevent_getfd(c->bev), SHUT_WR);
+		bufferevent_set_timeouts(c->bev, &idle, NULL);
+		bufferevent_enable(c->bev, EV_READ);
+		evtimer_add(c->timer, &most);
+		return;
+	}
+	conn_free(c);
 }
 
 static void on_kick(evutil_socket_t fd, short what, void *arg)
@@ -1025,6 +1205,8 @@ static void on_write(struct bufferevent *bev, void *arg)
 		maybe_close(c);
 		return;
 	}
+	if (!c->tls && evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
+		bufferevent_disable(c->bev, EV_WRITE); /* conn_flush writes directly again */
 	if (r && r->streaming && r->on_drain)
 		r->on_drain(r, r->on_drain_arg);
 	else if (c->out_blocked) {
@@ -1067,6 +1249,10 @@ static void on_header_deadline(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
+	if (c->lingering) {
+		conn_free(c); /* lingered long enough */
+		return;
+	}
 	if (c->closing || !c->req || c->req->phase != PH_HEADERS)
 		return;
 	log_msg(LOG_INFO, "http", c->req->reqid, "headers not received in time (peer=%s)", c->peer);
@@ -1133,7 +1319,9 @@ static void conn_start(struct http_server *s, evutil_socket_t fd, const struct s
 	bufferevent_setcb(bev, on_read, on_write, on_event, c);
 	bufferevent_setwatermark(bev, EV_READ, 0, READ_HIGH_WATERMARK);
 	set_read_timeout(c, cfg.header_timeout); /* a first request is due at once */
-	bufferevent_enable(bev, EV_READ | EV_WRITE);
+	/* plain connections write directly (conn_flush) and enable EV_WRITE only
+	 * for what the socket did not take */
+	bufferevent_enable(bev, c->tls ? EV_READ | EV_WRITE : EV_READ);
 	return;
 fail_bev:
 	if (c->timer)

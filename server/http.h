@@ -30,6 +30,8 @@
 struct http_server;
 struct http_conn;
 struct auth_info;
+struct bufferevent;
+struct evbuffer;
 
 struct http_header {
 	char *name;
@@ -94,6 +96,15 @@ struct http_server_opts {
 	void (*auth_free)(struct auth_info *a);
 	http_fallback_hook fallback;
 	http_observe_hook observe;
+	/* Requests for another origin (by Host), served by the reverse proxy
+	 * instead of the router: proxy_match says whether r is one (called
+	 * after the headers); such requests get proxy_route (its handler runs
+	 * once the body has been read; ROUTE_STREAM hands the body to
+	 * on_body) and proxy_begin runs first, like the auth hook: it must end
+	 * with http_resume(r) or an http_reply*().  All three NULL: no proxy. */
+	int (*proxy_match)(const struct http_req *r);
+	const struct route *proxy_route;
+	http_auth_hook proxy_begin;
 };
 
 /* Binds cfg.listen:cfg.port (TLS when cfg.tls_cert is set) and starts
@@ -142,15 +153,49 @@ void http_reply_error(struct http_req *r, enum rc rc, const char *hint, const ch
 void http_reply_error_details(struct http_req *r, enum rc rc, json_t *details, const char *hint,
                               const char *message);
 
-/* Streaming responses.  length -1 means chunked transfer encoding.
+/* Streaming responses.  length -1 means chunked transfer encoding, -2 no
+ * body framing at all (204, 304, a reply to HEAD without a length).
  * http_stream_write returns 0, or -1 when the client is gone (then call
  * http_stream_end and stop producing).  Use http_stream_backlog and
  * http_stream_on_drain to stop producing while the client is slow. */
 void http_stream_begin(struct http_req *r, int status, const char *ctype, int64_t length);
 int http_stream_write(struct http_req *r, const void *data, size_t len);
+/* The same, moving the first len bytes of src (no copy when possible). */
+int http_stream_write_buffer(struct http_req *r, struct evbuffer *src, size_t len);
 size_t http_stream_backlog(const struct http_req *r);
 void http_stream_on_drain(struct http_req *r, void (*cb)(struct http_req *r, void *arg), void *arg);
 void http_stream_end(struct http_req *r);
+/* Ends a streamed response that could not be completed (its source
+ * failed): closes the connection without the final chunk. */
+void http_stream_abort(struct http_req *r);
+
+/* Request bodies of ROUTE_STREAM routes: stop handing body bytes to
+ * on_body (the next piece waits in the connection, and reading stops at
+ * the read watermark) until http_body_resume().  For a consumer that is
+ * slower than the client (the reverse proxy's upstream). */
+void http_body_pause(struct http_req *r);
+void http_body_resume(struct http_req *r);
+
+/* Reads up to bytes per socket read for r's connection (libevent's
+ * default is 16 KiB): for large streamed uploads.  The connection keeps it
+ * for later requests. */
+void http_body_read_max(struct http_req *r, size_t bytes);
+
+/* Adds len bytes of fd from offset off to a response begun with
+ * http_stream_begin() and a known length (not chunked): sendfile() on plain
+ * connections, read in by libevent under TLS.  fd is duplicated, so the
+ * caller may close it at once.  Returns 0, or -1 when the client is gone or
+ * the segment cannot be made.  Pace large files with http_stream_backlog()
+ * and http_stream_on_drain() (a few MiB per call). */
+int http_stream_file(struct http_req *r, int fd, int64_t off, int64_t len);
+
+/* Connection handover after an Upgrade (a 101 the caller writes itself):
+ * finishes r (logged with status 101; r is freed) and returns the client's
+ * bufferevent, with its callbacks, timeouts and watermarks cleared and any
+ * bytes that followed the request still in its input buffer.  The caller
+ * owns it (bufferevent_free closes the client).  Returns NULL, and finishes
+ * r, when the client is already gone.  Only from a handler (PH_HANDLER). */
+struct bufferevent *http_upgrade_take(struct http_req *r);
 
 /* Status reason phrase. */
 const char *http_reason(int status);

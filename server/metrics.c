@@ -11,6 +11,7 @@
 #include <http_parser.h>
 
 #include "db.h"
+#include "proxy.h"
 #include "worker.h"
 
 #define MAX_COUNTERS 1024
@@ -135,4 +136,5 @@ void metrics_render(struct evbuffer *out)
 	        "gpucloud_worker_jobs %d\n",
 	        hs.connections_open, hs.connections_total, ds.size, ds.up, ds.busy, ds.waiting,
 	        ds.queries, ds.errors, worker_pending());
+	proxy_metrics(out);
 }

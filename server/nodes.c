@@ -309,8 +309,10 @@ struct discovery {
 	char name[64];
 	char cid[80];
 	struct evbuffer *out;
-	int phase; /* 0: --query-gpu, 1: -L (MIG instances) */
+	int phase; /* 0: --query-gpu, 1: -L (MIG instances), 2: plain (CUDA version) */
 	int ngpus;
+	int cuda_rc; /* nvsmi_parse_cuda(): 1 read, 0 "N/A", -1 not read */
+	int cuda;    /* encoded as nodes.cuda_max */
 	struct nvsmi_gpu gpus[NVSMI_MAX_GPUS];
 };
 
@@ -413,7 +415,54 @@ static void discovered_saved(PGresult *res, enum rc rc, void *arg)
 	         2, p, mig_saved, sv);
 }
 
-/* Stores what both nvidia-smi runs reported, then ends the discovery. */
+static void cuda_saved(PGresult *res, enum rc rc, void *arg)
+{
+	struct saved *sv = arg;
+
+	if (rc != RC_OK)
+		log_msg(LOG_WARN, "nodes", NULL,
+		        "could not store the CUDA version discovered on node '%s': %s", sv->name,
+		        res ? db_sqlstate(res) : rc_code(rc));
+	else if (PQntuples(res) == 1)
+		log_msg(LOG_INFO, "nodes", NULL,
+		        "node '%s' supports CUDA %s by nvidia-smi; in use: %s (%s)", sv->name,
+		        *db_val(res, 0, 0) ? db_val(res, 0, 0) : "N/A",
+		        *db_val(res, 0, 1) ? db_val(res, 0, 1) : "unknown", db_val(res, 0, 2));
+	free(sv);
+}
+
+/* Stores the CUDA version nvidia-smi's header told.  The admin's value
+ * (cuda_source 'admin') stays in force; the discovered one is kept beside it
+ * for when the admin clears theirs. */
+static void discovery_store_cuda(struct discovery *d)
+{
+	struct saved *sv;
+	char v[16];
+	const char *p[2];
+
+	if (d->cuda_rc < 0)
+		return; /* not read: what was known stays */
+	sv = calloc(1, sizeof(*sv));
+	if (!sv)
+		return;
+	snprintf(sv->name, sizeof(sv->name), "%s", d->name);
+	snprintf(sv->node, sizeof(sv->node), "%lld", d->node_id);
+	snprintf(v, sizeof(v), "%d", d->cuda_rc > 0 ? d->cuda : 0);
+	p[0] = sv->node;
+	p[1] = v;
+	db_query("UPDATE nodes SET cuda_discovered = NULLIF($2::int, 0),"
+	         " cuda_max = CASE WHEN cuda_source = 'admin' THEN cuda_max"
+	         "  ELSE NULLIF($2::int, 0) END,"
+	         " cuda_source = CASE WHEN cuda_source = 'admin' THEN 'admin'"
+	         "  WHEN $2::int > 0 THEN 'discovered' ELSE '' END"
+	         " WHERE id = $1"
+	         " RETURNING"
+	         "  COALESCE(cuda_discovered / 1000 || '.' || cuda_discovered % 1000 / 10, ''),"
+	         "  COALESCE(cuda_max / 1000 || '.' || cuda_max % 1000 / 10, ''), cuda_source",
+	         2, p, cuda_saved, sv);
+}
+
+/* Stores what the nvidia-smi runs reported, then ends the discovery. */
 static void discovery_store(struct discovery *d)
 {
 	struct saved *sv = calloc(1, sizeof(*sv));
@@ -464,7 +513,37 @@ static void discovery_store(struct discovery *d)
 		free(sv);
 	}
 	free(doc);
+	discovery_store_cuda(d);
 	discovery_end(d, NULL);
+}
+
+/* A failure of the current step: the CUDA header (phase 2) is a bonus, so
+ * the GPUs already read are stored without it; before that, the discovery
+ * ends with nothing stored. */
+static void discovery_fail(struct discovery *d, const char *why)
+{
+	if (d->phase == 2 && rt_find(d->node_id)) {
+		log_msg(LOG_WARN, "nodes", NULL,
+		        "could not read the CUDA version on node '%s' (kept as it was): %s",
+		        d->name, why);
+		d->cuda_rc = -1;
+		discovery_store(d);
+		return;
+	}
+	discovery_end(d, why);
+}
+
+/* Replaces the finished step's container with one for phase. */
+static void discovery_next(struct node_rt *n, struct discovery *d, int phase)
+{
+	char path[200];
+
+	snprintf(path, sizeof(path), "/containers/%s?force=1", d->cid);
+	docker_request(n->eng, "DELETE", path, NULL, NULL, 0, NULL, 30000, ignore_call, NULL);
+	d->cid[0] = '\0';
+	evbuffer_drain(d->out, evbuffer_get_length(d->out));
+	d->phase = phase;
+	discovery_create(n, d);
 }
 
 static void discovery_logs_done(struct docker_call *call, enum rc rc, int status, const char *body,
@@ -474,24 +553,36 @@ static void discovery_logs_done(struct docker_call *call, enum rc rc, int status
 	struct node_rt *n = rt_find(d->node_id);
 	const char *out;
 	size_t olen;
-	char why[300], path[200];
+	char why[300];
 	int mig = 0;
 
 	(void)call;
 	(void)body;
 	(void)len;
 	if (rc != RC_OK || status != 200) {
-		discovery_end(d, rc != RC_OK ? err : "the engine refused the logs");
+		discovery_fail(d, rc != RC_OK ? err : "the engine refused the logs");
 		return;
 	}
 	olen = evbuffer_get_length(d->out);
 	out = olen ? (const char *)evbuffer_pullup(d->out, -1) : "";
+	if (d->phase == 2) {
+		d->cuda_rc = nvsmi_parse_cuda(out, olen, &d->cuda, why, sizeof(why));
+		if (d->cuda_rc < 0) {
+			discovery_fail(d, why);
+			return;
+		}
+		discovery_store(d);
+		return;
+	}
 	if (d->phase == 1) {
 		if (nvsmi_parse_list(out, olen, d->gpus, d->ngpus, why, sizeof(why)) < 0) {
 			discovery_end(d, why);
 			return;
 		}
-		discovery_store(d);
+		if (n && n->eng)
+			discovery_next(n, d, 2);
+		else
+			discovery_end(d, "the node went away");
 		return;
 	}
 	d->ngpus = nvsmi_parse_query(out, olen, d->gpus, NVSMI_MAX_GPUS, why, sizeof(why));
@@ -501,17 +592,14 @@ static void discovery_logs_done(struct docker_call *call, enum rc rc, int status
 	}
 	for (int i = 0; i < d->ngpus; i++)
 		mig |= d->gpus[i].mig_enabled;
-	if (!mig || !n || !n->eng) {
-		discovery_store(d);
+	if (!n || !n->eng) {
+		discovery_end(d, "the node went away");
 		return;
 	}
-	/* MIG mode: a second run lists the instances */
-	snprintf(path, sizeof(path), "/containers/%s?force=1", d->cid);
-	docker_request(n->eng, "DELETE", path, NULL, NULL, 0, NULL, 30000, ignore_call, NULL);
-	d->cid[0] = '\0';
-	evbuffer_drain(d->out, evbuffer_get_length(d->out));
-	d->phase = 1;
-	discovery_create(n, d);
+	/* MIG mode: a second run lists the instances; then plain nvidia-smi
+	 * for the CUDA version its header tells (--query-gpu has no field
+	 * for it, only driver_version) */
+	discovery_next(n, d, mig ? 1 : 2);
 }
 
 static int discovery_out(struct docker_call *call, int stream, const char *data, size_t len,
@@ -535,14 +623,14 @@ static void discovery_waited(struct docker_call *call, enum rc rc, int status, c
 
 	(void)call;
 	if (rc != RC_OK || status != 200 || !n) {
-		discovery_end(d, rc != RC_OK ? err : "waiting for the discovery container failed");
+		discovery_fail(d, rc != RC_OK ? err : "waiting for the discovery container failed");
 		return;
 	}
 	w = json_loadb(body, len, 0, NULL);
 	if (json_integer_value(json_object_get(w, "StatusCode")) != 0) {
 		json_decref(w);
-		discovery_end(d,
-		              "nvidia-smi exited with an error (is the NVIDIA runtime working?)");
+		discovery_fail(d,
+		               "nvidia-smi exited with an error (is the NVIDIA runtime working?)");
 		return;
 	}
 	json_decref(w);
@@ -550,7 +638,7 @@ static void discovery_waited(struct docker_call *call, enum rc rc, int status, c
 	n->dcall = docker_stream(n->eng, "GET", path, NULL, NULL, 0, NULL, 30000, 1, discovery_out,
 	                         discovery_logs_done, d);
 	if (!n->dcall)
-		discovery_end(d, "could not read the container's output");
+		discovery_fail(d, "could not read the container's output");
 }
 
 static void discovery_started(struct docker_call *call, enum rc rc, int status, const char *body,
@@ -564,16 +652,16 @@ static void discovery_started(struct docker_call *call, enum rc rc, int status, 
 	(void)body;
 	(void)len;
 	if (rc != RC_OK || status / 100 != 2 || !n) {
-		discovery_end(d, rc != RC_OK
-		                         ? err
-		                         : "the engine could not start the discovery container");
+		discovery_fail(d, rc != RC_OK
+		                          ? err
+		                          : "the engine could not start the discovery container");
 		return;
 	}
 	snprintf(path, sizeof(path), "/containers/%s/wait", d->cid);
 	n->dcall = docker_request(n->eng, "POST", path, NULL, NULL, 0, NULL, 60000,
 	                          discovery_waited, d);
 	if (!n->dcall)
-		discovery_end(d, "could not wait for the discovery container");
+		discovery_fail(d, "could not wait for the discovery container");
 }
 
 static void discovery_created(struct docker_call *call, enum rc rc, int status, const char *body,
@@ -593,7 +681,7 @@ static void discovery_created(struct docker_call *call, enum rc rc, int status, 
 		                 ? json_string_value(json_object_get(j, "message"))
 		                 : "the engine refused to create the container");
 		json_decref(j);
-		discovery_end(d, msg);
+		discovery_fail(d, msg);
 		return;
 	}
 	j = json_loadb(body, len, 0, NULL);
@@ -604,28 +692,33 @@ static void discovery_created(struct docker_call *call, enum rc rc, int status, 
 	json_decref(j);
 	if (!*d->cid || strspn(d->cid, "0123456789abcdef") != strlen(d->cid)) {
 		d->cid[0] = '\0';
-		discovery_end(d, "the engine returned no container id");
+		discovery_fail(d, "the engine returned no container id");
 		return;
 	}
 	snprintf(path, sizeof(path), "/containers/%s/start", d->cid);
 	n->dcall = docker_request(n->eng, "POST", path, NULL, NULL, 0, NULL, 30000,
 	                          discovery_started, d);
 	if (!n->dcall)
-		discovery_end(d, "could not start the discovery container");
+		discovery_fail(d, "could not start the discovery container");
 }
 
-/* Creates the container of the current phase (nvidia-smi --query-gpu, or
- * nvidia-smi -L): hardened, without network, through the NVIDIA runtime. */
+/* Creates the container of the current phase (nvidia-smi --query-gpu,
+ * nvidia-smi -L, or plain nvidia-smi): hardened, without network, through
+ * the NVIDIA runtime. */
 static void discovery_create(struct node_rt *n, struct discovery *d)
 {
 	static unsigned seq;
 	json_t *spec, *cmd;
 	char *body, path[160];
 
-	cmd = d->phase == 0 ? json_pack("[s,s,s]", "nvidia-smi",
-	                                "--query-gpu=index,uuid,name,memory.total,mig.mode.current",
-	                                "--format=csv,noheader")
-	                    : json_pack("[s,s]", "nvidia-smi", "-L");
+	if (d->phase == 0)
+		cmd = json_pack("[s,s,s]", "nvidia-smi",
+		                "--query-gpu=index,uuid,name,memory.total,mig.mode.current",
+		                "--format=csv,noheader");
+	else if (d->phase == 1)
+		cmd = json_pack("[s,s]", "nvidia-smi", "-L");
+	else
+		cmd = json_pack("[s]", "nvidia-smi");
 	spec = json_pack("{s:s, s:o, s:[s,s], s:{s:s, s:s}, s:{s:s, s:s, s:b, s:[s], s:[s],"
 	                 " s:I, s:I, s:I}}",
 	                 "Image", cfg.discovery_image, "Cmd", cmd, "Env",
@@ -639,12 +732,13 @@ static void discovery_create(struct node_rt *n, struct discovery *d)
 	json_decref(spec);
 	snprintf(path, sizeof(path), "/containers/create?name=gpucloud-discovery-%lld-%u-%ld",
 	         n->id, ++seq, (long)getpid());
+	n->dcall = NULL; /* the previous step's call has ended */
 	if (body)
 		n->dcall = docker_request(n->eng, "POST", path, "application/json", body,
 		                          strlen(body), NULL, 30000, discovery_created, d);
 	free(body);
 	if (!n->dcall)
-		discovery_end(d, "could not ask the engine for a container");
+		discovery_fail(d, "could not ask the engine for a container");
 }
 
 /* Runs nvidia-smi through the node's NVIDIA runtime in a short-lived

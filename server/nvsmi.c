@@ -2,8 +2,8 @@
  *
  * Owns the grammar of
  *   nvidia-smi --query-gpu=index,uuid,name,memory.total,mig.mode.current --format=csv,noheader
- * and of `nvidia-smi -L`, turning them into struct nvsmi_gpu / nvsmi_mig in
- * caller arrays.  No allocation, no I/O.  Does not own running nvidia-smi,
+ * of `nvidia-smi -L`, turning them into struct nvsmi_gpu / nvsmi_mig in
+ * caller arrays, and of the "CUDA Version" in plain `nvidia-smi`'s header.  No allocation, no I/O.  Does not own running nvidia-smi,
  * containers, or what the inventory is used for.
  *
  * The parsers are strict: what they accept flows into Docker DeviceRequests
@@ -23,6 +23,11 @@
  *   MIG devices under a GPU whose MIG mode the query reported disabled: the
  *   mode changed between the two commands, and discovery should run again.
  * - On -1 from nvsmi_parse_query() the GPU array holds partial results.
+ * - nvsmi_parse_cuda() reads only "CUDA Version:" and the version after it
+ *   (major.minor, 1..99 each side, as nodes.cuda_max can hold); the rest of
+ *   the table is nvidia-smi's business and changes between drivers.  An
+ *   error message is reported only when no header is found: a GPU that fell
+ *   off the bus prints one above a header that is still right.
  */
 #include "nvsmi.h"
 
@@ -731,4 +736,97 @@ int nvsmi_parse_list(const char *buf, size_t len, struct nvsmi_gpu *gpus, int ng
 	if (n < 0)
 		clear_mig(gpus, ngpus);
 	return n;
+}
+
+/* The version after "CUDA Version:" in line at *at: "12.4" -> 12040, "N/A"
+ * -> 0; -1 when it is neither.  It must end the line or be followed by a
+ * space or the table's '|'. */
+static int cuda_value(struct span line, size_t at)
+{
+	struct cur c = { line.p + at, line.p + line.n };
+	long long major, minor;
+
+	skip_spaces(&c);
+	if (lit(&c, "N/A"))
+		return (c.p == c.end || is_space(*c.p) || *c.p == '|') ? 0 : -1;
+	if (!number(&c, &major) || !lit(&c, ".") || !number(&c, &minor))
+		return -1;
+	if (c.p != c.end && !is_space(*c.p) && *c.p != '|')
+		return -1;
+	if (major < 1 || major > 99 || minor > 99)
+		return -1;
+	return (int)(major * 1000 + minor * 10);
+}
+
+/* The line holds one of nvidia-smi's error messages. */
+static int is_smi_error(struct span line)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(smi_errors) / sizeof(smi_errors[0]); i++)
+		if (contains(line, smi_errors[i].text))
+			return 1;
+	return 0;
+}
+
+/* Offset just past "CUDA Version:" in line, or 0 when it is not there. */
+static size_t cuda_label(struct span line)
+{
+	static const char label[] = "CUDA Version:";
+	size_t i, n = sizeof(label) - 1;
+
+	for (i = 0; n <= line.n && i <= line.n - n; i++)
+		if (memcmp(line.p + i, label, n) == 0)
+			return i + n;
+	return 0;
+}
+
+int nvsmi_parse_cuda(const char *buf, size_t len, int *cuda, char *err, size_t errlen)
+{
+	struct span line, first_err = { NULL, 0 };
+	size_t off = 0, at;
+	int lineno = 0, found = 0, v = 0, err_line = 0;
+	char q[QUOTE_MAX];
+
+	if (err && errlen)
+		err[0] = '\0';
+	if (cuda)
+		*cuda = 0;
+	if (!buf)
+		len = 0;
+	if (check_nul(buf, len, err, errlen) < 0)
+		return -1;
+	while (next_line(buf, len, &off, &line)) {
+		lineno++;
+		at = cuda_label(line);
+		if (!at) {
+			if (!first_err.p && is_smi_error(line)) {
+				first_err = line;
+				err_line = lineno;
+			}
+			continue;
+		}
+		if (found)
+			return fail(err, errlen,
+			            "nvidia-smi line %d: a second 'CUDA Version' (the first on "
+			            "line %d)",
+			            lineno, found);
+		v = cuda_value(line, at);
+		if (v < 0)
+			return fail(err, errlen,
+			            "nvidia-smi line %d: 'CUDA Version' is not major.minor or N/A: "
+			            "'%s'",
+			            lineno, quote(q, sizeof(q), trim(line)));
+		found = lineno;
+	}
+	if (!found) {
+		if (first_err.p)
+			return bad_line(err, errlen, err_line, first_err, "");
+		return fail(
+		        err, errlen,
+		        "nvidia-smi printed no 'CUDA Version' header (a driver older than R410?)");
+	}
+	if (cuda)
+		*cuda = v;
+	return v > 0 ? 1 : 0;
 }

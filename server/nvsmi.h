@@ -4,7 +4,8 @@
  *   nvidia-smi --query-gpu=index,uuid,name,memory.total,mig.mode.current --format=csv,noheader
  * and, when a GPU has MIG enabled,
  *   nvidia-smi -L
- * Both parsers have the picohttpparser shape: (buf, len) in, no allocation,
+ * and then plain `nvidia-smi` for the "CUDA Version" in its header.
+ * The parsers have the picohttpparser shape: (buf, len) in, no allocation,
  * no I/O; results go into caller-provided arrays.
  */
 #ifndef GPUCLOUD_NVSMI_H
@@ -45,5 +46,14 @@ int nvsmi_parse_query(const char *buf, size_t len, struct nvsmi_gpu *gpus, int m
  * number of MIG devices attached, or -1 on malformed input (reason in err). */
 int nvsmi_parse_list(const char *buf, size_t len, struct nvsmi_gpu *gpus, int ngpus, char *err,
                      size_t errlen);
+
+/* Reads the newest CUDA version the driver supports from the header of plain
+ * `nvidia-smi` ("| NVIDIA-SMI 550.54.15  Driver Version: 550.54.15  CUDA
+ * Version: 12.4 |") into *cuda as major*1000 + minor*10 (12.4 -> 12040, the
+ * encoding of nodes.cuda_max).  Returns 1 when read, 0 when the header says
+ * "N/A" (*cuda = 0: unknown), or -1 when the text has no such header (an
+ * error message from nvidia-smi, a driver too old to print it, two headers,
+ * a malformed version), with a short reason in err. */
+int nvsmi_parse_cuda(const char *buf, size_t len, int *cuda, char *err, size_t errlen);
 
 #endif

@@ -63,7 +63,7 @@
 /* A request's shape, remembered when it found no room; for one user only
  * when one_user is set. */
 struct shape {
-	int slices, nodes, one_user;
+	int slices, nodes, one_user, cuda;
 	int64_t cpu, mem, user;
 };
 
@@ -647,7 +647,8 @@ static int ring_covers(const struct ring *rg, const struct place_request *r, int
 		const struct shape *e = &rg->e[i];
 
 		if (r->slices >= e->slices && nodes >= e->nodes && r->cpu >= e->cpu &&
-		    r->mem >= e->mem && (!e->one_user || e->user == r->user_id))
+		    r->mem >= e->mem && r->cuda_min >= e->cuda &&
+		    (!e->one_user || e->user == r->user_id))
 			return 1;
 	}
 	return 0;
@@ -661,6 +662,7 @@ static void ring_add(struct ring *rg, const struct place_request *r, int nodes, 
 	e->nodes = nodes;
 	e->cpu = r->cpu;
 	e->mem = r->mem;
+	e->cuda = r->cuda_min;
 	e->one_user = one_user;
 	e->user = r->user_id;
 	rg->next = (rg->next + 1) % FAIL_RING;
@@ -668,11 +670,18 @@ static void ring_add(struct ring *rg, const struct place_request *r, int nodes, 
 		rg->n++;
 }
 
+/* An unknown driver (cuda_max 0) does not limit: the admin did not say. */
+static int cuda_ok(const struct place_node *nd, const struct place_request *r)
+{
+	return r->cuda_min <= 0 || nd->cuda_max <= 0 || nd->cuda_max >= r->cuda_min;
+}
+
 static int ever_holds(const struct ctx *c, const struct pn *p, const struct place_request *r)
 {
 	const struct place_node *nd = &c->in->nodes[p->node];
 
-	return p->total >= r->slices && nd->cpu_total >= r->cpu && nd->mem_total >= r->mem;
+	return p->total >= r->slices && nd->cpu_total >= r->cpu && nd->mem_total >= r->mem &&
+	       cuda_ok(nd, r);
 }
 
 /* Best fit: up to `want` nodes with room now, fewest free slices first,
@@ -693,7 +702,8 @@ static int find_room(struct ctx *c, const struct pool *pl, const struct place_re
 				const struct nodex *nx = &c->nx[c->pn[pl->first + j].node];
 
 				x &= x - 1;
-				if (nx->cpu_left < r->cpu || nx->mem_left < r->mem)
+				if (nx->cpu_left < r->cpu || nx->mem_left < r->mem ||
+				    !cuda_ok(&c->in->nodes[c->pn[pl->first + j].node], r))
 					continue;
 				c->pick[got++] = j;
 				if (got == want)
@@ -805,7 +815,8 @@ static int ever_count(const struct ctx *c, const struct pool *pl, const struct p
 {
 	int j, n = 0;
 
-	if (r->slices <= pl->mintotal && r->cpu <= pl->mincpu && r->mem <= pl->minmem)
+	if (r->slices <= pl->mintotal && r->cpu <= pl->mincpu && r->mem <= pl->minmem &&
+	    r->cuda_min <= 0)
 		return pl->n;
 	for (j = 0; j < pl->n && n < need; j++)
 		if (ever_holds(c, &c->pn[pl->first + j], r))
@@ -1069,6 +1080,29 @@ static int decide(struct ctx *c, const struct place_request *r, struct place_dec
 		snprintf(d->message, sizeof(d->message), "the pool has no schedulable node");
 		return 0;
 	}
+	if (r->cuda_min > 0) {
+		int ok = 0, newest = 0;
+		for (i = 0; i < pl->n; i++) {
+			const struct place_node *nd = &c->in->nodes[c->pn[pl->first + i].node];
+			ok += cuda_ok(nd, r);
+			if (nd->cuda_max > newest)
+				newest = nd->cuda_max;
+		}
+		if (ok < r->nodes) {
+			d->reason = REASON_CUDA;
+			if (r->nodes == 1)
+				snprintf(d->message, sizeof(d->message),
+				         "no node's driver supports CUDA %d.%d (newest: %d.%d)",
+				         r->cuda_min / 1000, r->cuda_min % 1000 / 10, newest / 1000,
+				         newest % 1000 / 10);
+			else
+				snprintf(d->message, sizeof(d->message),
+				         "needs %d nodes whose driver supports CUDA %d.%d; %d %s",
+				         r->nodes, r->cuda_min / 1000, r->cuda_min % 1000 / 10, ok,
+				         plural(ok, "has", "have"));
+			return 0;
+		}
+	}
 	ever = ever_count(c, pl, r, r->nodes);
 	if (ever < r->nodes) {
 		say_too_big(c, pl, r, ever, d);
@@ -1227,6 +1261,7 @@ const char *place_reason_code(enum place_reason r)
 	case REASON_NONE: return "none";
 	case REASON_QUOTA: return "quota";
 	case REASON_NO_NODES: return "no_nodes";
+	case REASON_CUDA: return "cuda";
 	case REASON_TOO_BIG: return "too_big";
 	case REASON_CAPACITY: return "capacity";
 	case REASON_GANG: return "gang";

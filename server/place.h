@@ -51,6 +51,7 @@ enum place_reason {
 	REASON_GANG,       /* fewer than `nodes` nodes have room now */
 	REASON_RESERVED,   /* room exists only on nodes reserved for an earlier request */
 	REASON_PREEMPTING, /* victims named; waits for them to stop */
+	REASON_CUDA,       /* too few nodes of the pool have a driver for its CUDA */
 };
 
 struct place_node {
@@ -60,6 +61,7 @@ struct place_node {
 	int64_t mem_free; /* MiB */
 	int64_t cpu_total;
 	int64_t mem_total;
+	int cuda_max; /* newest CUDA its driver supports (12.4 = 12040); 0 = unknown */
 };
 
 struct place_slice {
@@ -84,6 +86,8 @@ struct place_request {
 	int quota_slices;    /* max live slices of this user in this pool; < 0 = none */
 	int64_t quota_cpu;   /* max live millicores of this user in this pool; 0 = none */
 	int64_t quota_mem;   /* max live MiB of this user in this pool; 0 = none */
+	int cuda_min;        /* CUDA its image needs (12.4 = 12040); 0 = none.  Never
+	                      * placed on a node whose known cuda_max is lower */
 };
 
 /* A running allocation, for quota counting and preemption. */

@@ -22,6 +22,7 @@
 #include "config.h"
 #include "db.h"
 #include "log.h"
+#include "instances.h"
 #include "place.h"
 
 #define LOCK_KEY "1735553635" /* "gpuc" + 's' */
@@ -207,6 +208,7 @@ static void done_generic(PGresult *res, enum rc rc, void *arg)
 			in.nodes[i].schedulable = strcmp(db_val(res, i, 1), "t") == 0;
 			in.nodes[i].cpu_total = in.nodes[i].cpu_free = ll(res, i, 2);
 			in.nodes[i].mem_total = in.nodes[i].mem_free = ll(res, i, 3);
+			in.nodes[i].cuda_max = (int)ll(res, i, 4);
 		}
 		break;
 	case S_SLICES:
@@ -250,6 +252,7 @@ static void done_generic(PGresult *res, enum rc rc, void *arg)
 			q->quota_slices = (int)ll(res, i, 10);
 			q->quota_cpu = ll(res, i, 14);
 			q->quota_mem = ll(res, i, 15);
+			q->cuda_min = (int)ll(res, i, 18);
 			if (db_val(res, i, 16) &&
 			    strtod(db_val(res, i, 17), NULL) >= strtod(db_val(res, i, 16), NULL)) {
 				/* the GPU-hour budget is spent: wait like a full quota */
@@ -403,7 +406,8 @@ static void next(void)
 	case S_PREEMPT:
 		step = S_NODES;
 		query("SELECT id, health = 'up' AND admin_state = 'active',"
-		      " COALESCE(ncpu, 0)::bigint * 1000, COALESCE(memory_bytes, 0) / 1048576"
+		      " COALESCE(ncpu, 0)::bigint * 1000, COALESCE(memory_bytes, 0) / 1048576,"
+		      " COALESCE(cuda_max, 0)"
 		      " FROM nodes ORDER BY id",
 		      0, NULL, done_generic);
 		return;
@@ -426,7 +430,8 @@ static void next(void)
 		      "q.gpu_hours_per_week,"
 		      " (SELECT COALESCE(sum(g.gpu_seconds), 0) / 3600 FROM gpu_usage g"
 		      "  WHERE g.user_id = r.user_id AND g.pool_id = r.pool_id"
-		      "  AND g.day > current_date - 7)"
+		      "  AND g.day > current_date - 7),"
+		      " r.cuda_min"
 		      " FROM alloc_requests r"
 		      " LEFT JOIN (SELECT user_id, sum(gpu_seconds) AS secs FROM gpu_usage"
 		      "  WHERE day > current_date - 7 GROUP BY user_id) u ON u.user_id = r.user_id"
@@ -516,6 +521,8 @@ static void next(void)
 			        "pass: %d placed, %d waiting, %.1f ms (placement %.1f ms)",
 			        n_placed, in.nqueue - n_placed, (now_s() - t_begin) * 1000.0,
 			        t_engine * 1000.0);
+		if (n_placed)
+			instances_kick(); /* instances whose requests were allocated start now */
 		pass_over();
 		return;
 	default: return;
@@ -590,8 +597,10 @@ int sched_init(struct event_base *b)
 void sched_kick(void)
 {
 	kicked = 1;
+	/* soon, not at once: requests arriving together share a pass (a
+	 * start waits for this; instances measure it in their benchmark) */
 	if (step == S_IDLE && timer)
-		arm(20);
+		arm(2);
 }
 
 void sched_shutdown(void)

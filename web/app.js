@@ -12,7 +12,14 @@ import * as accountPage from './pages/account.js';
 import * as adminUsersPage from './pages/admin-users.js';
 import * as adminNodesPage from './pages/admin-nodes.js';
 import * as adminPoolsPage from './pages/admin-pools.js';
+import * as adminRegistriesPage from './pages/admin-registries.js';
+import * as adminImagesPage from './pages/admin-images.js';
 import * as clusterPage from './pages/cluster.js';
+import * as terminalPage from './pages/terminal.js';
+import * as instancesPage from './pages/instances.js';
+import * as filesPage from './pages/files.js';
+import * as instanceNewPage from './pages/instance-new.js';
+import * as instanceDetailPage from './pages/instance-detail.js';
 import { ROLE_NAMES } from './roles.js';
 
 const EVERYONE = ROLE_NAMES;
@@ -22,9 +29,16 @@ const ROUTES = {
   '/home': { page: homePage, title: 'nav.home', roles: EVERYONE },
   '/cluster': { page: clusterPage, title: 'nav.cluster', roles: EVERYONE },
   '/account': { page: accountPage, title: 'nav.account', roles: EVERYONE },
+  '/terminal': { page: terminalPage, title: 'terminal.titleNone', roles: EVERYONE },
+  '/instances': { page: instancesPage, title: 'nav.instances', roles: EVERYONE },
+  '/files': { page: filesPage, title: 'nav.files', roles: EVERYONE },
+  '/instances/new': { page: instanceNewPage, title: 'inst.new.title', roles: EVERYONE },
+  '/instance': { page: instanceDetailPage, title: 'inst.detail.title', roles: EVERYONE },
   '/admin/users': { page: adminUsersPage, title: 'nav.users', roles: ['admin'] },
   '/admin/nodes': { page: adminNodesPage, title: 'nav.nodes', roles: ['admin'] },
   '/admin/pools': { page: adminPoolsPage, title: 'nav.pools', roles: ['admin'] },
+  '/admin/images': { page: adminImagesPage, title: 'nav.images', roles: ['admin'] },
+  '/admin/registries': { page: adminRegistriesPage, title: 'nav.registries', roles: ['admin'] },
 };
 
 // The side navigation, section by section. An entry appears for the roles it
@@ -35,6 +49,8 @@ const NAV = [
     section: null,
     items: [
       { nav: 'home', route: '/home', label: 'nav.home', icon: 'home', roles: EVERYONE },
+      { nav: 'instances', route: '/instances', label: 'nav.instances', icon: 'server', roles: EVERYONE },
+      { nav: 'files', route: '/files', label: 'nav.files', icon: 'upload', roles: EVERYONE },
       { nav: 'cluster', route: '/cluster', label: 'nav.cluster', icon: 'grid', roles: EVERYONE },
       { nav: 'account', route: '/account', label: 'nav.account', icon: 'user', roles: EVERYONE },
     ],
@@ -45,6 +61,8 @@ const NAV = [
       { nav: 'admin-users', route: '/admin/users', label: 'nav.users', icon: 'users', roles: ['admin'] },
       { nav: 'admin-nodes', route: '/admin/nodes', label: 'nav.nodes', icon: 'server', roles: ['admin'] },
       { nav: 'admin-pools', route: '/admin/pools', label: 'nav.pools', icon: 'layers', roles: ['admin'] },
+      { nav: 'admin-images', route: '/admin/images', label: 'nav.images', icon: 'upload', roles: ['admin'] },
+      { nav: 'admin-registries', route: '/admin/registries', label: 'nav.registries', icon: 'key', roles: ['admin'] },
     ],
   },
 ];
@@ -65,6 +83,13 @@ const root = document.getElementById('app');
 function currentPath() {
   const raw = location.hash.replace(/^#/, '') || '/';
   return raw.split('?')[0] || '/';
+}
+
+// An app (route) sent the browser here to sign in first: #/login?next=
+// /api/v1/routes/<id>/open?path=...  Only that API path is followed.
+function routeNext() {
+  const next = new URLSearchParams(location.hash.split('?').slice(1).join('?')).get('next') || '';
+  return /^\/api\/v1\/routes\/[a-z0-9]{16,63}\/open(\?[^#\\]*)?$/.test(next) ? next : null;
 }
 
 function go(path) {
@@ -119,6 +144,7 @@ const ctx = {
     const wanted = ROUTES[afterLogin];
     const next = wanted && wanted.roles.includes(session.user.role) ? afterLogin : '/home';
     afterLogin = '/home';
+    if (routeNext()) { location.assign(routeNext()); return; }
     go(next);
   },
 };
@@ -234,6 +260,7 @@ async function render(opts = {}) {
   }
 
   if (path === '/login') {
+    if (session.user && routeNext()) { location.assign(routeNext()); return; }
     if (session.user) { go('/home'); return; }
     renderLogin(loginNotice);
     loginNotice = '';

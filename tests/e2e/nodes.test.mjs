@@ -3,13 +3,17 @@
 // an admin adds a node with declared GPUs, sees it come up without reloading,
 // sees its GPUs marked simulated, gets the server's words for an engine that
 // cannot be reached, adds the same engine over tcp:// with TLS certificates
-// read from files, edits labels, drains / cordons / activates it (and sees
-// changes made elsewhere through the API), and removes it.
+// read from files (GPU discovery finds its GPUs and the driver's CUDA
+// version; the admin overrides the version and clears it back), edits
+// labels, drains / cordons / activates it (and sees changes made elsewhere
+// through the API), and removes it.
 //
 // Needs the world (deploy/world.sh writes var/world/env): GPUCLOUD_WORLD_DOCKER1,
 // GPUCLOUD_WORLD_NODE1_GPUS, and the same engine over TLS
-// (GPUCLOUD_WORLD_DOCKER1_TLS, GPUCLOUD_WORLD_TLS_CA/CERT/KEY). Without them
-// the test fails: it never skips.
+// (GPUCLOUD_WORLD_DOCKER1_TLS, GPUCLOUD_WORLD_TLS_CA/CERT/KEY), and the
+// nvidia-smi stand-in image (GPUCLOUD_WORLD_DISCOVERY_IMAGE: on node1 it
+// reports two A100s in MIG mode and "CUDA Version: 12.4"). Without them the
+// test fails: it never skips.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startServer, ADMIN_PASSWORD, Client } from '../lib/server.mjs';
@@ -42,7 +46,9 @@ function worldEnv() {
     cert: process.env.GPUCLOUD_WORLD_TLS_CERT, key: process.env.GPUCLOUD_WORLD_TLS_KEY,
   };
   for (const [k, v] of Object.entries(tls)) if (!v) throw new Error(`the world's env lacks the TLS engine's ${k} (GPUCLOUD_WORLD_DOCKER1_TLS, GPUCLOUD_WORLD_TLS_CA/CERT/KEY)`);
-  return { docker, gpus: gpus.slice(0, 4), tls };
+  const discovery = process.env.GPUCLOUD_WORLD_DISCOVERY_IMAGE;
+  if (!discovery) throw new Error('GPUCLOUD_WORLD_DISCOVERY_IMAGE is not set (the nvidia-smi stand-in)');
+  return { docker, gpus: gpus.slice(0, 4), tls, discovery };
 }
 
 describe('admin nodes page', () => {
@@ -74,7 +80,7 @@ describe('admin nodes page', () => {
 
   before(async () => {
     world = worldEnv();
-    srv = await startServer({ args: ['--node-check-interval=1', '--node-down-after=2'] });
+    srv = await startServer({ args: ['--node-check-interval=1', '--node-down-after=2', `--discovery-image=${world.discovery}`] });
     api = new Client(srv.base);
     assert.equal((await api.login('admin', ADMIN_PASSWORD)).status, 200);
     browser = await launch();
@@ -241,10 +247,60 @@ describe('admin nodes page', () => {
     await row('node1-tls').waitFor();
     await until(async () => (await stateOf('node1-tls')) === 'up', 'node1-tls to be up', 15000);
     assert.match(await row('node1-tls').locator('[data-field=url]').textContent(), /TLS$/);
-    assert.equal(await row('node1-tls').locator('[data-gpu-count]').getAttribute('data-gpu-count'), '0');
+    // no declared GPUs: discovery runs nvidia-smi there (the stand-in reports
+    // two A100s and "CUDA Version: 12.4"), and the page follows
+    await until(async () => (await row('node1-tls').locator('[data-gpu-count]').getAttribute('data-gpu-count')) === '2',
+      'the discovered GPUs', 20000);
+    const cuda = row('node1-tls').locator('[data-cuda]');
+    await until(async () => (await cuda.count()) === 1, 'the discovered CUDA version', 10000);
+    assert.equal(await cuda.getAttribute('data-cuda'), '12.4');
+    assert.equal(await cuda.getAttribute('data-cuda-source'), 'discovered');
+    assert.equal((await cuda.textContent()).trim(), 'CUDA 12.4 discovered');
+  });
+
+  it('sets node1-tls’s CUDA version over the discovered one, and clears it back', async () => {
+    const id = await row('node1-tls').getAttribute('data-id');
+    await rowAction('node1-tls', 'edit');
+    let d = dialog();
+    await d.waitFor();
+    const input = d.getByLabel('CUDA version');
+    assert.equal(await input.inputValue(), '', 'empty: discovery’s version is in force');
+    assert.equal(await input.getAttribute('placeholder'), '12.4');
+    assert.match(await d.textContent(), /GPU discovery read 12\.4/);
+    // checked in the browser first
+    await input.fill('twelve');
+    await d.locator('[data-action=save-node]').click();
+    await d.locator('[role=alert]').waitFor();
+    assert.match(await d.locator('[role=alert]').textContent(), /CUDA version such as 12\.4/);
+    await input.fill('12.8');
+    await submitAndClose(d, 'save-node');
+    const cuda = row('node1-tls').locator('[data-cuda]');
+    await until(async () => (await cuda.getAttribute('data-cuda')) === '12.8', 'the admin’s CUDA version');
+    assert.equal(await cuda.getAttribute('data-cuda-source'), 'admin');
+    assert.equal((await cuda.textContent()).trim(), 'CUDA 12.8 set by admin');
+    let n = (await api.get(`/api/v1/nodes/${id}`)).json;
+    assert.deepEqual([n.cuda_version, n.cuda_source, n.cuda_discovered], ['12.8', 'admin', '12.4']);
+    // the detail tells both (a node added in the page has its detail open)
+    const toggle = row('node1-tls').locator('[data-action=details]');
+    if ((await toggle.getAttribute('aria-expanded')) !== 'true') await toggle.click();
+    const prop = detail('node1-tls').locator('[data-prop=cuda_version]');
+    await prop.waitFor();
+    assert.match((await prop.textContent()).trim(), /^CUDA 12\.8 set by admin\s*discovered: CUDA 12\.4$/);
+    await shot(page, 'nodes-cuda');
+
+    // cleared: back to what discovery read
+    await rowAction('node1-tls', 'edit');
+    d = dialog();
+    await d.waitFor();
+    assert.equal(await d.getByLabel('CUDA version').inputValue(), '12.8');
+    await d.getByLabel('CUDA version').fill('');
+    await submitAndClose(d, 'save-node');
+    await until(async () => (await cuda.getAttribute('data-cuda-source')) === 'discovered', 'the discovered CUDA version again');
+    assert.equal(await cuda.getAttribute('data-cuda'), '12.4');
+    n = (await api.get(`/api/v1/nodes/${id}`)).json;
+    assert.deepEqual([n.cuda_version, n.cuda_source], ['12.4', 'discovered']);
 
     // Removed elsewhere: the row goes at the next refresh.
-    const id = await row('node1-tls').getAttribute('data-id');
     assert.equal((await api.del(`/api/v1/nodes/${id}`)).status, 204);
     await row('node1-tls').waitFor({ state: 'detached', timeout: 12000 });
   });

@@ -1,12 +1,15 @@
 /* fuzz_nvsmi.c — libFuzzer target for the nvidia-smi parsers.
  *
- * The input is a --query-gpu text, a 0xff byte, and an `nvidia-smi -L` text
- * (without 0xff the whole input is both).  Discovery's order is kept: the
+ * The input is a --query-gpu text, a 0xff byte, an `nvidia-smi -L` text, and
+ * optionally a second 0xff byte and a plain `nvidia-smi` text for the CUDA
+ * header (without a 0xff the whole input is all three; without the second,
+ * the whole input is the header text).  Discovery's order is kept: the
  * list is parsed against the GPUs the query found.  Checked: counts in
  * range, every string NUL-terminated inside its array and of the shape the
  * parsers promise, no duplicates, a reason on every -1, no MIG device left
  * attached after a failed list, and answers that do not depend on the error
- * buffer or on a roomier GPU array.
+ * buffer or on a roomier GPU array; a CUDA version in range and encoded as
+ * nodes.cuda_max holds it, 0 unless read.
  */
 #include "../../server/nvsmi.c"
 
@@ -115,25 +118,50 @@ static void run(const char *q, size_t qlen, const char *l, size_t llen)
 	assert(check_migs(gpus, n) == (m < 0 ? 0 : m));
 }
 
+static void run_cuda(const char *h, size_t hlen)
+{
+	char err[128], small[5];
+	int rc, v = -1, v2 = -1;
+
+	rc = nvsmi_parse_cuda(h, hlen, &v, err, sizeof(err));
+	assert(rc >= -1 && rc <= 1);
+	check_err(rc, err, sizeof(err));
+	if (rc == 1)
+		assert(v >= 1000 && v <= 99990 && v % 10 == 0 && (v % 1000) / 10 <= 99);
+	else
+		assert(v == 0);
+	assert(nvsmi_parse_cuda(h, hlen, NULL, NULL, 0) == rc);
+	assert(nvsmi_parse_cuda(h, hlen, &v2, small, sizeof(small)) == rc);
+	bounded(small, sizeof(small));
+	assert(v2 == v);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	const uint8_t *cut = size ? memchr(data, 0xff, size) : NULL;
+	const uint8_t *cut2 = cut ? memchr(cut + 1, 0xff, size - (size_t)(cut + 1 - data)) : NULL;
 	size_t qlen = cut ? (size_t)(cut - data) : size;
-	size_t llen = cut ? size - qlen - 1 : size;
+	size_t llen = cut2 ? (size_t)(cut2 - cut - 1) : cut ? size - qlen - 1 : size;
+	size_t hlen = cut2 ? size - (size_t)(cut2 + 1 - data) : size;
 	/* exact-size heap copies, so ASan sees any read past either end */
 	char *q = malloc(qlen ? qlen : 1);
 	char *l = malloc(llen ? llen : 1);
+	char *h = malloc(hlen ? hlen : 1);
 
-	if (q && l) {
+	if (q && l && h) {
 		if (qlen)
 			memcpy(q, data, qlen);
 		if (llen)
 			memcpy(l, cut ? cut + 1 : data, llen);
+		if (hlen)
+			memcpy(h, cut2 ? cut2 + 1 : data, hlen);
 		run(q, qlen, l, llen);
+		run_cuda(h, hlen);
 	}
 	free(q);
 	free(l);
+	free(h);
 	return 0;
 }

@@ -8,7 +8,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startServer, Client, ADMIN_PASSWORD, ROOT } from '../lib/server.mjs';
+import { startServer, Client, ADMIN_PASSWORD, ROOT, dropDatabase } from '../lib/server.mjs';
 import { sql, eventually, assertErrorShape, stopClean } from '../lib/itest.mjs';
 
 const env = process.env;
@@ -298,6 +298,18 @@ describe('GPU discovery through the NVIDIA runtime', () => {
       }, 10000, 250);
       assert.ok(left, 'the discovery container was removed');
       assert.match(srv.log(), /discovered 8 GPUs on node 'node2'/);
+      // plain nvidia-smi's header: "CUDA Version: 12.2" (the stand-in prints a100x8-smi.txt)
+      const smi = readFileSync(join(ROOT, 'tests/fixtures/nvidia-smi/a100x8-smi.txt'), 'utf8');
+      const want = smi.match(/CUDA Version: (\d+\.\d+)/)[1];
+      assert.equal(want, '12.2');
+      const cv = await eventually(async () => { const x = (await admin.get(`/api/v1/nodes/${n2.id}`)).json; return x.cuda_version && x; }, 10000, 100);
+      assert.ok(cv, 'node2 got a CUDA version');
+      assert.equal(cv.cuda_version, want);
+      assert.equal(cv.cuda_source, 'discovered');
+      assert.equal(sql(srv, `SELECT cuda_max || ',' || cuda_discovered FROM nodes WHERE id = ${n2.id}`), '12020,12020');
+      // declared GPUs mean no discovery: no CUDA version either
+      assert.equal(one.cuda_version, '');
+      assert.equal(one.cuda_source, '');
 
       // the same engine as node1 over mTLS, without declared GPUs: its nvidia-smi
       // reports two A100s in MIG mode (7 x 1g.10gb, and 3g.40gb + 2g.20gb + 1g.10gb)
@@ -310,6 +322,9 @@ describe('GPU discovery through the NVIDIA runtime', () => {
       assert.deepEqual(mg.gpus[0].mig.map((i) => i.profile), Array(7).fill('1g.10gb'));
       assert.deepEqual(mg.gpus[1].mig.map((i) => i.profile), ['3g.40gb', '2g.20gb', '1g.10gb']);
       assert.match(mg.gpus[1].mig[0].uuid, /^MIG-1ce2b8dd-/);
+      const mc = await eventually(async () => { const x = (await admin.get(`/api/v1/nodes/${m.id}`)).json; return x.cuda_version && x; }, 10000, 100);
+      assert.equal(mc.cuda_version, '12.4', 'the MIG host\'s header says 12.4');
+      assert.equal(mc.cuda_source, 'discovered');
       // a mig pool: one slice per MIG instance; GPUs without MIG are refused
       const pool = (await admin.post('/api/v1/pools', { name: 'mig-lab', sharing: 'mig' })).json;
       assert.equal(pool.sharing, 'mig');
@@ -322,6 +337,58 @@ describe('GPU discovery through the NVIDIA runtime', () => {
       assert.deepEqual(ok.json.nodes[0].gpus.map((g) => g.slices), [7, 3]);
     } finally {
       await srv.stop();
+    }
+  });
+
+  it("reads the driver's CUDA version; the admin's overrides it, survives the next discovery, and clearing it falls back", async () => {
+    const args = ['--node-check-interval=1', `--discovery-image=${env.GPUCLOUD_WORLD_DISCOVERY_IMAGE}`];
+    let srv = await startServer({ args });
+    const db = srv.db;
+    try {
+      let admin = new Client(srv.base);
+      assert.equal((await admin.login('admin', ADMIN_PASSWORD)).status, 200);
+      const n2 = (await admin.post('/api/v1/nodes', { name: 'node2', url: env.GPUCLOUD_WORLD_DOCKER2 })).json;
+      const node = async () => (await admin.get(`/api/v1/nodes/${n2.id}`)).json;
+      const got = await eventually(async () => { const x = await node(); return x.cuda_version && x; }, 20000, 100);
+      assert.ok(got, 'discovery read a CUDA version');
+      assert.deepEqual([got.cuda_version, got.cuda_source], ['12.2', 'discovered']);
+      assert.match(srv.log(), /node 'node2' supports CUDA 12\.2 by nvidia-smi; in use: 12\.2 \(discovered\)/);
+      // the admin says otherwise
+      let r = await admin.patch(`/api/v1/nodes/${n2.id}`, { cuda_version: '12.8' });
+      assert.equal(r.status, 200, r.text);
+      assert.deepEqual([r.json.cuda_version, r.json.cuda_source], ['12.8', 'admin']);
+      // clearing falls back to what discovery read, at once
+      r = await admin.patch(`/api/v1/nodes/${n2.id}`, { cuda_version: '' });
+      assert.deepEqual([r.json.cuda_version, r.json.cuda_source], ['12.2', 'discovered']);
+      // other fields leave it alone
+      r = await admin.patch(`/api/v1/nodes/${n2.id}`, { cuda_version: '11.8' });
+      assert.deepEqual([r.json.cuda_version, r.json.cuda_source], ['11.8', 'admin']);
+      r = await admin.patch(`/api/v1/nodes/${n2.id}`, { labels: { rack: 'a' } });
+      assert.deepEqual([r.json.cuda_version, r.json.cuda_source], ['11.8', 'admin']);
+      r = await admin.patch(`/api/v1/nodes/${n2.id}`, { cuda_version: '12.4.1x' });
+      assert.equal(r.status, 400, r.text);
+      assertErrorShape(r.json);
+
+      // a restart discovers again (once per node and process): the admin's value stays
+      await srv.stop({ keepDb: true });
+      srv = await startServer({ db, args });
+      admin = new Client(srv.base);
+      assert.equal((await admin.login('admin', ADMIN_PASSWORD)).status, 200);
+      assert.ok(await eventually(() => /node 'node2' supports CUDA 12\.2 by nvidia-smi; in use: 11\.8 \(admin\)/.test(srv.log()), 20000, 100),
+        'the second discovery ran');
+      const after = await node();
+      assert.deepEqual([after.cuda_version, after.cuda_source, after.cuda_discovered], ['11.8', 'admin', '12.2']);
+      assert.equal(sql(srv, `SELECT cuda_max || ',' || cuda_discovered FROM nodes WHERE id = ${n2.id}`), '11080,12020');
+      r = await admin.patch(`/api/v1/nodes/${n2.id}`, { cuda_version: '' });
+      assert.deepEqual([r.json.cuda_version, r.json.cuda_source], ['12.2', 'discovered']);
+      // with nothing discovered, clearing makes it unknown
+      sql(srv, `UPDATE nodes SET cuda_discovered = NULL WHERE id = ${n2.id}`);
+      await admin.patch(`/api/v1/nodes/${n2.id}`, { cuda_version: '13.0' });
+      r = await admin.patch(`/api/v1/nodes/${n2.id}`, { cuda_version: '' });
+      assert.deepEqual([r.json.cuda_version, r.json.cuda_source], ['', '']);
+    } finally {
+      await srv.stop();
+      dropDatabase(db.name);
     }
   });
 });

@@ -1,6 +1,7 @@
 /* test_nvsmi.c — the nvidia-smi parsers: every fixture in
  * tests/fixtures/nvidia-smi/ (real H200 captures and hand-written ones)
- * with exact values, the tolerances, and malformed output of both commands.
+ * with exact values, the tolerances, and malformed output of the commands
+ * (--query-gpu, -L, and plain nvidia-smi's "CUDA Version" header).
  * Runs from the repository root. */
 #include "../../server/nvsmi.c"
 
@@ -541,6 +542,102 @@ TEST(malformed_list)
 	CHECK(nvsmi_parse_list(G0, strlen(G0), gpus, NVSMI_MAX_GPUS + 1, err, sizeof(err)) == -1);
 }
 
+static int cuda_v;
+
+static int cuda(const char *s)
+{
+	cuda_v = -7;
+	return nvsmi_parse_cuda(s, strlen(s), &cuda_v, err, sizeof(err));
+}
+
+static int cuda_file(const char *name)
+{
+	long n = load(name);
+
+	if (n < 0)
+		return -2;
+	cuda_v = -7;
+	return nvsmi_parse_cuda(text, (size_t)n, &cuda_v, err, sizeof(err));
+}
+
+TEST(cuda_header)
+{
+	/* the real H200 capture: driver 580, CUDA 13.0 */
+	CHECK(cuda_file(FIX "nvidia-smi.txt") == 1);
+	CHECK(cuda_v == 13000);
+	CHECK(err[0] == '\0');
+	CHECK(cuda_file(FIX "a100x8-smi.txt") == 1);
+	CHECK(cuda_v == 12020);
+	CHECK(cuda_file(FIX "a100-mig-smi.txt") == 1);
+	CHECK(cuda_v == 12040);
+	/* the narrower header of R470 drivers, and two-digit minors */
+	CHECK(cuda("| NVIDIA-SMI 470.57.02    Driver Version: 470.57.02    CUDA Version: 11.4     "
+	           "|\n") == 1);
+	CHECK(cuda_v == 11040);
+	CHECK(cuda("| NVIDIA-SMI 999.1  Driver Version: 999.1  CUDA Version: 99.99 |") == 1);
+	CHECK(cuda_v == 99990);
+	CHECK(cuda("CUDA Version: 12.4") == 1);
+	CHECK(cuda_v == 12040);
+	CHECK(cuda("x\r\n| NVIDIA-SMI 1  Driver Version: 1  CUDA Version:\t12.6|\r\n") == 1);
+	CHECK(cuda_v == 12060);
+	/* vGPU guests and some containers say N/A: unknown, not an error */
+	CHECK(cuda("| NVIDIA-SMI 550.54.15  Driver Version: 550.54.15  CUDA Version: N/A  |\n") ==
+	      0);
+	CHECK(cuda_v == 0);
+	CHECK(err[0] == '\0');
+	/* a GPU fallen off the bus above a header that is still right */
+	CHECK(cuda("Unable to determine the device handle for GPU0000:00:06.0: Unknown Error\n"
+	           "| NVIDIA-SMI 550.54.15  Driver Version: 550.54.15  CUDA Version: 12.4 |\n") ==
+	      1);
+	CHECK(cuda_v == 12040);
+}
+
+TEST(cuda_header_refused)
+{
+	CHECK(cuda_file(FIX "driver-not-loaded.txt") == -1);
+	CHECK(err_has("nvidia-smi failed: 'NVIDIA-SMI has failed"));
+	CHECK(cuda_v == 0);
+	CHECK(cuda_file(FIX "no-devices.txt") == -1);
+	CHECK(err_has("No devices were found"));
+	/* the other commands' outputs have no header */
+	CHECK(cuda_file(FIX "query-gpu.csv") == -1);
+	CHECK(err_has("no 'CUDA Version' header"));
+	CHECK(cuda_file(FIX "list.txt") == -1);
+	CHECK(cuda("") == -1);
+	CHECK(err_has("no 'CUDA Version' header"));
+	CHECK(nvsmi_parse_cuda(NULL, 0, NULL, err, sizeof(err)) == -1);
+	/* malformed versions */
+	CHECK(cuda("CUDA Version: 12") == -1);
+	CHECK(err_has("line 1: 'CUDA Version' is not major.minor"));
+	CHECK(cuda("CUDA Version: 12.") == -1);
+	CHECK(cuda("CUDA Version: .4") == -1);
+	CHECK(cuda("CUDA Version: 12.4.1") == -1);
+	CHECK(cuda("CUDA Version: 12.4x |") == -1);
+	CHECK(cuda("CUDA Version: 0.9") == -1);
+	CHECK(cuda("CUDA Version: 100.0") == -1);
+	CHECK(cuda("CUDA Version: 12.100") == -1);
+	CHECK(cuda("CUDA Version: -12.4") == -1);
+	CHECK(cuda("CUDA Version: 1234567.4") == -1);
+	CHECK(cuda("CUDA Version: N/Ax") == -1);
+	CHECK(cuda("CUDA Version:") == -1);
+	CHECK(cuda("CUDA Version : 12.4") == -1); /* -q's layout, not the header's */
+	CHECK(err_has("no 'CUDA Version' header"));
+	/* two headers: which one? */
+	CHECK(cuda("CUDA Version: 12.4\nCUDA Version: 12.4\n") == -1);
+	CHECK(err_has("line 2: a second 'CUDA Version' (the first on line 1)"));
+	/* a NUL byte */
+	CHECK(nvsmi_parse_cuda("CUDA Version: 12.4\0", 19, &cuda_v, err, sizeof(err)) == -1);
+	CHECK(err_has("NUL byte at offset 18"));
+	CHECK(cuda_v == 0);
+	/* a quoted line has no control bytes */
+	CHECK(cuda("CUDA Version: 1\x01.2") == -1);
+	CHECK(err_has("'CUDA Version: 1?.2'"));
+	/* the error buffer may be small or missing */
+	CHECK(nvsmi_parse_cuda("CUDA Version: x", 15, &cuda_v, NULL, 0) == -1);
+	CHECK(nvsmi_parse_cuda("CUDA Version: x", 15, &cuda_v, err, 4) == -1);
+	CHECK(strlen(err) == 3);
+}
+
 int main(void)
 {
 	RUN(h200_captured);
@@ -558,5 +655,7 @@ int main(void)
 	RUN(too_many_gpus);
 	RUN(list_spacing_and_forms);
 	RUN(malformed_list);
+	RUN(cuda_header);
+	RUN(cuda_header_refused);
 	return harness_done("test_nvsmi");
 }

@@ -833,8 +833,76 @@ TEST(test_empty)
 	place_result_free(NULL);
 }
 
+/* CUDA: a node whose driver is known to be older than a request's CUDA is
+ * never a candidate (nor reserved, nor preempted on); unknown drivers do not
+ * limit; when too few nodes qualify the reason says so. */
+TEST(test_cuda_filter)
+{
+	struct place_result *res;
+	int old, fresh;
+
+	reset();
+	old = node(POOL_A, 4, 1); /* best fit would pick it: fewer free slices */
+	fresh = node(POOL_A, 8, 1);
+	w.nodes[old].cuda_max = 12020;
+	w.nodes[fresh].cuda_max = 12080;
+	hold(old, POOL_A, 2, 99);
+	request(1, 10, POOL_A, PRIO_NORMAL, 1, 1)->cuda_min = 12060;
+	request(2, 11, POOL_A, PRIO_NORMAL, 1, 1)->cuda_min = 12000;
+	res = run();
+	CHECK(res && res->placed == 2);
+	CHECK(dec(res, 1)->reason == REASON_NONE && slice_node(dec(res, 1)->chosen[0]) == fresh);
+	CHECK(dec(res, 2)->reason == REASON_NONE && slice_node(dec(res, 2)->chosen[0]) == old);
+	place_result_free(res);
+
+	/* room only on the old-driver node: waits for capacity, not placed there */
+	reset();
+	old = node(POOL_A, 4, 1);
+	fresh = node(POOL_A, 1, 1);
+	w.nodes[old].cuda_max = 12020;
+	w.nodes[fresh].cuda_max = 12080;
+	hold(fresh, POOL_A, 1, 99);
+	request(1, 10, POOL_A, PRIO_NORMAL, 1, 1)->cuda_min = 12060;
+	request(2, 11, POOL_A, PRIO_NORMAL, 1, 1);
+	res = run();
+	CHECK(dec(res, 1)->reason == REASON_CAPACITY);
+	CHECK(dec(res, 2)->reason == REASON_NONE && slice_node(dec(res, 2)->chosen[0]) == old);
+	place_result_free(res);
+
+	/* an unknown driver (0) does not limit */
+	reset();
+	old = node(POOL_A, 1, 1);
+	request(1, 10, POOL_A, PRIO_NORMAL, 1, 1)->cuda_min = 13000;
+	res = run();
+	CHECK(dec(res, 1)->reason == REASON_NONE);
+	place_result_free(res);
+}
+
+TEST(test_cuda_reason)
+{
+	struct place_result *res;
+
+	reset();
+	w.nodes[node(POOL_A, 4, 1)].cuda_max = 12020;
+	w.nodes[node(POOL_A, 4, 1)].cuda_max = 12040;
+	request(1, 10, POOL_A, PRIO_EXAM, 1, 1)->cuda_min = 12060;
+	request(2, 11, POOL_A, PRIO_NORMAL, 1, 2)->cuda_min = 12040;
+	request(3, 12, POOL_A, PRIO_NORMAL, 1, 1)->cuda_min = 12040;
+	res = run();
+	CHECK(dec(res, 1)->reason == REASON_CUDA);
+	CHECK_STR(dec(res, 1)->message, "no node's driver supports CUDA 12.6 (newest: 12.4)");
+	CHECK_STR(place_reason_code(REASON_CUDA), "cuda");
+	CHECK(dec(res, 2)->reason == REASON_CUDA);
+	CHECK_STR(dec(res, 2)->message, "needs 2 nodes whose driver supports CUDA 12.4; 1 has");
+	/* the blocked CUDA request reserved nothing: 3 still lands */
+	CHECK(dec(res, 3)->reason == REASON_NONE && slice_node(dec(res, 3)->chosen[0]) == 1);
+	place_result_free(res);
+}
+
 int main(void)
 {
+	RUN(test_cuda_filter);
+	RUN(test_cuda_reason);
 	RUN(test_priority_order);
 	RUN(test_fair_share);
 	RUN(test_submit_then_id);

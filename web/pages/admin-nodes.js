@@ -3,7 +3,8 @@
 // shown), versions and flags, and their GPUs. Admins register a node (unix
 // socket, or tcp:// with client certificates), declare GPUs for a node
 // without NVIDIA tooling (always marked simulated), drain, cordon or
-// activate it, edit its labels and declared GPUs, and remove it.
+// activate it, edit its labels, declared GPUs and CUDA version (read by GPU
+// discovery from nvidia-smi unless the admin sets it), and remove it.
 import { api } from '../api.js';
 import { t, formatDate, formatNumber, getLanguage } from '../i18n.js';
 import { h, field, messageBox, busy, confirmDialog, openDialog, emptyRow, toast, errorText, icon, dropdown, menuItem, uid } from '../ui.js';
@@ -20,6 +21,18 @@ function gib(n) {
 const memoryOf = (node) => (typeof node.memory_bytes === 'number' ? gib(node.memory_bytes / 1024 ** 3) : '—');
 const gpuMemory = (mib) => (typeof mib === 'number' ? gib(mib / 1024) : '—');
 const orDash = (v) => (v === null || v === undefined || v === '' ? '—' : String(v));
+const CUDA_RE = /^\d{1,2}(\.\d{1,2}){0,2}$/;
+
+// The node's CUDA version with where it comes from ('discovered' by
+// nvidia-smi, or set by the admin); null when unknown.
+function cudaInfo(n, long = false) {
+  if (!n.cuda_version) return null;
+  const source = n.cuda_source === 'admin' ? 'admin' : 'discovered';
+  return h('span', { class: 'nowrap', 'data-cuda': n.cuda_version, 'data-cuda-source': source },
+    t(long ? 'nodes.cudaLong' : 'nodes.cudaShort', { v: n.cuda_version }), ' ',
+    h('span', { class: `badge ${source === 'admin' ? 'badge-warn' : 'badge-on'}`, title: t(`nodes.cudaSource.${source}.help`) },
+      t(`nodes.cudaSource.${source}`)));
+}
 
 export function stateBadge(state) {
   const known = state in STATE_CLASS ? state : 'unknown';
@@ -301,6 +314,8 @@ export function render(main) {
     const versions = [];
     if (n.engine_version) versions.push(h('span', { class: 'nowrap', 'data-version': 'engine' }, t('nodes.engineShort', { v: n.engine_version })));
     if (n.runc_version) versions.push(h('span', { class: 'nowrap', 'data-version': 'runc' }, t('nodes.runcShort', { v: n.runc_version })));
+    const cuda = cudaInfo(n);
+    if (cuda) versions.push(cuda);
     const stateCell = h('td', { class: 'nowrap' }, stateBadge(n.state));
     if (n.admin_state && n.admin_state !== 'active' && n.state !== n.admin_state) stateCell.append(stateBadge(n.admin_state));
     if (n.last_error && n.state !== 'up') stateCell.title = n.last_error;
@@ -357,6 +372,10 @@ export function render(main) {
       [t('nodes.apiVersion'), orDash(n.api_version), 'api_version'],
       [t('nodes.runcVersion'), orDash(n.runc_version), 'runc_version'],
       [t('nodes.toolkitVersion'), orDash(n.toolkit_version), 'toolkit_version'],
+      [t('nodes.cudaVersion'), h('span', null, cudaInfo(n, true) || t('nodes.cudaUnknown'),
+        n.cuda_source === 'admin' && n.cuda_discovered
+          ? h('div', { class: 'cell-sub muted', 'data-cuda-discovered': n.cuda_discovered }, t('nodes.cudaDiscovered', { v: n.cuda_discovered }))
+          : null), 'cuda_version'],
       [t('nodes.runtimes'), (n.runtimes || []).length ? n.runtimes.join(', ') : '—', 'runtimes'],
       [t('nodes.os'), [n.os, n.kernel].filter(Boolean).join(' · ') || '—', 'os'],
       [t('nodes.connection'), n.tls ? t('nodes.connTls') : n.url?.startsWith('unix://') ? t('nodes.connUnix') : '—', 'tls'],
@@ -512,10 +531,19 @@ export function render(main) {
       build: (close) => {
         const msg = messageBox();
         const labels = h('textarea', { id: 'edit-node-labels', rows: 3, class: 'mono', spellcheck: 'false', value: labelsText(n.labels) });
+        // Empty = what discovery reads; the admin's value overrides it.
+        const cudaBefore = n.cuda_source === 'admin' ? n.cuda_version : '';
+        const cuda = h('input', {
+          id: 'edit-node-cuda', type: 'text', 'data-field': 'cuda', autocomplete: 'off', spellcheck: 'false',
+          inputmode: 'decimal', class: 'input-narrow', maxlength: 16, value: cudaBefore,
+          placeholder: n.cuda_discovered || '12.4',
+        });
+        const cudaHelp = n.cuda_discovered ? t('nodes.cudaHelpDiscovered', { v: n.cuda_discovered }) : t('nodes.cudaHelp');
         const gpus = gpuEditor(declared);
         const before = JSON.stringify(gpus.read());
         const form = h('form', { class: 'form', 'data-form': 'edit-node', novalidate: true },
           field(t('nodes.labelsField'), labels, t('nodes.labelsHelp')),
+          field(t('nodes.cudaVersion'), cuda, cudaHelp),
           gpus.el,
           discovered ? h('p', { class: 'muted' }, t('nodes.discoveredKept', { n: discovered })) : null,
           msg.el,
@@ -526,6 +554,9 @@ export function render(main) {
           e.preventDefault();
           msg.clear();
           const payload = {};
+          const c = cuda.value.trim();
+          if (c && !CUDA_RE.test(c)) { msg.error(t('nodes.cudaInvalid')); cuda.focus(); return; }
+          if (c !== cudaBefore) payload.cuda_version = c; // "" = back to the discovered version
           try {
             payload.labels = parseLabels(labels.value);
             const g = gpus.read();

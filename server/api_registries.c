@@ -1,0 +1,481 @@
+/* api_registries.c — /registries (admin): image registries and their
+ * credentials.
+ *
+ * The password (an NGC API key, say) is write-only: sealed with AES-256-GCM
+ * under the master key as soon as it arrives, bound to the registry's name
+ * (which therefore cannot change), never returned, logged or audited —
+ * answers say only whether one is set.  It is opened only by images.c, to
+ * build X-Registry-Auth for one engine call.  "Test" asks a node's engine
+ * to log in with them (POST /auth) and reports the registry's answer.
+ * One registry may be "personal": where save-as-image pushes.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <http_parser.h>
+
+#include "api.h"
+#include "auth.h"
+#include "crypto.h"
+#include "db.h"
+#include "images.h"
+
+#define REG_SELECT                                                                   \
+	"SELECT id, name, server, username, secret_sealed IS NOT NULL, personal,"    \
+	" to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')," \
+	" to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')," \
+	" (SELECT count(*) FROM images i WHERE i.registry_id = registries.id)"       \
+	" FROM registries"
+
+static json_t *reg_row(const PGresult *res, int i)
+{
+	return json_pack("{s:I, s:s, s:s, s:s, s:b, s:b, s:s, s:s, s:I}", "id",
+	                 (json_int_t)strtoll(db_val(res, i, 0), NULL, 10), "name",
+	                 db_val(res, i, 1), "server", db_val(res, i, 2), "username",
+	                 db_val(res, i, 3), "has_password", strcmp(db_val(res, i, 4), "t") == 0,
+	                 "personal", strcmp(db_val(res, i, 5), "t") == 0, "created_at",
+	                 db_val(res, i, 6), "updated_at", db_val(res, i, 7), "images",
+	                 (json_int_t)strtoll(db_val(res, i, 8), NULL, 10));
+}
+
+static void list_done(PGresult *res, enum rc rc, void *arg)
+{
+	struct http_req *r = arg;
+	json_t *items;
+
+	if (rc != RC_OK) {
+		api_reply_db_error(r, rc, "");
+		return;
+	}
+	items = json_array();
+	for (int i = 0; i < PQntuples(res); i++)
+		json_array_append_new(items, reg_row(res, i));
+	http_reply_json(r, 200, json_pack("{s:o}", "items", items));
+}
+
+static void list(struct http_req *r)
+{
+	db_query(REG_SELECT " ORDER BY name", 0, NULL, list_done, r);
+}
+
+static void one_reply(PGresult *res, enum rc rc, struct http_req *r, int status)
+{
+	if (rc != RC_OK) {
+		api_reply_db_error(r, rc, "");
+		return;
+	}
+	if (PQntuples(res) != 1) {
+		http_reply_error(r, RC_NOTFOUND, NULL, "no such registry");
+		return;
+	}
+	http_reply_json(r, status, reg_row(res, 0));
+}
+
+static void one_done(PGresult *res, enum rc rc, void *arg)
+{
+	one_reply(res, rc, arg, 200);
+}
+
+static void one_created(PGresult *res, enum rc rc, void *arg)
+{
+	one_reply(res, rc, arg, 201);
+}
+
+static void reply_reg(struct http_req *r, const char *id, int status)
+{
+	const char *p[1] = { id };
+
+	db_query(REG_SELECT " WHERE id = $1", 1, p, status == 201 ? one_created : one_done, r);
+}
+
+static void get(struct http_req *r)
+{
+	long long id;
+	char ids[24];
+
+	if (api_id(r, "id", &id) < 0)
+		return;
+	snprintf(ids, sizeof(ids), "%lld", id);
+	reply_reg(r, ids, 200);
+}
+
+/* ---- create, change, remove ---- */
+
+static const struct jfield reg_spec[] = {
+	{ "name", J_STRING, 0, 63 },      { "server", J_STRING, 0, 255 },
+	{ "username", J_STRING, 0, 255 }, { "password", J_STRING, 0, 4096 },
+	{ "personal", J_BOOL, 0, 0 },     { NULL, 0, 0, 0 },
+};
+
+static int name_ok(const char *n)
+{
+	size_t len = n ? strlen(n) : 0;
+
+	if (len == 0 || len > 63 || !((n[0] >= 'a' && n[0] <= 'z') || (n[0] >= '0' && n[0] <= '9')))
+		return 0;
+	return strspn(n, "abcdefghijklmnopqrstuvwxyz0123456789._-") == len;
+}
+
+/* host[:port], as image references begin (no scheme, no path). */
+static int server_ok(const char *s)
+{
+	size_t len = s ? strlen(s) : 0;
+	const char *colon = s ? strchr(s, ':') : NULL;
+
+	if (len == 0 || len > 255 || s[0] == '.' || s[0] == '-' || s[0] == ':')
+		return 0;
+	if (strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:") != len)
+		return 0;
+	if (colon &&
+	    (strchr(colon + 1, ':') || !colon[1] ||
+	     strspn(colon + 1, "0123456789") != strlen(colon + 1) || strlen(colon + 1) > 5))
+		return 0;
+	return 1;
+}
+
+static int text_ok(const char *s)
+{
+	for (; s && *s; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			return 0;
+	return 1;
+}
+
+static void changed(PGresult *res, enum rc rc, void *arg)
+{
+	struct http_req *r = arg;
+	int created = r->method == HTTP_POST;
+
+	if (rc == RC_CONFLICT) {
+		http_reply_error(r, RC_CONFLICT,
+		                 "pick another name, or unset the other one's personal",
+		                 "a registry with this name exists, or another is personal");
+		return;
+	}
+	if (rc != RC_OK) {
+		api_reply_db_error(r, rc, "the registry settings are inconsistent");
+		return;
+	}
+	if (PQntuples(res) != 1) {
+		http_reply_error(r, RC_NOTFOUND, NULL, "no such registry");
+		return;
+	}
+	/* never the password: the audit says only that it changed */
+	auth_audit(r, r->auth, created ? "registry.create" : "registry.update", db_val(res, 0, 1),
+	           json_pack("{s:b}", "password_changed", strcmp(db_val(res, 0, 2), "t") == 0));
+	reply_reg(r, db_val(res, 0, 0), created ? 201 : 200);
+}
+
+/* Checks the fields common to create and update; replies 400 and returns
+ * -1 when one is wrong. */
+static int check(struct http_req *r, json_t *body)
+{
+	const char *server = json_string_value(json_object_get(body, "server"));
+	const char *user = json_string_value(json_object_get(body, "username"));
+	const char *pw = json_string_value(json_object_get(body, "password"));
+
+	if (server && !server_ok(server)) {
+		http_reply_error(r, RC_INVALID,
+		                 "e.g. nvcr.io or 127.0.0.1:5055 (no scheme, no path)",
+		                 "server must be a host name with an optional port");
+		return -1;
+	}
+	if (!text_ok(user) || !text_ok(pw)) {
+		http_reply_error(r, RC_INVALID, NULL,
+		                 "username and password must not contain control characters");
+		return -1;
+	}
+	return 0;
+}
+
+/* The sealed form of body's password for registry name; NULL when none
+ * was given (*fail set when sealing failed). */
+static char *seal(json_t *body, const char *name, int *fail)
+{
+	json_t *pw = json_object_get(body, "password");
+	char aad[128];
+	char *s;
+
+	*fail = 0;
+	if (!json_is_string(pw))
+		return NULL;
+	images_secret_aad(name, aad, sizeof(aad));
+	s = crypto_seal(json_string_value(pw), json_string_length(pw), aad);
+	if (!s)
+		*fail = 1;
+	return s;
+}
+
+static void create(struct http_req *r)
+{
+	json_t *body = api_json_body(r, reg_spec);
+	const char *name, *p[5];
+	char *sealed = NULL;
+	int fail;
+
+	if (!body)
+		return;
+	name = json_string_value(json_object_get(body, "name"));
+	if (!name_ok(name)) {
+		http_reply_error(r, RC_INVALID, "use a-z, 0-9, '.', '_' and '-'",
+		                 "registry name must be 1 to 63 lower-case characters");
+		goto out;
+	}
+	if (!json_object_get(body, "server")) {
+		http_reply_error(r, RC_INVALID, "e.g. nvcr.io", "missing field 'server'");
+		goto out;
+	}
+	if (check(r, body) < 0)
+		goto out;
+	sealed = seal(body, name, &fail);
+	if (fail) {
+		http_reply_error(r, RC_INTERNAL, NULL, "could not encrypt the password");
+		goto out;
+	}
+	p[0] = name;
+	p[1] = json_string_value(json_object_get(body, "server"));
+	p[2] = json_string_value(json_object_get(body, "username"));
+	p[3] = sealed;
+	p[4] = json_is_true(json_object_get(body, "personal")) ? "t" : "f";
+	db_query("INSERT INTO registries (name, server, username, secret_sealed, personal)"
+	         " VALUES ($1, $2, COALESCE($3, ''), $4, $5::boolean)"
+	         " RETURNING id, name, ($4 IS NOT NULL)::text",
+	         5, p, changed, r);
+out:
+	free(sealed);
+	json_decref(body);
+}
+
+struct upd {
+	json_t *body;
+};
+
+static void upd_free(void *p)
+{
+	struct upd *u = p;
+
+	json_decref(u->body);
+	free(u);
+}
+
+/* The name binds the sealed password, so an update reads it first. */
+static void upd_named(PGresult *res, enum rc rc, void *arg)
+{
+	struct http_req *r = arg;
+	struct upd *u = r->data;
+	const char *p[6];
+	char *sealed = NULL;
+	json_t *pers;
+	int fail;
+
+	if (rc != RC_OK) {
+		api_reply_db_error(r, rc, "");
+		return;
+	}
+	if (PQntuples(res) != 1) {
+		http_reply_error(r, RC_NOTFOUND, NULL, "no such registry");
+		return;
+	}
+	sealed = seal(u->body, db_val(res, 0, 1), &fail);
+	if (fail) {
+		http_reply_error(r, RC_INTERNAL, NULL, "could not encrypt the password");
+		return;
+	}
+	pers = json_object_get(u->body, "personal");
+	p[0] = db_val(res, 0, 0);
+	p[1] = json_string_value(json_object_get(u->body, "server"));
+	p[2] = json_string_value(json_object_get(u->body, "username"));
+	p[3] = sealed;
+	p[4] = json_is_boolean(pers) ? (json_is_true(pers) ? "t" : "f") : NULL;
+	/* an empty password removes it (anonymous pulls) */
+	p[5] = json_is_string(json_object_get(u->body, "password")) &&
+	                       json_string_length(json_object_get(u->body, "password")) == 0
+	               ? "t"
+	               : "f";
+	db_query(
+	        "UPDATE registries SET server = COALESCE($2::text, server),"
+	        " username = COALESCE($3::text, username),"
+	        " secret_sealed = CASE WHEN $6::text = 't' THEN NULL"
+	        "  ELSE COALESCE($4::text, secret_sealed) END,"
+	        " personal = COALESCE($5::boolean, personal), updated_at = now()"
+	        " WHERE id = $1 RETURNING id, name, ($4::text IS NOT NULL OR $6::text = 't')::text",
+	        6, p, changed, r);
+	free(sealed);
+}
+
+static void update(struct http_req *r)
+{
+	json_t *body;
+	struct upd *u;
+	long long id;
+	char ids[24];
+	const char *p[1] = { ids };
+
+	if (api_id(r, "id", &id) < 0)
+		return;
+	body = api_json_body(r, reg_spec);
+	if (!body)
+		return;
+	if (json_object_get(body, "name")) {
+		json_decref(body);
+		http_reply_error(r, RC_INVALID, "add a new registry instead",
+		                 "a registry's name cannot change");
+		return;
+	}
+	if (check(r, body) < 0) {
+		json_decref(body);
+		return;
+	}
+	u = api_state(r, sizeof(*u), upd_free);
+	if (!u) {
+		json_decref(body);
+		return;
+	}
+	u->body = body;
+	snprintf(ids, sizeof(ids), "%lld", id);
+	db_query("SELECT id, name FROM registries WHERE id = $1", 1, p, upd_named, r);
+}
+
+static void removed(PGresult *res, enum rc rc, void *arg)
+{
+	struct http_req *r = arg;
+
+	if (rc == RC_INVALID) { /* images refer to it */
+		http_reply_error(r, RC_CONFLICT, "remove or re-home its catalog images first",
+		                 "catalog images use this registry");
+		return;
+	}
+	if (rc != RC_OK) {
+		api_reply_db_error(r, rc, "");
+		return;
+	}
+	if (PQntuples(res) != 1) {
+		http_reply_error(r, RC_NOTFOUND, NULL, "no such registry");
+		return;
+	}
+	auth_audit(r, r->auth, "registry.delete", db_val(res, 0, 0), NULL);
+	http_reply(r, 204, NULL, NULL, 0);
+}
+
+static void remove_reg(struct http_req *r)
+{
+	long long id;
+	char ids[24];
+	const char *p[1] = { ids };
+
+	if (api_id(r, "id", &id) < 0)
+		return;
+	snprintf(ids, sizeof(ids), "%lld", id);
+	db_query("DELETE FROM registries WHERE id = $1 RETURNING name", 1, p, removed, r);
+}
+
+/* ---- test credentials ---- */
+
+struct test {
+	struct http_req *r;
+	long long reg_id, node_id;
+	int cancelled;
+	char node[64];
+};
+
+static void tested(enum rc rc, const char *msg, void *arg)
+{
+	struct test *t = arg;
+	struct http_req *r = t->r;
+
+	if (rc == RC_NOTFOUND) {
+		http_reply_error(r, RC_NOTFOUND, NULL, "no such registry");
+	} else if (rc == RC_OK || rc == RC_FORBIDDEN) {
+		auth_audit(r, r->auth, "registry.test", http_param(r, "id"),
+		           json_pack("{s:b, s:s}", "ok", rc == RC_OK, "node", t->node));
+		http_reply_json(r, 200,
+		                json_pack("{s:b, s:s, s:I, s:s}", "ok", rc == RC_OK, "message", msg,
+		                          "node_id", (json_int_t)t->node_id, "node", t->node));
+	} else {
+		http_reply_error(r, rc == RC_UNAVAILABLE || rc == RC_TIMEOUT ? RC_UNAVAILABLE : rc,
+		                 "check the node, or pick another with node_id", "%s", msg);
+	}
+	free(t);
+}
+
+static void test_node(PGresult *res, enum rc rc, void *arg)
+{
+	struct test *t = arg;
+	struct http_req *r = t->r;
+
+	if (rc != RC_OK) {
+		free(t);
+		api_reply_db_error(r, rc, "");
+		return;
+	}
+	if (PQntuples(res) != 1 || strcmp(db_val(res, 0, 0), "t") != 0) {
+		free(t);
+		http_reply_error(r, RC_NOTFOUND, NULL, "no such registry");
+		return;
+	}
+	if (!db_val(res, 0, 1)) {
+		free(t);
+		http_reply_error(r, RC_CONFLICT, "add a node, or name an existing one in node_id",
+		                 "no node can test the credentials");
+		return;
+	}
+	t->node_id = strtoll(db_val(res, 0, 1), NULL, 10);
+	snprintf(t->node, sizeof(t->node), "%s", db_val(res, 0, 2));
+	if (images_registry_test(t->reg_id, t->node_id, tested, t) < 0) {
+		free(t);
+		http_reply_error(r, RC_NOMEM, NULL, "out of memory");
+	}
+}
+
+static const struct jfield test_spec[] = {
+	{ "node_id", J_INT, 0, 0 },
+	{ NULL, 0, 0, 0 },
+};
+
+/* The engine does the login (its view of the registry is the one pulls
+ * get: its proxy, mirrors and insecure-registry settings).  The request
+ * stays until the engine answers (the reply frees nothing of t's). */
+static void test(struct http_req *r)
+{
+	json_t *body;
+	struct test *t;
+	long long id;
+	char ids[24], nid[24];
+	const char *p[2] = { ids, NULL };
+
+	if (api_id(r, "id", &id) < 0)
+		return;
+	body = api_json_body(r, test_spec);
+	if (!body)
+		return;
+	t = calloc(1, sizeof(*t));
+	if (!t) {
+		json_decref(body);
+		http_reply_error(r, RC_NOMEM, NULL, "out of memory");
+		return;
+	}
+	t->r = r;
+	t->reg_id = id;
+	if (json_is_integer(json_object_get(body, "node_id"))) {
+		snprintf(nid, sizeof(nid), "%lld",
+		         (long long)json_integer_value(json_object_get(body, "node_id")));
+		p[1] = nid;
+	}
+	json_decref(body);
+	snprintf(ids, sizeof(ids), "%lld", id);
+	db_query("SELECT EXISTS (SELECT 1 FROM registries WHERE id = $1), n.id, n.name"
+	         " FROM (SELECT 1) one LEFT JOIN LATERAL (SELECT id, name FROM nodes"
+	         "  WHERE $2::bigint IS NULL OR id = $2::bigint"
+	         "  ORDER BY (health = 'up') DESC, id LIMIT 1) n ON true",
+	         2, p, test_node, t);
+}
+
+const struct route api_registries_routes[] = {
+	{ HTTP_GET, "/api/v1/registries", list, ROLE_ADMIN, 0, 0, NULL },
+	{ HTTP_POST, "/api/v1/registries", create, ROLE_ADMIN, 0, 16384, NULL },
+	{ HTTP_GET, "/api/v1/registries/{id}", get, ROLE_ADMIN, 0, 0, NULL },
+	{ HTTP_PATCH, "/api/v1/registries/{id}", update, ROLE_ADMIN, 0, 16384, NULL },
+	{ HTTP_DELETE, "/api/v1/registries/{id}", remove_reg, ROLE_ADMIN, 0, 0, NULL },
+	{ HTTP_POST, "/api/v1/registries/{id}/test", test, ROLE_ADMIN, 0, 1024, NULL },
+	{ 0, NULL, NULL, 0, 0, 0, NULL },
+};

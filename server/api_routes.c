@@ -1,0 +1,207 @@
+/* api_routes.c — /routes: the app ports of a user's instances, each on its
+ * own origin, and opening one (a one-time ticket for the handshake on the
+ * route's origin, which sets the route cookie there).
+ *
+ * Routes themselves are made by database triggers (0010_proxy.sql) when an
+ * instance is created or publishes a port; the proxy (proxy.c) serves them.
+ * Owner or admin may open a route (teachers of a class once classes exist).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <http_parser.h>
+
+#include "api.h"
+#include "auth.h"
+#include "crypto.h"
+#include "db.h"
+#include "proxy.h"
+
+#define TICKET_SECONDS 60
+#define STR_(x)        #x
+#define STR(x)         STR_(x)
+
+static json_t *route_json(const PGresult *res, int i)
+{
+	char origin[512], url[600];
+	const char *id = db_val(res, i, 0);
+
+	proxy_route_origin(id, origin, sizeof(origin));
+	snprintf(url, sizeof(url), "%s/", origin);
+	return json_pack("{s:s, s:I, s:s, s:s, s:s, s:s, s:s}", "id", id, "instance_id",
+	                 (json_int_t)strtoll(db_val(res, i, 1), NULL, 10), "instance_name",
+	                 db_val(res, i, 2), "kind", db_val(res, i, 3), "port_name",
+	                 db_val(res, i, 4), "state", db_val(res, i, 5), "url", url);
+}
+
+static void list_done(PGresult *res, enum rc rc, void *arg)
+{
+	struct http_req *r = arg;
+	json_t *items;
+
+	if (rc != RC_OK) {
+		api_reply_db_error(r, rc, "cannot list routes");
+		return;
+	}
+	items = json_array();
+	for (int i = 0; i < PQntuples(res); i++)
+		json_array_append_new(items, route_json(res, i));
+	http_reply_json(r, 200, json_pack("{s:o}", "items", items));
+}
+
+static void list(struct http_req *r)
+{
+	char uid[24], inst[24];
+	const char *params[2] = { uid, NULL };
+	long n;
+
+	snprintf(uid, sizeof(uid), "%lld", (long long)r->auth->user_id);
+	n = api_query(r, "instance_id", inst, sizeof(inst));
+	if (n == -2)
+		return;
+	if (n >= 0) {
+		char *end;
+		long long v = strtoll(inst, &end, 10);
+		if (!*inst || *end || v <= 0) {
+			http_reply_error(r, RC_INVALID, "give an instance id such as 12",
+			                 "malformed instance_id '%s'", inst);
+			return;
+		}
+		params[1] = inst;
+	}
+	db_query("SELECT r.id, r.instance_id, i.name, i.kind, r.port_name, i.state"
+	         " FROM routes r JOIN instances i ON i.id = r.instance_id"
+	         " WHERE i.user_id = $1 AND i.state <> 'deleted'"
+	         " AND ($2::bigint IS NULL OR i.id = $2::bigint)"
+	         " ORDER BY r.instance_id DESC, r.port_name",
+	         2, params, list_done, r);
+}
+
+struct open_state {
+	char ticket[64];
+	char path[2048];
+	int redirect; /* GET: answer with a redirect; POST: with JSON */
+};
+
+static int path_ok(const char *s)
+{
+	if (s[0] != '/' || s[1] == '/' || s[1] == '\\')
+		return 0;
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x21 || *s == '\\' || (unsigned char)*s >= 0x7f)
+			return 0;
+	return 1;
+}
+
+static void open_done(PGresult *res, enum rc rc, void *arg)
+{
+	struct http_req *r = arg;
+	struct open_state *st = r->data;
+	char origin[512], url[700];
+
+	if (rc != RC_OK) {
+		api_reply_db_error(r, rc, "cannot open the route");
+		return;
+	}
+	if (PQntuples(res) != 1) {
+		http_reply_error(r, RC_NOTFOUND, "list your routes with GET /api/v1/routes",
+		                 "no route '%s'", http_param(r, "id"));
+		return;
+	}
+	proxy_route_origin(http_param(r, "id"), origin, sizeof(origin));
+	snprintf(url, sizeof(url), "%s/__gpucloud/handshake?ticket=%s", origin, st->ticket);
+	if (st->redirect) {
+		http_add_header(r, "Location", url);
+		http_add_header(r, "Cache-Control", "no-store");
+		http_add_header(r, "Referrer-Policy", "no-referrer");
+		http_reply(r, 302, "text/plain", "opening\n", 8);
+		return;
+	}
+	http_reply_json(r, 200,
+	                json_pack("{s:s, s:s, s:i}", "url", url, "route", http_param(r, "id"),
+	                          "expires_in", TICKET_SECONDS));
+}
+
+static void open_route(struct http_req *r, const char *path)
+{
+	struct open_state *st;
+	char hash[65], uid[24], sid[24], tid[24];
+	const char *params[7];
+	const char *id = http_param(r, "id");
+
+	if (!proxy_route_id_ok(id)) {
+		http_reply_error(r, RC_NOTFOUND, "list your routes with GET /api/v1/routes",
+		                 "no route '%s'", id);
+		return;
+	}
+	if (!path_ok(path)) {
+		http_reply_error(r, RC_INVALID, "give a path on the app such as /tree",
+		                 "path must start with a single '/' and hold no spaces or control "
+		                 "characters");
+		return;
+	}
+	st = api_state(r, sizeof(*st), NULL);
+	if (!st)
+		return;
+	st->redirect = r->method == HTTP_GET;
+	snprintf(st->path, sizeof(st->path), "%s", path);
+	if (crypto_token(st->ticket, sizeof(st->ticket), 32) < 0) {
+		http_reply_error(r, RC_INTERNAL, NULL, "cannot make a ticket");
+		return;
+	}
+	crypto_sha256_hex(st->ticket, strlen(st->ticket), hash);
+	snprintf(uid, sizeof(uid), "%lld", (long long)r->auth->user_id);
+	snprintf(sid, sizeof(sid), "%lld", (long long)r->auth->session_id);
+	snprintf(tid, sizeof(tid), "%lld", (long long)r->auth->token_id);
+	params[0] = hash;
+	params[1] = id;
+	params[2] = uid;
+	params[3] = r->auth->session_id ? sid : NULL;
+	params[4] = r->auth->token_id ? tid : NULL;
+	params[5] = st->path;
+	params[6] = r->auth->role == ROLE_ADMIN ? "t" : "f";
+	/* expired tickets and sessions are swept on the way */
+	db_query("WITH gc1 AS (DELETE FROM route_tickets WHERE expires_at < now()),"
+	         " gc2 AS (DELETE FROM route_sessions WHERE expires_at < now() - interval '1 hour')"
+	         " INSERT INTO route_tickets (token_hash, route_id, user_id, session_id, token_id,"
+	         "  path, expires_at)"
+	         " SELECT $1, r.id, $3, $4, $5, $6, now() + interval '" STR(
+	                 TICKET_SECONDS) " seconds'"
+	                                 " FROM routes r JOIN instances i ON i.id = r.instance_id"
+	                                 " WHERE r.id = $2 AND i.state <> 'deleted' AND (i.user_id "
+	                                 "= $3 OR $7::boolean)"
+	                                 " RETURNING route_id",
+	         7, params, open_done, r);
+}
+
+static void open_get(struct http_req *r)
+{
+	char path[2048];
+	long n = api_query(r, "path", path, sizeof(path));
+
+	if (n == -2)
+		return;
+	open_route(r, n > 0 ? path : "/");
+}
+
+static void open_post(struct http_req *r)
+{
+	static const struct jfield spec[] = { { "path", J_STRING, 0, 2000 }, { NULL, 0, 0, 0 } };
+	json_t *body = api_json_body(r, spec);
+	char path[2048];
+
+	if (!body)
+		return;
+	snprintf(path, sizeof(path), "%s",
+	         json_object_get(body, "path") ? json_string_value(json_object_get(body, "path"))
+	                                       : "/");
+	json_decref(body);
+	open_route(r, path);
+}
+
+const struct route api_routes_routes[] = {
+	{ HTTP_GET, "/api/v1/routes", list, ROLES_ALL, 0, 0, NULL },
+	{ HTTP_GET, "/api/v1/routes/{id}/open", open_get, ROLES_ALL, 0, 0, NULL },
+	{ HTTP_POST, "/api/v1/routes/{id}/open", open_post, ROLES_ALL, 0, 16384, NULL },
+	{ 0, NULL, NULL, 0, 0, 0, NULL },
+};

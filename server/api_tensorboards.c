@@ -1,0 +1,147 @@
+/* api_tensorboards.c — /tensorboards: one call starts a TensorBoard on a
+ * folder of the caller's home.
+ *
+ * A TensorBoard is an instance (kind 'tensorboard', no GPUs, no pool) of the
+ * catalog image cfg.tensorboard_image, whose default command serves the
+ * directory in $GPUCLOUD_LOGDIR and whose app port is named "tensorboard":
+ * the instances driver runs it like any instance, the route trigger gives it
+ * its own origin, and idle reclamation stops it like any instance.
+ * Does not own: running it (instances.c), routes (0010_proxy.sql, proxy.c).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <http_parser.h>
+
+#include "api.h"
+#include "auth.h"
+#include "config.h"
+#include "db.h"
+#include "instances.h"
+
+#define TB_CPU_MILLIS "500"
+#define TB_MEM_MIB    "512"
+
+struct tb_state {
+	char logdir[600];
+};
+
+/* A folder below the home: relative, no "..", no empty or odd segments. */
+static int folder_ok(const char *s)
+{
+	size_t n = strlen(s);
+	const char *seg = s;
+
+	if (n == 0 || n > 512 || s[0] == '/')
+		return 0;
+	for (const char *p = s;; p++) {
+		if (*p == '/' || *p == '\0') {
+			size_t len = (size_t)(p - seg);
+			if ((len == 0 && *p) || (len == 1 && seg[0] == '.') ||
+			    (len == 2 && seg[0] == '.' && seg[1] == '.'))
+				return 0;
+			if (!*p)
+				break;
+			seg = p + 1;
+			continue;
+		}
+		if ((unsigned char)*p < 0x20 || *p == 0x7f || *p == '\\')
+			return 0;
+	}
+	return 1;
+}
+
+static void created(PGresult *res, enum rc rc, void *arg)
+{
+	struct http_req *r = arg;
+	struct tb_state *st = r->data;
+
+	if (rc != RC_OK) {
+		api_reply_db_error(r, rc, "cannot start the TensorBoard");
+		return;
+	}
+	if (PQntuples(res) != 1) {
+		http_reply_error(r, RC_CONFLICT, "an admin adds it to the catalog",
+		                 "the TensorBoard image '%s' is not in the image catalog",
+		                 cfg.tensorboard_image);
+		return;
+	}
+	instances_kick();
+	http_reply_json(r, 202,
+	                json_pack("{s:I, s:s, s:s, s:s}", "instance_id",
+	                          (json_int_t)strtoll(db_val(res, 0, 0), NULL, 10), "name",
+	                          db_val(res, 0, 1), "logdir", st->logdir, "state", "pulling"));
+}
+
+static void blocked(PGresult *res, enum rc rc, void *arg)
+{
+	struct http_req *r = arg;
+	struct tb_state *st = r->data;
+	char uid[24];
+	const char *p[3] = { uid, cfg.tensorboard_image, st->logdir };
+
+	if (rc != RC_OK) {
+		api_reply_db_error(r, rc, "cannot check your storage");
+		return;
+	}
+	if (db_val(res, 0, 0)) {
+		http_reply_error(r, RC_CONFLICT, "free some space in your home, then try again",
+		                 "%s", db_val(res, 0, 0));
+		return;
+	}
+	snprintf(uid, sizeof(uid), "%lld", (long long)r->auth->user_id);
+	/* no pool: no allocation request; the driver pulls and starts it */
+	db_query("WITH v AS (SELECT nextval('instances_id_seq') AS iid),"
+	         " img AS (SELECT id FROM images WHERE reference = $2 AND owner_id IS NULL)"
+	         " INSERT INTO instances (id, user_id, name, kind, image_id, cpu_millis, mem_mib,"
+	         "  env, container_name)"
+	         " SELECT v.iid, $1, 'tb-' || v.iid, 'tensorboard', img.id, " TB_CPU_MILLIS
+	         ", " TB_MEM_MIB ", jsonb_build_object('GPUCLOUD_LOGDIR', $3::text),"
+	         "  'gc-' || substr((SELECT cluster_id FROM cluster_identity), 1, 8) || '-inst-'"
+	         "  || v.iid FROM v, img RETURNING id, name",
+	         3, p, created, r);
+}
+
+static void create(struct http_req *r)
+{
+	static const struct jfield spec[] = { { "path", J_STRING, 1, 512 }, { NULL, 0, 0, 0 } };
+	json_t *body;
+	struct tb_state *st;
+	const char *path;
+	char uid[24];
+	const char *p[1] = { uid };
+	size_t n;
+
+	if (!cfg.tensorboard_image || !*cfg.tensorboard_image) {
+		http_reply_error(r, RC_CONFLICT, "an admin sets the tensorboard_image setting",
+		                 "TensorBoard is not set up on this cluster");
+		return;
+	}
+	body = api_json_body(r, spec);
+	if (!body)
+		return;
+	path = json_string_value(json_object_get(body, "path"));
+	st = api_state(r, sizeof(*st), NULL);
+	if (!st) {
+		json_decref(body);
+		return;
+	}
+	snprintf(st->logdir, sizeof(st->logdir), "/home/%s/%s", r->auth->username, path);
+	n = strlen(st->logdir);
+	while (n && st->logdir[n - 1] == '/')
+		st->logdir[--n] = '\0';
+	if (!folder_ok(path)) {
+		json_decref(body);
+		http_reply_error(r, RC_INVALID, "give a folder of your home such as 'runs/exp1'",
+		                 "path must be a relative folder without '..'");
+		return;
+	}
+	json_decref(body);
+	snprintf(uid, sizeof(uid), "%lld", (long long)r->auth->user_id);
+	db_query("SELECT gc_storage_block_reason($1)", 1, p, blocked, r);
+}
+
+const struct route api_tensorboards_routes[] = {
+	{ HTTP_POST, "/api/v1/tensorboards", create, ROLES_ALL, 0, 4096, NULL },
+	{ 0, NULL, NULL, 0, 0, 0, NULL },
+};

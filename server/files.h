@@ -1,0 +1,139 @@
+/* files.h — file operations on an area, for worker threads.
+ *
+ * Every function here blocks (directory scans, copies, deletes, reads) and
+ * runs on a worker thread; none touches the loop.  Paths are cleaned
+ * relative paths (paths_clean) and are resolved beneath rootfd with
+ * paths_open(), so nothing leaves the area.  Failures fill a files_result
+ * with an rc and a message a user can act on.
+ */
+#ifndef GPUCLOUD_FILES_H
+#define GPUCLOUD_FILES_H
+
+#include <stdint.h>
+#include <sys/stat.h>
+#include <jansson.h>
+
+#include "rc.h"
+#include "storage.h"
+
+struct files_result {
+	enum rc rc;
+	char msg[400];
+	const char *hint; /* static, may be NULL */
+	json_t *out;      /* on success, the JSON answer (caller frees) */
+};
+
+/* Fills res from errno err for an operation on path; returns res->rc. */
+enum rc files_fail(struct files_result *res, int err, const char *path);
+
+/* {"name","type":"file"|"dir"|"symlink"|"other","size","mtime"}. */
+json_t *files_entry_json(const char *name, const struct stat *st);
+
+/* A page of a directory, sorted by name (bytes): entries after cursor
+ * (NULL = from the start), at most limit.  out = {"path","items",
+ * "next_cursor","total"}.  Name lists are cached per directory and
+ * reused while its mtime and ctime are unchanged. */
+enum rc files_list(int rootfd, const char *path, const char *cursor, int limit,
+                   struct files_result *res);
+enum rc files_stat(int rootfd, const char *path, struct files_result *res);
+enum rc files_mkdir(int rootfd, const char *path, long long uid, long long gid,
+                    struct files_result *res);
+/* Rename within the area; never replaces. */
+enum rc files_move(int rootfd, const char *from, const char *to, struct files_result *res);
+/* Allocated bytes (st_blocks) and entries under path, hard links once. */
+enum rc files_measure(int rootfd, const char *path, int64_t *bytes, int64_t *count,
+                      struct files_result *res);
+/* Copies from (file or tree) into the staging directory as stage_name,
+ * owned by uid:gid, then renames it to to (never replaces).  Holes stay
+ * holes; at most budget bytes of file data are written (< 0: no limit),
+ * else it fails with RC_INSUFFICIENT_STORAGE.  *bytes: the allocated
+ * bytes written. */
+enum rc files_copy(int rootfd, int stagefd, const char *stage_name, const char *from,
+                   const char *to, long long uid, long long gid, int64_t budget, int64_t *bytes,
+                   struct files_result *res);
+/* Moves path into trashfd as trash_name (random, made here, >= 40
+ * bytes); *is_dir and *bytes describe it. */
+enum rc files_trash(int rootfd, int trashfd, const char *path, char *trash_name, int *is_dir,
+                    int64_t *bytes, struct files_result *res);
+/* Moves trash entry name back to path (never replaces). */
+enum rc files_restore(int trashfd, const char *name, int rootfd, const char *path,
+                      struct files_result *res);
+/* Removes dirfd/name, recursively. */
+enum rc files_purge(int dirfd, const char *name, struct files_result *res);
+/* {"kind":"text"|"csv"|"json"|"image"|"binary", ...} of at most max bytes. */
+enum rc files_preview(int rootfd, const char *path, int64_t max, struct files_result *res);
+/* Opens a regular file for reading; fills st.  Returns the fd or -1. */
+int files_open_read(int rootfd, const char *path, struct stat *st, struct files_result *res);
+/* Makes stagefd/stage_name durable (fsync) and owned by uid:gid, then
+ * renames it to path (replacing only when overwrite).  The parent folder
+ * must exist. */
+enum rc files_place(int stagefd, const char *stage_name, int rootfd, const char *path,
+                    int overwrite, long long uid, long long gid, struct files_result *res);
+/* Random hex name of 2*nbytes characters into out. */
+void files_random_name(const char *prefix, char *out, size_t outlen);
+
+/* Streamed tar of a directory, produced a buffer at a time. */
+struct files_tar;
+/* Takes ownership of dirfd; base is the top folder's name in the archive. */
+struct files_tar *files_tar_new(int dirfd, const char *base);
+/* Appends up to cap bytes (cap >= 16 KiB) to buf; *len = bytes written.
+ * Returns 1 when the archive is complete, 0 when there is more, -1 on an
+ * error (the archive is then cut short). */
+int files_tar_step(struct files_tar *t, unsigned char *buf, size_t cap, size_t *len);
+void files_tar_free(struct files_tar *t);
+
+/* Allocated bytes and entries under an absolute directory (quota scans):
+ * st_blocks, each hard-linked inode once, not following symlinks or
+ * crossing mounts.  Missing directory = 0.  Returns 0 or -1. */
+int files_usage(const char *dir, int64_t *bytes, int64_t *count);
+
+#endif
+
+/* ---- loop side, shared by api_files.c and api_uploads.c ---- */
+
+struct http_req;
+struct auth_info;
+
+/* Resolves an area name for a caller: "home" (their own), "home:<username>"
+ * or "home:<user id>" (admins; the caller's own id too), "shared" (everyone
+ * reads, admins write), "class:<id>" (its teacher and admins write,
+ * members read).  cb(arg, area, RC_OK, NULL) when the caller may (write
+ * access when want_write), else cb(arg, NULL, rc, message).  cb may run
+ * before files_area_resolve returns.  auth is copied. */
+typedef void (*files_area_cb)(void *arg, const struct storage_area *a, enum rc rc, const char *msg);
+void files_area_resolve(const struct auth_info *auth, const char *name, int want_write,
+                        files_area_cb cb, void *arg);
+
+/* /me's "storage" object (the caller's home area) is read by the caller
+ * lookup itself (auth.c, ROUTE_USAGE routes), so /me costs one round trip:
+ * FILES_ME_JOIN goes into its FROM after the users table (alias u), and
+ * FILES_ME_COLS (FILES_ME_NCOLS columns) into its select list.  The block
+ * reason is only computed when the home is over a hard limit.  (The LIMIT
+ * keeps the planner's row estimate at one: a plain join to the never-analysed
+ * one-row storage_defaults is costed at ~900 rows, which pushed the generic
+ * plan past jit_above_cost and JIT-compiled every /me.) */
+#define FILES_ME_JOIN                                                    \
+	" LEFT JOIN storage_areas me_sa ON me_sa.area = 'home:' || u.id" \
+	" LEFT JOIN LATERAL (SELECT * FROM storage_defaults LIMIT 1) me_sd ON true"
+#define FILES_ME_COLS                                                                      \
+	", me_sd.one IS NOT NULL, me_sa.area IS NOT NULL, COALESCE(me_sa.bytes, 0),"       \
+	" COALESCE(me_sa.files, 0), COALESCE(me_sa.reserved, 0),"                          \
+	" COALESCE(me_sa.bytes_soft, me_sd.user_bytes_soft),"                              \
+	" COALESCE(me_sa.bytes_hard, me_sd.user_bytes_hard),"                              \
+	" COALESCE(me_sa.files_soft, me_sd.user_files_soft),"                              \
+	" COALESCE(me_sa.files_hard, me_sd.user_files_hard),"                              \
+	" to_char(me_sa.scanned_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')," \
+	" CASE WHEN me_sa.bytes > COALESCE(me_sa.bytes_hard, me_sd.user_bytes_hard)"       \
+	"  OR me_sa.files > COALESCE(me_sa.files_hard, me_sd.user_files_hard)"             \
+	"  THEN gc_storage_block_reason(u.id) END"
+#define FILES_ME_NCOLS 11
+
+struct pg_result;
+/* The "storage" object from the FILES_ME_COLS of res's row 0 starting at
+ * column col (a new reference; JSON null when there are no defaults).
+ * *missing is set when the home area has no row yet. */
+json_t *files_me_storage(const struct pg_result *res, int col, int *missing);
+/* Creates the home area row of user_id (fire and forget), so a home first
+ * seen by /me gets scanned and limited without waiting for the scanner's
+ * periodic pass. */
+void files_me_home_create(int64_t user_id);

@@ -1,0 +1,60 @@
+/* instances.h — interactive instances: the state machine and the leader's
+ * driver that moves instances through it on the nodes' engines.
+ *
+ * States: queued → pulling → creating → running → stopping → stopped, and
+ * failed (with a reason), lost (the container vanished), deleted (the row
+ * is kept for accounting).  Users (the API) only write the desired state
+ * (running, stopped, deleted) and queue allocation requests; the driver on
+ * the scheduler leader does the engine work, so a crash at any point is
+ * resumed by the next leader from the database: container names are
+ * deterministic (gc-<cluster8>-inst-<id>), so a create retried after a
+ * crash finds the container it made before.
+ */
+#ifndef GPUCLOUD_INSTANCES_H
+#define GPUCLOUD_INSTANCES_H
+
+#include <event2/event.h>
+
+/* Starts the driver's timer (cfg.instance_tick_ms) and loads the cluster
+ * id.  Returns 0 or -1. */
+int instances_init(struct event_base *base);
+
+/* A driver pass soon (an instance was created or changed, or the scheduler
+ * allocated something). */
+void instances_kick(void);
+
+/* Stops the timer; in-flight engine calls are cancelled with the engines. */
+void instances_shutdown(void);
+
+/* This database's cluster id (the gpucloud.cluster label of our
+ * containers), "" until loaded. */
+const char *instances_cluster_id(void);
+
+/* The deterministic container name of instance id into out. */
+void instances_container_name(long long id, char *out, size_t outlen);
+
+/* instances_set_state() flags */
+enum {
+	INST_RELEASE = 1 << 0, /* release the allocation request and forget the ports */
+	INST_SETTLE = 1 << 1,  /* a final state: desired running becomes stopped */
+};
+
+/* Moves instance id from one of the states in from (a comma-separated
+ * list, e.g. "running,stopping") to state to, logging the transition.
+ * reason NULL keeps the stored reason.  extra is an SQL SET fragment
+ * (", exit_code = $6") with parameters $6.. taken from xp (nx of them, at
+ * most 4).  cb (may be NULL) gets the number of rows changed (0: the
+ * instance was not in from) or -1 on a database error. */
+typedef void (*instances_set_cb)(int changed, void *arg);
+void instances_set_state(long long id, const char *from, const char *to, const char *reason,
+                         unsigned flags, const char *extra, int nx, const char *const *xp,
+                         instances_set_cb cb, void *arg);
+
+/* 1 when to may follow from (the state machine's edges). */
+int instances_transition_ok(const char *from, const char *to);
+
+/* 1 while this process runs an engine operation on instance id (the
+ * reconciler leaves such instances alone). */
+int instances_op_busy(long long id);
+
+#endif

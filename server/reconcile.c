@@ -1,0 +1,363 @@
+/* reconcile.c — records and engines agree (see reconcile.h).
+ *
+ * Owns: the per-node listing of our containers, the comparison with the
+ * instance records, removing orphans and settling records whose container
+ * exited or vanished.  Instances with an operation in flight in this
+ * process are skipped: the operation owns them until it ends.
+ * Does not own: the transitions themselves (instances_set_state).
+ */
+#include "reconcile.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <curl/curl.h>
+#include <jansson.h>
+
+#include "db.h"
+#include "docker.h"
+#include "instances.h"
+#include "log.h"
+#include "nodes.h"
+
+#define MAX_NODES 256
+
+struct round_node {
+	long long id;
+	char name[72];
+	json_t *containers; /* [{id, cid, state, exit}] of instance kinds */
+};
+
+static int busy;
+static int pending;
+static long long down[MAX_NODES];
+static int ndown;
+
+int reconcile_node_unreachable(long long node_id)
+{
+	for (int i = 0; i < ndown; i++)
+		if (down[i] == node_id)
+			return 1;
+	return 0;
+}
+
+static void mark(long long node_id, int unreachable)
+{
+	for (int i = 0; i < ndown; i++)
+		if (down[i] == node_id) {
+			if (!unreachable)
+				down[i] = down[--ndown];
+			return;
+		}
+	if (unreachable && ndown < MAX_NODES)
+		down[ndown++] = node_id;
+}
+
+int reconcile_exit_code(const char *status)
+{
+	int code;
+
+	if (!status || sscanf(status, "Exited (%d)", &code) != 1)
+		return -1;
+	return code;
+}
+
+static void one_done(void)
+{
+	if (--pending <= 0)
+		busy = 0;
+}
+
+static void ignore_call(struct docker_call *call, enum rc rc, int status, const char *body,
+                        size_t len, const char *err, void *arg)
+{
+	(void)call;
+	(void)body;
+	(void)len;
+	(void)err;
+	(void)arg;
+	if (rc != RC_OK || (status / 100 != 2 && status != 304 && status != 404))
+		log_msg(LOG_WARN, "reconcile", NULL, "an engine call failed (%s, status %d)",
+		        rc_code(rc), status);
+}
+
+static json_t *find(json_t *arr, long long id)
+{
+	size_t i;
+	json_t *c;
+
+	json_array_foreach(arr, i,
+	                   c) if (json_integer_value(json_object_get(c, "id")) == id) return c;
+	return NULL;
+}
+
+struct check {
+	long long id;
+	char node[72];
+	int code;
+	char why[300];
+};
+
+/* The record says whether a restart in place is under way (its container
+ * is briefly not running): then this is not the end of it. */
+static void settle(PGresult *res, enum rc rc, void *arg)
+{
+	struct check *k = arg;
+	char code[16];
+	const char *xp[1] = { code };
+
+	if (rc == RC_OK && PQntuples(res) == 1 && strcmp(db_val(res, 0, 0), "f") == 0 &&
+	    !instances_op_busy(k->id)) {
+		snprintf(code, sizeof(code), "%d", k->code);
+		instances_set_state(k->id, "running", k->code == 0 ? "stopped" : "failed", k->why,
+		                    INST_RELEASE | INST_SETTLE,
+		                    ", exit_code = $6::int, stopped_at = now()", 1, xp, NULL, NULL);
+	}
+	free(k);
+}
+
+/* The listing is older than the records read after it: before settling a
+ * running record, the container is inspected now (by its deterministic
+ * name) — gone: lost; exited: stopped or failed with its code. */
+static void verified(struct docker_call *call, enum rc rc, int status, const char *body, size_t len,
+                     const char *err, void *arg)
+{
+	struct check *k = arg;
+	json_t *j = NULL, *st;
+	char why[300], ids[24];
+	const char *p[1] = { ids };
+	int x;
+
+	(void)call;
+	(void)err;
+	if (rc != RC_OK || instances_op_busy(k->id))
+		goto out;
+	if (status == 404) {
+		snprintf(why, sizeof(why), "the container vanished from node '%s'", k->node);
+		instances_set_state(k->id, "running", "lost", why, INST_RELEASE | INST_SETTLE,
+		                    ", stopped_at = now(), container_id = NULL", 0, NULL, NULL,
+		                    NULL);
+		goto out;
+	}
+	if (status != 200 || !(j = json_loadb(body, len, 0, NULL)))
+		goto out;
+	st = json_object_get(j, "State");
+	if (json_is_true(json_object_get(st, "Running")) ||
+	    json_is_true(json_object_get(st, "Restarting")) ||
+	    json_is_true(json_object_get(st, "Paused")))
+		goto out;
+	x = (int)json_integer_value(json_object_get(st, "ExitCode"));
+	if (json_is_true(json_object_get(st, "OOMKilled")))
+		snprintf(k->why, sizeof(k->why), "the container ran out of memory (code %d)", x);
+	else if (x == 0)
+		snprintf(k->why, sizeof(k->why), "the container exited (code 0)");
+	else if (x == 137)
+		snprintf(k->why, sizeof(k->why),
+		         "the container was killed (code 137: SIGKILL, e.g. killed from outside)");
+	else
+		snprintf(k->why, sizeof(k->why), "the container exited with code %d", x);
+	k->code = x;
+	snprintf(ids, sizeof(ids), "%lld", k->id);
+	json_decref(j);
+	db_query("SELECT COALESCE(restarted_at > now() - interval '2 minutes', false)"
+	         " FROM instances WHERE id = $1 AND state = 'running'",
+	         1, p, settle, k);
+	return;
+out:
+	json_decref(j);
+	free(k);
+}
+
+static void verify(struct round_node *n, long long id)
+{
+	struct docker_engine *e = nodes_engine(n->id);
+	struct check *k = calloc(1, sizeof(*k));
+	char name[96], path[200];
+
+	if (!k || !e) {
+		free(k);
+		return;
+	}
+	k->id = id;
+	snprintf(k->node, sizeof(k->node), "%s", n->name);
+	instances_container_name(id, name, sizeof(name));
+	snprintf(path, sizeof(path), "/containers/%s/json", name);
+	if (!docker_request(e, "GET", path, NULL, NULL, 0, NULL, 10000, verified, k))
+		free(k);
+}
+
+/* Compares one node's containers (n->containers) with the records
+ * (id, state, node_id, desired) read for them. */
+static void compare(PGresult *res, enum rc rc, void *arg)
+{
+	struct round_node *n = arg;
+	struct docker_engine *e = nodes_engine(n->id);
+	size_t i;
+	json_t *c;
+	char path[200];
+
+	if (rc != RC_OK || !e)
+		goto out;
+	/* containers: orphans go, running ones of settled records stop */
+	json_array_foreach(n->containers, i, c)
+	{
+		long long id = json_integer_value(json_object_get(c, "id"));
+		const char *cstate = json_string_value(json_object_get(c, "state"));
+		int row = -1;
+		for (int r = 0; r < PQntuples(res); r++)
+			if (strtoll(db_val(res, r, 0), NULL, 10) == id)
+				row = r;
+		if (instances_op_busy(id))
+			continue;
+		if (row < 0 || strcmp(db_val(res, row, 1), "deleted") == 0 ||
+		    strtoll(db_val(res, row, 2), NULL, 10) != n->id) {
+			log_msg(LOG_INFO, "reconcile", NULL,
+			        "node '%s': removing container %s (%s)", n->name,
+			        json_string_value(json_object_get(c, "name")),
+			        row < 0 ? "no such instance"
+			        : strcmp(db_val(res, row, 1), "deleted") == 0
+			                ? "the instance was deleted"
+			                : "the instance lives on another node");
+			snprintf(path, sizeof(path), "/containers/%s?force=1&v=1",
+			         json_string_value(json_object_get(c, "cid")));
+			docker_request(e, "DELETE", path, NULL, NULL, 0, NULL, 60000, ignore_call,
+			               NULL);
+			continue;
+		}
+		if (strcmp(cstate, "running") == 0 &&
+		    (strcmp(db_val(res, row, 1), "stopped") == 0 ||
+		     strcmp(db_val(res, row, 1), "failed") == 0 ||
+		     strcmp(db_val(res, row, 1), "lost") == 0)) {
+			/* its record holds no GPUs any more: it must not run */
+			log_msg(LOG_INFO, "reconcile", NULL,
+			        "node '%s': stopping container %s (instance %lld is %s)", n->name,
+			        json_string_value(json_object_get(c, "name")), id,
+			        db_val(res, row, 1));
+			snprintf(path, sizeof(path), "/containers/%s/stop?t=5",
+			         json_string_value(json_object_get(c, "cid")));
+			docker_request(e, "POST", path, NULL, NULL, 0, NULL, 60000, ignore_call,
+			               NULL);
+			continue;
+		}
+		if (strcmp(db_val(res, row, 1), "running") == 0 && strcmp(cstate, "running") != 0 &&
+		    strcmp(cstate, "paused") != 0 && strcmp(cstate, "restarting") != 0)
+			verify(n, id);
+	}
+	/* records: running here without a container */
+	for (int r = 0; r < PQntuples(res); r++) {
+		long long id = strtoll(db_val(res, r, 0), NULL, 10);
+		if (strcmp(db_val(res, r, 1), "running") != 0 ||
+		    strtoll(db_val(res, r, 2), NULL, 10) != n->id || find(n->containers, id) ||
+		    instances_op_busy(id))
+			continue;
+		verify(n, id);
+	}
+out:
+	json_decref(n->containers);
+	free(n);
+	one_done();
+}
+
+static void listed(struct docker_call *call, enum rc rc, int status, const char *body, size_t len,
+                   const char *err, void *arg)
+{
+	struct round_node *n = arg;
+	json_t *list, *c, *ids;
+	size_t i;
+	char *idsdoc, nid[24];
+	const char *p[2];
+
+	(void)call;
+	(void)err;
+	if (rc != RC_OK || status != 200 || !(list = json_loadb(body, len, 0, NULL))) {
+		if (!reconcile_node_unreachable(n->id))
+			log_msg(LOG_WARN, "reconcile", NULL,
+			        "node '%s': cannot list containers (%s)", n->name,
+			        rc != RC_OK ? err : "bad answer");
+		mark(n->id, 1);
+		free(n);
+		one_done();
+		return;
+	}
+	mark(n->id, 0);
+	n->containers = json_array();
+	ids = json_array();
+	json_array_foreach(list, i, c)
+	{
+		json_t *labels = json_object_get(c, "Labels");
+		const char *kind = json_string_value(json_object_get(labels, "gpucloud.kind"));
+		const char *id = json_string_value(json_object_get(labels, "gpucloud.id"));
+		const char *name =
+		        json_string_value(json_array_get(json_object_get(c, "Names"), 0));
+		const char *cid = json_string_value(json_object_get(c, "Id"));
+		const char *st = json_string_value(json_object_get(c, "State"));
+		long long iid;
+		if (!kind || !id || !cid || !st ||
+		    (strcmp(kind, "instance") != 0 && strcmp(kind, "tensorboard") != 0))
+			continue; /* jobs and others are not ours to judge */
+		iid = strtoll(id, NULL, 10);
+		if (iid <= 0 || strspn(cid, "0123456789abcdef") != strlen(cid))
+			continue;
+		json_array_append_new(
+		        n->containers,
+		        json_pack("{s:I, s:s, s:s, s:s, s:i}", "id", (json_int_t)iid, "cid", cid,
+		                  "name", name ? name : cid, "state", st, "exit",
+		                  reconcile_exit_code(
+		                          json_string_value(json_object_get(c, "Status")))));
+		json_array_append_new(ids, json_integer(iid));
+	}
+	json_decref(list);
+	idsdoc = json_dumps(ids, JSON_COMPACT);
+	json_decref(ids);
+	snprintf(nid, sizeof(nid), "%lld", n->id);
+	p[0] = idsdoc ? idsdoc : "[]";
+	p[1] = nid;
+	/* read after the listing: a container seen is never newer than its
+	 * record's node (the driver records the node before creating) */
+	db_query("SELECT i.id, i.state, COALESCE(i.node_id, 0), i.desired FROM instances i"
+	         " WHERE i.id IN (SELECT x::bigint FROM jsonb_array_elements_text($1::jsonb) x)"
+	         " OR (i.node_id = $2 AND i.state = 'running')",
+	         2, p, compare, n);
+	free(idsdoc);
+}
+
+static void nodes_read(PGresult *res, enum rc rc, void *arg)
+{
+	char path[400], filt[200], *esc;
+	(void)arg;
+
+	if (rc != RC_OK || PQntuples(res) == 0) {
+		busy = 0;
+		return;
+	}
+	snprintf(filt, sizeof(filt), "{\"label\":[\"gpucloud.cluster=%s\"]}",
+	         instances_cluster_id());
+	esc = curl_easy_escape(NULL, filt, 0);
+	snprintf(path, sizeof(path), "/containers/json?all=1&filters=%s", esc ? esc : "");
+	curl_free(esc);
+	pending = 1; /* held until every call is out */
+	for (int i = 0; i < PQntuples(res); i++) {
+		struct docker_engine *e = nodes_engine(strtoll(db_val(res, i, 0), NULL, 10));
+		struct round_node *n;
+		if (!e || !(n = calloc(1, sizeof(*n))))
+			continue;
+		n->id = strtoll(db_val(res, i, 0), NULL, 10);
+		snprintf(n->name, sizeof(n->name), "%s", db_val(res, i, 1));
+		pending++;
+		if (!docker_request(e, "GET", path, NULL, NULL, 0, NULL, 10000, listed, n)) {
+			free(n);
+			pending--;
+		}
+	}
+	one_done();
+}
+
+void reconcile_run(void)
+{
+	if (busy || !*instances_cluster_id())
+		return;
+	busy = 1;
+	db_query("SELECT id, name FROM nodes ORDER BY id", 0, NULL, nodes_read, NULL);
+}

@@ -1,0 +1,119 @@
+/* test_proxy.c — the proxy's pure parts: which hosts are app origins and
+ * which route they name, route ids, hop-by-hop headers and the Connection
+ * list, gpucloud's cookies stripped from what the app sees, redirect paths. */
+#include "../../server/proxy.c"
+
+#include "harness.h"
+
+static struct http_req *req_with(const char *host, const char *cookie)
+{
+	static struct http_header h[4];
+	static struct http_req r;
+	int n = 0;
+
+	memset(&r, 0, sizeof(r));
+	if (host) {
+		h[n].name = (char *)"Host";
+		h[n++].value = (char *)host;
+	}
+	if (cookie) {
+		h[n].name = (char *)"Cookie";
+		h[n++].value = (char *)cookie;
+	}
+	r.hdr = h;
+	r.nhdr = n;
+	return &r;
+}
+
+TEST(app_hosts)
+{
+	char id[64];
+
+	cfg.apps_domain = (char *)"localhost";
+	CHECK(host_route(req_with("abcdef0123456789.localhost:8080", NULL), id, sizeof(id)) == 1);
+	CHECK_STR(id, "abcdef0123456789");
+	CHECK(host_route(req_with("ABCDEF0123456789.LocalHost", NULL), id, sizeof(id)) == 1);
+	CHECK_STR(id, "abcdef0123456789");
+	CHECK(host_route(req_with("abcdef0123456789.localhost.", NULL), id, sizeof(id)) == 1);
+	CHECK(host_route(req_with("localhost:8080", NULL), id, sizeof(id)) == 0);
+	CHECK(host_route(req_with("127.0.0.1:8080", NULL), id, sizeof(id)) == 0);
+	CHECK(host_route(req_with("x.localhost.evil.example", NULL), id, sizeof(id)) == 0);
+	CHECK(host_route(req_with("xlocalhost", NULL), id, sizeof(id)) == 0);
+	CHECK(host_route(req_with(NULL, NULL), id, sizeof(id)) == 0);
+	/* under the domain but not a route id: still the proxy's (404 there) */
+	CHECK(host_route(req_with("a.b.localhost", NULL), id, sizeof(id)) == 1);
+	CHECK(!proxy_route_id_ok(id));
+	cfg.apps_domain = (char *)"";
+	CHECK(host_route(req_with("abcdef0123456789.localhost", NULL), id, sizeof(id)) == 0);
+	cfg.apps_domain = (char *)"localhost";
+}
+
+TEST(route_ids)
+{
+	CHECK(proxy_route_id_ok("0123456789abcdef0123456789abcdef"));
+	CHECK(!proxy_route_id_ok("0123456789ABCDEF"));
+	CHECK(!proxy_route_id_ok("short"));
+	CHECK(!proxy_route_id_ok("0123456789abcdef-"));
+	CHECK(!proxy_route_id_ok(""));
+}
+
+TEST(hop_headers)
+{
+	struct http_header h[2] = { { (char *)"Connection",
+		                      (char *)"keep-alive, X-Secret ,Upgrade" },
+		                    { (char *)"X-Secret", (char *)"1" } };
+
+	CHECK(hop_by_hop("transfer-encoding") && hop_by_hop("Keep-Alive") && hop_by_hop("TE"));
+	CHECK(hop_by_hop("Proxy-Authorization") && !hop_by_hop("Authorization"));
+	CHECK(listed_in_connection(h, 2, "x-secret"));
+	CHECK(listed_in_connection(h, 2, "upgrade"));
+	CHECK(!listed_in_connection(h, 2, "x-sec"));
+	CHECK(!listed_in_connection(h, 2, "Cookie"));
+}
+
+TEST(cookie_filter)
+{
+	struct evbuffer *b = evbuffer_new();
+	char out[256] = "";
+	size_t n;
+
+	app_cookies(
+	        req_with("x", "gc_session=a; theme=dark; gc_route=b;__Host-gc_route=c; _xsrf=2|x"),
+	        b);
+	n = evbuffer_get_length(b);
+	evbuffer_remove(b, out, n < sizeof(out) - 1 ? n : sizeof(out) - 1);
+	CHECK_STR(out, "Cookie: theme=dark; _xsrf=2|x\r\n");
+	evbuffer_drain(b, evbuffer_get_length(b));
+	app_cookies(req_with("x", "gc_session=a"), b);
+	CHECK(evbuffer_get_length(b) == 0);
+	evbuffer_free(b);
+	{
+		char v[64];
+		cfg.tls_cert = (char *)"";
+		route_cookie(req_with("x", "a=1; gc_route=tok-1; gc_routex=2"), v, sizeof(v));
+		CHECK_STR(v, "tok-1");
+		route_cookie(req_with("x", "gc_routex=2"), v, sizeof(v));
+		CHECK_STR(v, "");
+	}
+}
+
+TEST(redirect_paths)
+{
+	CHECK(local_path_ok("/tree?x=1"));
+	CHECK(!local_path_ok("//evil.example/"));
+	CHECK(!local_path_ok("/\\evil"));
+	CHECK(!local_path_ok("http://evil/"));
+	CHECK(!local_path_ok("/a b"));
+	CHECK(!local_path_ok("/a\r\nSet-Cookie: x"));
+	CHECK(!local_path_ok(NULL));
+}
+
+int main(void)
+{
+	RUN(app_hosts);
+	RUN(route_ids);
+	RUN(hop_headers);
+	RUN(cookie_filter);
+	RUN(redirect_paths);
+	return harness_done("test_proxy");
+}

@@ -1,0 +1,152 @@
+// pages/instance-new.js — "New instance": pick an image (cards of the images
+// I may run: the catalog's visible ones and my saved ones), a pool (with its
+// free slices now) or none, and resources with sliders bounded by my quota
+// in that pool; a note says when the request will have to wait. Creating
+// goes to the instance's page, which shows the queue reason while it waits.
+import { api } from '../api.js';
+import { t, formatNumber } from '../i18n.js';
+import { h, field, messageBox, busy, uid } from '../ui.js';
+
+const NAME_RE = /^[a-z0-9][a-z0-9._-]{0,62}$/;
+
+// A range input with its value shown next to it: slider(opts) →
+// { el, input, set(max) }.
+function slider({ name, min, max, step, value, format, help }) {
+  const out = h('output', { class: 'mono', 'data-value': name });
+  const input = h('input', { type: 'range', min, max, step, value, 'data-slider': name, name });
+  const show = () => { out.textContent = format(Number(input.value)); };
+  input.addEventListener('input', show);
+  const helpEl = h('p', { class: 'field-help', 'data-limit': name }, help || '');
+  const el = h('div', { class: 'field' },
+    h('label', { for: input.id = uid('sl') }, t(`inst.new.${name}`), ' ', out),
+    input, helpEl);
+  show();
+  return {
+    el, input,
+    set({ max: m, help: text }) {
+      input.max = m;
+      if (Number(input.value) > m) input.value = m;
+      helpEl.textContent = text || '';
+      show();
+    },
+  };
+}
+
+export function render(main, ctx) {
+  const msg = messageBox();
+  const cards = h('div', { class: 'pool-grid', 'data-images': '' }, h('p', { class: 'muted' }, t('common.loading')));
+  let images = [];
+  let pools = [];
+  let chosen = null;
+
+  const nameInput = h('input', { type: 'text', name: 'name', required: true, maxlength: 63, autocomplete: 'off', pattern: NAME_RE.source, 'data-field': 'name', value: `nb-${Math.random().toString(36).slice(2, 6)}` });
+  const poolSelect = h('select', { name: 'pool', 'data-field': 'pool' }, h('option', { value: '' }, t('inst.new.noGpu')));
+  const slices = slider({ name: 'slices', min: 1, max: 8, step: 1, value: 1, format: (v) => formatNumber(v) });
+  const cpu = slider({ name: 'cpu', min: 100, max: 16000, step: 100, value: 1000, format: (v) => t('inst.new.cores', { n: (v / 1000).toFixed(1) }) });
+  const mem = slider({ name: 'memory', min: 256, max: 65536, step: 256, value: 2048, format: (v) => t('inst.new.mib', { n: formatNumber(v) }) });
+  const shm = slider({ name: 'shm', min: 64, max: 16384, step: 64, value: 256, format: (v) => t('inst.new.mib', { n: formatNumber(v) }) });
+  const waitNote = h('p', { class: 'callout', 'data-field': 'wait-note', hidden: true });
+
+  // The pool and quota decide the sliders' limits and the waiting note.
+  function poolChanged() {
+    const p = pools.find((x) => x.name === poolSelect.value);
+    slices.el.hidden = !p;
+    const q = p ? (ctx.quotas || {})[p.name] || {} : {};
+    const used = p ? ((ctx.usage || {})[p.name] || {}).slices_in_use || 0 : 0;
+    if (p) {
+      const cap = Math.max(1, Math.min(p.slices || 1, typeof q.max_slices === 'number' ? q.max_slices : 64));
+      slices.set({
+        max: cap,
+        help: typeof q.max_slices === 'number'
+          ? t('inst.new.quotaSlices', { max: formatNumber(q.max_slices), used: formatNumber(used) })
+          : t('inst.new.noQuota'),
+      });
+    }
+    cpu.set({ max: typeof q.max_cpu_millis === 'number' ? Math.max(100, q.max_cpu_millis) : 16000, help: typeof q.max_cpu_millis === 'number' ? t('inst.new.quotaCpu', { n: (q.max_cpu_millis / 1000).toFixed(1) }) : '' });
+    mem.set({ max: typeof q.max_mem_mib === 'number' ? Math.max(256, q.max_mem_mib) : 65536, help: typeof q.max_mem_mib === 'number' ? t('inst.new.quotaMem', { n: formatNumber(q.max_mem_mib) }) : '' });
+    updateNote();
+  }
+
+  function updateNote() {
+    const p = pools.find((x) => x.name === poolSelect.value);
+    const q = p ? (ctx.quotas || {})[p.name] || {} : {};
+    const used = p ? ((ctx.usage || {})[p.name] || {}).slices_in_use || 0 : 0;
+    const want = Number(slices.input.value);
+    let note = '';
+    if (p && typeof q.max_slices === 'number' && used + want > q.max_slices) note = t('inst.new.waitQuota');
+    else if (p && (p.free_slices || 0) < want) note = t('inst.new.waitFree', { free: formatNumber(p.free_slices || 0) });
+    waitNote.textContent = note;
+    waitNote.hidden = !note;
+  }
+  slices.input.addEventListener('input', updateNote);
+  poolSelect.addEventListener('change', poolChanged);
+
+  function imageCard(img) {
+    const radio = h('input', { type: 'radio', name: 'image', value: img.id, id: uid('img'), 'data-image-radio': img.id });
+    const card = h('label', { class: 'pool-card choice', for: radio.id, 'data-image': img.reference, 'data-id': img.id },
+      radio,
+      h('div', { class: 'choice-text' },
+        h('strong', { class: 'pool-name' }, img.display_name || img.reference),
+        h('span', { class: 'muted mono cell-sub' }, img.reference),
+        h('span', { class: 'cell-sub' }, [img.framework, img.cuda_version ? `CUDA ${img.cuda_version}` : null].filter(Boolean).join(' · ')),
+        img.personal ? h('span', { class: 'badge badge-label' }, t('inst.new.mine')) : null,
+        img.description ? h('span', { class: 'pool-desc muted' }, img.description) : null));
+    radio.addEventListener('change', () => { chosen = img; });
+    return card;
+  }
+
+  async function load() {
+    try {
+      const [imgs, pls] = await Promise.all([api.get('/images'), api.get('/pools')]);
+      if (!main.isConnected) return;
+      images = imgs.items || [];
+      pools = pls.items || [];
+      cards.replaceChildren(...(images.length ? images.map(imageCard) : [h('p', { class: 'muted', 'data-empty': 'images' }, t('inst.new.noImages'))]));
+      if (images.length) { cards.querySelector('input').checked = true; chosen = images[0]; }
+      poolSelect.replaceChildren(h('option', { value: '' }, t('inst.new.noGpu')),
+        ...pools.map((p) => h('option', { value: p.name, 'data-free': p.free_slices }, t('inst.new.poolOption', { name: p.name, free: formatNumber(p.free_slices || 0), total: formatNumber(p.slices || 0) }))));
+      if (pools.length) poolSelect.value = pools[0].name;
+      poolChanged();
+    } catch (err) {
+      msg.error(err);
+    }
+  }
+
+  const form = h('form', { class: 'form', novalidate: true, 'data-form': 'new-instance' },
+    h('fieldset', { class: 'field' }, h('legend', null, t('inst.new.image')), cards),
+    field(t('inst.new.name'), nameInput, t('inst.new.nameHelp')),
+    field(t('inst.new.pool'), poolSelect, t('inst.new.poolHelp')),
+    slices.el, cpu.el, mem.el, shm.el,
+    waitNote,
+    msg.el,
+    h('div', { class: 'actions' },
+      h('a', { class: 'btn', href: '#/instances' }, t('common.cancel')),
+      h('button', { type: 'submit', class: 'btn btn-primary', 'data-action': 'create' }, t('inst.new.create'))));
+
+  form.addEventListener('submit', (e) => {
+    e.preventDefault();
+    msg.clear();
+    if (!chosen) { msg.error(t('inst.new.pickImage')); return; }
+    if (!NAME_RE.test(nameInput.value)) { msg.error(t('inst.new.badName')); nameInput.focus(); return; }
+    busy(form, async () => {
+      try {
+        const body = {
+          name: nameInput.value, image_id: chosen.id,
+          cpu_millis: Number(cpu.input.value), mem_mib: Number(mem.input.value), shm_mib: Number(shm.input.value),
+        };
+        if (poolSelect.value) { body.pool = poolSelect.value; body.slices = Number(slices.input.value); }
+        const inst = await api.post('/instances', body);
+        ctx.go(`/instance?id=${inst.id}`);
+      } catch (err) {
+        msg.error(err);
+      }
+    });
+  });
+
+  main.append(h('section', { class: 'page' },
+    h('div', { class: 'page-head' },
+      h('h1', null, t('inst.new.title')),
+      h('p', { class: 'muted' }, t('inst.new.intro'))),
+    h('div', { class: 'card' }, form)));
+  load();
+}
