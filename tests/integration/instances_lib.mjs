@@ -102,7 +102,9 @@ export async function mkUser(w, username, role = 'student') {
 export async function create(c, w, body = {}) {
   const r = await c.post('/api/v1/instances', { image_id: w.image.id, cpu_millis: 200, mem_mib: 64, ...body });
   assert.equal(r.status, 202, r.text);
-  assert.equal(r.json.state, 'queued');
+  // a GPU-less instance needs no allocation: the driver may have moved it on
+  // before the reply was read
+  assert.ok(['queued', 'pulling', 'creating', 'running'].includes(r.json.state), r.text);
   return r.json;
 }
 
