@@ -1053,6 +1053,7 @@ struct files_tar {
 	int fd;       /* file being copied */
 	int64_t left; /* its bytes still to send */
 	int64_t pad;  /* zero bytes after it */
+	int shrank;   /* it ended early: the rest of it is sent as zeros */
 	int finished; /* trailer written */
 	int started;  /* the top folder's own entry written */
 };
@@ -1156,26 +1157,39 @@ int files_tar_step(struct files_tar *t, unsigned char *buf, size_t cap, size_t *
 	}
 	while (n + 4096 <= cap) {
 		if (t->fd >= 0) {
-			size_t want = cap - n;
-			ssize_t got;
+			size_t want = cap - n, p;
+			ssize_t got = 0;
 			if ((int64_t)want > t->left)
 				want = (size_t)t->left;
-			got = want ? read(t->fd, buf + n, want) : 0;
-			if (got < 0)
-				return -1;
-			if (got == 0 && t->left > 0) {
-				/* the file shrank while being sent: pad with zeros */
-				size_t z = (int64_t)(cap - n) < t->left ? cap - n : (size_t)t->left;
-				memset(buf + n, 0, z);
-				got = (ssize_t)z;
+			if (want && !t->shrank) {
+				got = read(t->fd, buf + n, want);
+				if (got < 0)
+					return -1;
+			}
+			if ((size_t)got < want) {
+				/* a short read of a regular file is its end: it
+				 * shrank while being sent. The header fixed its size,
+				 * so the rest of the member is zeros, and nothing is
+				 * read again (a file growing back would otherwise
+				 * leave the output unaligned) */
+				t->shrank = 1;
+				memset(buf + n + got, 0, want - (size_t)got);
+				got = (ssize_t)want;
 			}
 			n += (size_t)got;
 			t->left -= got;
 			if (t->left == 0) {
-				memset(buf + n, 0, (size_t)t->pad);
-				n += (size_t)t->pad;
-				close(t->fd);
-				t->fd = -1;
+				/* the padding may not fit: what does not goes out
+				 * with the next step */
+				p = (int64_t)(cap - n) < t->pad ? cap - n : (size_t)t->pad;
+				memset(buf + n, 0, p);
+				n += p;
+				t->pad -= (int64_t)p;
+				if (t->pad == 0) {
+					close(t->fd);
+					t->fd = -1;
+					t->shrank = 0;
+				}
 			}
 			continue;
 		}

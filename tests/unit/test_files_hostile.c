@@ -200,6 +200,72 @@ TEST(tar_never_emits_a_file_without_its_header)
 		pclose(f);
 }
 
+/* A file that shrinks between two steps and grows back before the next: the
+ * short read left the output unaligned, and the member's padding was then
+ * written past the end of the caller's buffer (up to 511 bytes; a heap
+ * overflow any user could trigger from their own home). Sizes are chosen so
+ * the last chunk plus its padding crosses the buffer's end. */
+TEST(tar_survives_a_file_that_shrinks_and_grows)
+{
+	enum { CAP = 1 << 16, SLACK = 1024 };
+	const off_t full = 192038, shrunk = 126512; /* see the arithmetic below */
+	unsigned char *buf = malloc(CAP + SLACK), *chunk = calloc(1, 4096);
+	struct files_tar *t;
+	size_t len, total = 0;
+	char p[256], cmd[300], line[300];
+	int fd, out, rc, over = 0, steps = 0, listed = 0;
+	FILE *f;
+
+	CHECK(buf && chunk);
+	CHECK(mkdirat(root, "grow", 0755) == 0);
+	snprintf(p, sizeof(p), "%s/grow/f", dir);
+	fd = open(p, O_CREAT | O_WRONLY | O_TRUNC, 0644);
+	CHECK(fd >= 0);
+	memset(chunk, 'x', 4096);
+	for (off_t o = 0; o < full; o += 4096)
+		CHECK(write(fd, chunk, (size_t)(full - o < 4096 ? full - o : 4096)) > 0);
+	close(fd);
+	t = files_tar_new(paths_open(root, "grow", O_RDONLY | O_DIRECTORY, 0), "grow");
+	snprintf(p, sizeof(p), "%s.grow.tar", dir);
+	out = open(p, O_CREAT | O_WRONLY | O_TRUNC, 0600);
+	snprintf(p, sizeof(p), "%s/grow/f", dir);
+	do {
+		memset(buf + CAP, 0xAA, SLACK);
+		/* step 1: two headers + 64512 bytes; before step 2 the file
+		 * shrinks to 126512 (a 62000-byte short read, output now
+		 * unaligned); before step 3 it grows back: 65526 bytes left +
+		 * 474 of padding would cross the 64 KiB buffer */
+		if (steps == 1)
+			CHECK(truncate(p, shrunk) == 0);
+		if (steps == 2)
+			CHECK(truncate(p, full) == 0);
+		rc = files_tar_step(t, buf, CAP, &len);
+		for (int i = 0; i < SLACK; i++)
+			over |= buf[CAP + i] != 0xAA;
+		CHECK(len <= CAP);
+		CHECK(write(out, buf, len) == (ssize_t)len);
+		total += len;
+		steps++;
+	} while (rc == 0 && steps < 100);
+	close(out);
+	files_tar_free(t);
+	CHECK(!over);
+	CHECK(rc == 1);
+	CHECK(total % 512 == 0);
+	/* the archive is whole: the member keeps the size its header gave */
+	snprintf(cmd, sizeof(cmd), "tar -tvf %s.grow.tar 2>&1", dir);
+	f = popen(cmd, "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (strstr(line, " 192038 ") && strstr(line, "grow/f"))
+			listed = 1;
+	CHECK(f && pclose(f) == 0);
+	CHECK(listed);
+	snprintf(cmd, sizeof(cmd), "%s.grow.tar", dir);
+	unlink(cmd);
+	free(buf);
+	free(chunk);
+}
+
 TEST(listing_a_huge_folder_is_refused_not_held)
 {
 	struct files_result res = { 0 };
@@ -229,6 +295,7 @@ int main(void)
 	RUN(copy_stops_at_its_budget);
 	RUN(user_provoked_errnos_are_not_500);
 	RUN(tar_never_emits_a_file_without_its_header);
+	RUN(tar_survives_a_file_that_shrinks_and_grows);
 	RUN(listing_a_huge_folder_is_refused_not_held);
 	{
 		char cmd[200];
