@@ -188,18 +188,18 @@ static int check(struct http_req *r, json_t *body)
 	return 0;
 }
 
-/* The sealed form of body's password for registry name; NULL when none
- * was given (*fail set when sealing failed). */
-static char *seal(json_t *body, const char *name, int *fail)
+/* The sealed form of body's password for registry name at server; NULL
+ * when none was given (*fail set when sealing failed). */
+static char *seal(json_t *body, const char *name, const char *server, int *fail)
 {
 	json_t *pw = json_object_get(body, "password");
-	char aad[128];
+	char aad[400];
 	char *s;
 
 	*fail = 0;
 	if (!json_is_string(pw))
 		return NULL;
-	images_secret_aad(name, aad, sizeof(aad));
+	images_secret_aad(name, server, aad, sizeof(aad));
 	s = crypto_seal(json_string_value(pw), json_string_length(pw), aad);
 	if (!s)
 		*fail = 1;
@@ -227,7 +227,7 @@ static void create(struct http_req *r)
 	}
 	if (check(r, body) < 0)
 		goto out;
-	sealed = seal(body, name, &fail);
+	sealed = seal(body, name, json_string_value(json_object_get(body, "server")), &fail);
 	if (fail) {
 		http_reply_error(r, RC_INTERNAL, NULL, "could not encrypt the password");
 		goto out;
@@ -258,14 +258,17 @@ static void upd_free(void *p)
 	free(u);
 }
 
-/* The name binds the sealed password, so an update reads it first. */
+/* The name and the server bind the sealed password, so an update reads
+ * them first; a new server with a stored password needs the password again
+ * (the old one stays sealed to the old server and would not open). */
 static void upd_named(PGresult *res, enum rc rc, void *arg)
 {
 	struct http_req *r = arg;
 	struct upd *u = r->data;
 	const char *p[6];
 	char *sealed = NULL;
-	json_t *pers;
+	const char *server;
+	json_t *pers, *pw;
 	int fail;
 
 	if (rc != RC_OK) {
@@ -276,7 +279,17 @@ static void upd_named(PGresult *res, enum rc rc, void *arg)
 		http_reply_error(r, RC_NOTFOUND, NULL, "no such registry");
 		return;
 	}
-	sealed = seal(u->body, db_val(res, 0, 1), &fail);
+	server = json_string_value(json_object_get(u->body, "server"));
+	pw = json_object_get(u->body, "password");
+	if (server && strcmp(server, db_val(res, 0, 2)) != 0 && db_val(res, 0, 3) && !pw) {
+		http_reply_error(
+		        r, RC_INVALID,
+		        "send the password with the new server, or an empty one to remove it",
+		        "changing the server of registry '%s' needs its password again",
+		        db_val(res, 0, 1));
+		return;
+	}
+	sealed = seal(u->body, db_val(res, 0, 1), server ? server : db_val(res, 0, 2), &fail);
 	if (fail) {
 		http_reply_error(r, RC_INTERNAL, NULL, "could not encrypt the password");
 		return;
@@ -333,7 +346,8 @@ static void update(struct http_req *r)
 	}
 	u->body = body;
 	snprintf(ids, sizeof(ids), "%lld", id);
-	db_query("SELECT id, name FROM registries WHERE id = $1", 1, p, upd_named, r);
+	db_query("SELECT id, name, server, secret_sealed FROM registries WHERE id = $1", 1, p,
+	         upd_named, r);
 }
 
 static void removed(PGresult *res, enum rc rc, void *arg)

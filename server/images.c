@@ -262,9 +262,9 @@ int images_ref_split(const char *ref, char *repo, size_t repolen, char *tag, siz
 	return 0;
 }
 
-void images_secret_aad(const char *registry_name, char *out, size_t outlen)
+void images_secret_aad(const char *registry_name, const char *server, char *out, size_t outlen)
 {
-	snprintf(out, outlen, "registry-secret:%s", registry_name);
+	snprintf(out, outlen, "registry-secret:%s@%s", registry_name, server ? server : "");
 }
 
 /* ---- pulls and pushes ---- */
@@ -682,12 +682,12 @@ static void inspected(struct docker_call *call, enum rc rc, int status, const ch
 static int build_auth(struct pull *p, const char *name, const char *server, const char *user,
                       const char *sealed)
 {
-	char aad[128], *secret = NULL, *doc = NULL, *b64 = NULL;
+	char aad[400], *secret = NULL, *doc = NULL, *b64 = NULL;
 	size_t slen = 0, dlen, blen;
 	json_t *j = NULL;
 	int ret = -1;
 
-	images_secret_aad(name, aad, sizeof(aad));
+	images_secret_aad(name, server, aad, sizeof(aad));
 	secret = sealed && *sealed ? crypto_open(sealed, aad, &slen) : NULL;
 	if (sealed && *sealed && !secret) {
 		snprintf(p->err, sizeof(p->err),

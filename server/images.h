@@ -50,8 +50,11 @@ int images_push(long long image_id, long long node_id, images_ready_cb cb, void 
  * message.  Returns 0 (cb will fire) or -1. */
 int images_registry_test(long long registry_id, long long node_id, images_ready_cb cb, void *arg);
 
-/* The AAD a registry's sealed secret is bound to ("registry-secret:<name>"). */
-void images_secret_aad(const char *registry_name, char *out, size_t outlen);
+/* The AAD a registry's sealed secret is bound to
+ * ("registry-secret:<name>@<server>"): a secret opens only for the registry
+ * and the server it was entered for, so pointing a registry at another host
+ * can never send the key there (the API asks for the password again). */
+void images_secret_aad(const char *registry_name, const char *server, char *out, size_t outlen);
 
 /* No shutdown call: at exit docker_shutdown() ends the engine calls and
  * db_shutdown() the statements, and each pull then completes (its callbacks

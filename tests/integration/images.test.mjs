@@ -179,6 +179,27 @@ describe('registries and images', () => {
     assert.equal((await w.admin.patch(`/api/v1/registries/${bad.id}`, { password: 'not-the-key-0123456789' })).status, 200);
   });
 
+  it('registries: a secret is bound to its server; a new server needs the password again', async () => {
+    // pointing the registry at another host must never send the key there
+    const moved = await w.admin.patch(`/api/v1/registries/${good.id}`, { server: '127.0.0.1:5999' });
+    assert.equal(moved.status, 400, moved.text);
+    assertErrorShape(moved.json);
+    assert.match(moved.json.error.message, /needs its password again/);
+    assert.equal(sql(w.srv, `SELECT server FROM registries WHERE id = ${good.id}`).trim(), REG);
+    // changed behind the API's back (the column alone): the secret does not open
+    sql(w.srv, `UPDATE registries SET server = '127.0.0.1:5999' WHERE id = ${good.id}`);
+    const t = await w.admin.post(`/api/v1/registries/${good.id}/test`, {});
+    assert.equal(t.status, 400, t.text);
+    assert.match(t.json.error.message, /cannot decrypt/);
+    sql(w.srv, `UPDATE registries SET server = '${REG}' WHERE id = ${good.id}`);
+    assert.equal((await w.admin.post(`/api/v1/registries/${good.id}/test`, {})).json.ok, true);
+    // with the password, the server changes (and back)
+    assert.equal((await w.admin.patch(`/api/v1/registries/${good.id}`, { server: '127.0.0.1:5999', password: KEY })).status, 200);
+    const back = await w.admin.patch(`/api/v1/registries/${good.id}`, { server: REG, password: KEY });
+    assert.equal(back.status, 200, back.text);
+    assert.equal((await w.admin.post(`/api/v1/registries/${good.id}/test`, {})).json.ok, true);
+  });
+
   let img1;
   it('pull with the right key lands on both nodes; CUDA is read from the image', async () => {
     const ref = pushTestImage(['ENV CUDA_VERSION=11.8.0']);

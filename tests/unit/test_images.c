@@ -219,8 +219,8 @@ TEST(test_secret_aad)
 {
 	char aad[128];
 
-	images_secret_aad("ngc", aad, sizeof(aad));
-	CHECK_STR(aad, "registry-secret:ngc");
+	images_secret_aad("ngc", "nvcr.io", aad, sizeof(aad));
+	CHECK_STR(aad, "registry-secret:ngc@nvcr.io");
 }
 
 int main(void)

@@ -52,18 +52,19 @@ static char *unb64url(const char *s)
 	return out;
 }
 
-static json_t *header_json(const char *password, const char *registry, const char *seal_as)
+static json_t *header_json(const char *password, const char *registry, const char *seal_as,
+                           const char *server)
 {
-	char aad[128], *sealed, *doc;
+	char aad[400], *sealed, *doc;
 	struct pull p;
 	json_t *j;
 
 	memset(&p, 0, sizeof(p));
 	p.kind = PULL;
-	images_secret_aad(seal_as, aad, sizeof(aad));
+	images_secret_aad(seal_as, "127.0.0.1:5055", aad, sizeof(aad));
 	sealed = crypto_seal(password, strlen(password), aad);
 	CHECK(sealed != NULL);
-	if (build_auth(&p, registry, "127.0.0.1:5055", "$oauthtoken", sealed) < 0) {
+	if (build_auth(&p, registry, server, "$oauthtoken", sealed) < 0) {
 		free(sealed);
 		return NULL;
 	}
@@ -92,7 +93,7 @@ TEST(password_with_json_and_base64_specials_survives)
 	};
 
 	for (size_t i = 0; i < sizeof(pws) / sizeof(pws[0]); i++) {
-		json_t *j = header_json(pws[i], "r1", "r1");
+		json_t *j = header_json(pws[i], "r1", "r1", "127.0.0.1:5055");
 		CHECK(j != NULL);
 		if (!j)
 			continue;
@@ -106,7 +107,16 @@ TEST(password_with_json_and_base64_specials_survives)
 
 TEST(secret_sealed_for_another_registry_is_not_sent)
 {
-	json_t *j = header_json("k", "r2", "r1");
+	json_t *j = header_json("k", "r2", "r1", "127.0.0.1:5055");
+
+	CHECK(j == NULL);
+	json_decref(j);
+}
+
+/* The same registry pointed at another host: the key is not sent there. */
+TEST(secret_sealed_for_another_server_is_not_sent)
+{
+	json_t *j = header_json("k", "r1", "r1", "attacker.example:443");
 
 	CHECK(j == NULL);
 	json_decref(j);
@@ -121,6 +131,7 @@ int main(void)
 	CHECK(crypto_master_key_load(key) == 0);
 	RUN(password_with_json_and_base64_specials_survives);
 	RUN(secret_sealed_for_another_registry_is_not_sent);
+	RUN(secret_sealed_for_another_server_is_not_sent);
 	unlink(key);
 	rmdir(dir);
 	return harness_done("test_registry_auth");
