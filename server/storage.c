@@ -222,7 +222,10 @@ int storage_init(void)
 		/* mounted for it; the kernel answers */
 		prj_supported = 1;
 		snprintf(prj_reason, sizeof(prj_reason),
-		         "%s project quotas are available; gpucloudd enforces in software too", fs);
+		         "%s project quotas are available but gpucloudd does not set them yet: "
+		         "limits hold for its own writes and at instance start, not for writes "
+		         "inside containers",
+		         fs);
 	}
 	if (!prj_supported) {
 		/* quotactl says more than the mount options when the kernel lacks it */
@@ -238,7 +241,8 @@ int storage_init(void)
 
 json_t *storage_support_json(void)
 {
+	/* project quotas are detected, never set: what enforces is software
+	 * alone, whatever the filesystem could do */
 	return json_pack("{s:s, s:b, s:s, s:s}", "data_root", storage_root(), "project_quotas",
-	                 prj_supported, "enforcement",
-	                 prj_supported ? "kernel+software" : "software", "reason", prj_reason);
+	                 prj_supported, "enforcement", "software", "reason", prj_reason);
 }

@@ -138,7 +138,7 @@ export function render(main, ctx) {
     if (ctx.user?.role === 'admin') {
       try {
         const st = await api.get('/storage');
-        support.textContent = st.support.project_quotas
+        support.textContent = st.support.enforcement === 'kernel+software'
           ? t('files.kernelQuotas') : t('files.softwareQuotas', { reason: st.support.reason });
       } catch { /* admins only */ }
     }
