@@ -90,10 +90,6 @@ describe('network isolation between tenants', () => {
       launched[node] = { a1, a2, b };
       const ca1 = inspect(url, a1.container_name), ca2 = inspect(url, a2.container_name), cb = inspect(url, b.container_name);
       const na1 = netOf(ca1), na2 = netOf(ca2), nb = netOf(cb);
-      const cl = clusterId(w.srv);
-      assert.equal(na1.name, `gpucloud-${cl}-u${alice.id}`);
-      assert.equal(na2.name, na1.name);
-      assert.equal(nb.name, `gpucloud-${cl}-u${bob.id}`);
       const bPort = hostPort(cb);
       assert.equal(cb.HostConfig.PortBindings['8080/tcp'][0].HostIp, '127.0.0.1');
       // positive control: alice's own second container answers (and the
@@ -108,6 +104,11 @@ describe('network isolation between tenants', () => {
       assert.equal(reaches(url, a1.container_name, nb.gw, bPort), false, `alice reached bob's port via his gateway ${nb.gw}:${bPort}`);
       assert.equal(reaches(url, a1.container_name, '127.0.0.1', bPort), false, 'alice reached bob\'s port on loopback');
       assert.equal(reaches(url, b.container_name, na1.ip, 8080), false, `bob reached alice's container ${na1.ip}:8080`);
+      // one network per user and node
+      const cl = clusterId(w.srv);
+      assert.equal(na1.name, `gpucloud-${cl}-u${alice.id}`);
+      assert.equal(na2.name, na1.name);
+      assert.equal(nb.name, `gpucloud-${cl}-u${bob.id}`);
       // the control plane still reaches bob's app, through the proxy
       const routes = (await bob.c.get(`/api/v1/routes?instance_id=${b.id}`)).json.items;
       assert.equal(routes.length, 1);
