@@ -9,6 +9,8 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
+import { readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
 import { stopClean } from '../lib/itest.mjs';
 import { world, mkUser, create, waitState, cleanup, inspect, docker, clusterId, env, eventually } from './instances_lib.mjs';
 
@@ -138,4 +140,65 @@ describe('network isolation between tenants', () => {
       docker(url, 'network', 'rm', decoy);
     }
   });
+});
+
+// A tcp:// node publishes app ports on node_app_bind (here the world's
+// node2 engine over mTLS, bound to its bridge address: a non-loopback
+// address of the node): the proxy reaches them there.  A container reaches
+// a port on a node address through Docker's userland proxy (measured: it
+// does, past the isolation chains), so the node setup installs the rule the
+// README gives; with it, another tenant reaches the port neither via that
+// address nor via its gateway.  The rule names only this world's bridge
+// address and is removed afterwards.
+describe('network isolation on a tcp:// node with node_app_bind', () => {
+  let w, alice, bob;
+  const BIND = '10.231.2.1';
+  before(async () => {
+    w = await world({ node2: false, args: [`--node-app-bind=${BIND}`] });
+    alice = await mkUser(w, 'alice');
+    bob = await mkUser(w, 'bob');
+    const pem = (f) => readFileSync(f, 'utf8');
+    const r = await w.admin.post('/api/v1/nodes', {
+      name: 'node2-tls', url: env.GPUCLOUD_WORLD_DOCKER2_TLS,
+      tls_ca: pem(env.GPUCLOUD_WORLD_TLS_CA), tls_cert: pem(env.GPUCLOUD_WORLD_TLS_CERT), tls_key: pem(env.GPUCLOUD_WORLD_TLS_KEY),
+      gpus: env.GPUCLOUD_WORLD_NODE2_GPUS.split(',').map((d) => ({ model: 'NVIDIA A100-SXM4-80GB', memory_mib: 81920, devices: [d] })),
+    });
+    assert.equal(r.status, 201, r.text);
+    assert.ok(await eventually(async () => (await w.admin.get(`/api/v1/nodes/${r.json.id}`)).json.state === 'up', 15000));
+    const p = await w.admin.post('/api/v1/pools', { name: 'tls', sharing: 'exclusive' });
+    assert.equal(p.status, 201, p.text);
+    const gp = await w.admin.req('PUT', `/api/v1/pools/${p.json.id}/gpus`, { gpu_ids: r.json.gpus.map((g) => g.id) });
+    assert.equal(gp.status, 200, gp.text);
+  });
+  after(async () => { try { await stopClean(w?.srv); } finally { cleanup(w?.srv); } });
+
+  it('binds app ports to node_app_bind; the proxy reaches them, another tenant does not', async () => {
+    const url = env.GPUCLOUD_WORLD_DOCKER2;
+    const mk = async (u, name) => waitState(u.c, (await create(u.c, w, { name, pool: 'tls', slices: 1 })).id, 'running', 60000);
+    const a = await mk(alice, 'a-tls'), b = await mk(bob, 'b-tls');
+    assert.equal(a.node, 'node2-tls');
+    const ca = inspect(url, a.container_name), cb = inspect(url, b.container_name);
+    assert.equal(cb.HostConfig.PortBindings['8080/tcp'][0].HostIp, BIND);
+    const bPort = hostPort(cb), na = netOf(ca), nb = netOf(cb);
+    assert.ok(await eventually(() => reaches(url, b.container_name, nb.ip, 8080), 10000, 300), 'bob\'s app listens');
+    const rule = ['INPUT', '-i', 'br-+', '-d', BIND, '-p', 'tcp', '--dport', '32768:60999', '-m', 'conntrack',
+      '--ctstate', 'NEW', '-m', 'comment', '--comment', `gpucloud-netiso-${process.pid}`, '-j', 'DROP'];
+    execFileSync('iptables', ['-w', '-I', ...rule]);
+    try {
+      assert.equal(reaches(url, a.container_name, BIND, bPort), false, `alice reached bob's port on the node address ${BIND}:${bPort}`);
+      assert.equal(reaches(url, a.container_name, na.gw, bPort), false, `alice reached bob's port via her gateway ${na.gw}:${bPort}`);
+      assert.equal(reaches(url, a.container_name, nb.ip, 8080), false, 'alice reached bob\'s container');
+      await proxied(b);
+    } finally {
+      execFileSync('iptables', ['-w', '-D', ...rule]);
+    }
+  });
+  async function proxied(b) {
+    const url = env.GPUCLOUD_WORLD_DOCKER2;
+    docker(url, 'exec', b.container_name, 'busybox', 'sh', '-c', 'echo bob-app-tls > /tmp/index.html');
+    const routes = (await bob.c.get(`/api/v1/routes?instance_id=${b.id}`)).json.items;
+    const page = await proxyGet(w.srv, bob.c, routes[0].id);
+    assert.equal(page.status, 200, `bob's app through the proxy: ${page.status} ${page.body}`);
+    assert.equal(page.body.trim(), 'bob-app-tls');
+  }
 });
