@@ -657,7 +657,8 @@ static void net_ensured(struct docker_call *call, enum rc rc, int status, const 
 	}
 	for (x = ops; x; x = next) {
 		next = x->next;
-		if (x == o || !x->netwait || x->node_id != o->node_id || strcmp(x->net, o->net) != 0)
+		if (x == o || !x->netwait || x->node_id != o->node_id ||
+		    strcmp(x->net, o->net) != 0)
 			continue;
 		x->netwait = 0;
 		if (ok)
@@ -678,7 +679,8 @@ static void ensure_net(struct op *o)
 	json_t *j;
 
 	for (struct op *x = ops; x; x = x->next)
-		if (x != o && x->netcall && x->node_id == o->node_id && strcmp(x->net, o->net) == 0) {
+		if (x != o && x->netcall && x->node_id == o->node_id &&
+		    strcmp(x->net, o->net) == 0) {
 			o->netwait = 1;
 			return;
 		}

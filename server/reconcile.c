@@ -141,8 +141,8 @@ static void nets_listed(struct docker_call *call, enum rc rc, int status, const 
 			continue;
 		if (instances_launching(k->node_id))
 			break; /* a launch may be about to use it: next round */
-		log_msg(LOG_INFO, "reconcile", NULL, "node '%s': removing empty network %s", k->node,
-		        name);
+		log_msg(LOG_INFO, "reconcile", NULL, "node '%s': removing empty network %s",
+		        k->node, name);
 		snprintf(path, sizeof(path), "/networks/%s", id);
 		docker_request(e, "DELETE", path, NULL, NULL, 0, NULL, 30000, net_removed, NULL);
 	}
