@@ -79,6 +79,9 @@ static const struct setting table[] = {
 	I(node_check_interval, "5", 1, 3600, "seconds between health checks of each node"),
 	I(node_down_after, "15", 0, 86400,
 	  "seconds a node may fail its checks before it is marked down"),
+	S(node_app_bind, "",
+	  "address app ports are published on for tcp:// nodes (firewall it to gpucloudd); "
+	  "empty: the node's address from its URL"),
 	S(data_root, "",
 	  "directory shared by gpucloudd and every node at the same path (homes, shared and "
 	  "class areas); empty: state_dir/data"),

@@ -46,6 +46,7 @@ struct config {
 	char *discovery_image;   /* runs nvidia-smi on nodes with the NVIDIA runtime */
 	int node_check_interval; /* seconds */
 	int node_down_after;     /* seconds */
+	char *node_app_bind;     /* HostIp of app ports on tcp:// nodes; "" = the node's host */
 	/* storage */
 	char *data_root;           /* homes, shared and class areas; "" = state_dir/data */
 	int uid_base;              /* container uid of user id N is uid_base + N */

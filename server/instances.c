@@ -7,7 +7,8 @@
  * changed an instance) reads the instances whose state and desired state
  * disagree and starts one operation per instance:
  *   launch  queued → pulling (images_ensure on the allocated node) →
- *           creating (hardened create, start, inspect for ports) → running
+ *           creating (the user's network on the node, hardened create,
+ *           start, inspect for ports) → running
  *   stop    → stopping (docker stop with a grace) → stopped, releasing the
  *           allocation request
  *   delete  remove the container, release → deleted
@@ -64,6 +65,12 @@ struct op {
 	json_t *app_ports; /* launch: [{"name","port"}] */
 	char sig[600];     /* launch: image and GPUs the container was made for */
 	char host[256];    /* launch: address ports are published on */
+	char net[128];     /* launch: the user's network (instances_network_name) */
+	char owner[64];    /* launch: its username (a label of the network) */
+	long long user_id; /* launch */
+	int netcall;       /* launch: this op's network create is out */
+	int netwait;       /* launch: waits for another op's create of net */
+	int netretried;    /* launch: re-made the network once (reconciler raced) */
 	struct docker_call *call;
 	struct event *pause;
 	struct op *next;
@@ -218,6 +225,11 @@ void instances_container_name(long long id, char *out, size_t outlen)
 	snprintf(out, outlen, "gc-%.8s-inst-%lld", cluster, id);
 }
 
+void instances_network_name(long long user_id, char *out, size_t outlen)
+{
+	snprintf(out, outlen, "gpucloud-%s-u%lld", cluster, user_id);
+}
+
 /* ---- operations ---- */
 
 static struct op *op_find(long long id)
@@ -231,6 +243,14 @@ static struct op *op_find(long long id)
 int instances_op_busy(long long id)
 {
 	return op_find(id) != NULL;
+}
+
+int instances_launching(long long node_id)
+{
+	for (struct op *o = ops; o; o = o->next)
+		if (o->kind == OP_LAUNCH && o->node_id == node_id)
+			return 1;
+	return 0;
 }
 
 static struct op *op_new(long long id, enum op_kind kind)
@@ -477,6 +497,7 @@ static void after_create(struct op *o)
 }
 
 static void do_create(struct op *o);
+static void ensure_net(struct op *o);
 
 static void removed_for_recreate(struct docker_call *call, enum rc rc, int status, const char *body,
                                  size_t len, const char *err, void *arg)
@@ -562,6 +583,12 @@ static void created(struct docker_call *call, enum rc rc, int status, const char
 			launch_fail(o, "the node's engine is not available");
 		return;
 	}
+	if (rc == RC_OK && status == 404 && !o->netretried++) {
+		/* the reconciler removed the (then empty) network between our
+		 * ensure and this create: make it again, once */
+		ensure_net(o);
+		return;
+	}
 	if (rc != RC_OK || status != 201) {
 		engine_msg(rc, body, len, err, "the engine refused to create the container", msg,
 		           sizeof(msg));
@@ -597,6 +624,86 @@ static void do_create(struct op *o)
 		launch_fail(o, "the node's engine is not available");
 }
 
+/* -- launch: the user's network on the node --
+ *
+ * Tenant isolation (SPEC §14): every user has one bridge network per node
+ * (instances_network_name), made here on first use and removed by the
+ * reconciler once no container of ours refers to it.  Within it the
+ * user's containers reach each other (several instances of one job);
+ * Docker's DOCKER-ISOLATION chains drop traffic between bridge networks,
+ * so no other user's container is reachable.  This works without
+ * br_netfilter, which one shared network with enable_icc=false would
+ * need.  Published app ports are bound to an address containers cannot
+ * reach as the node (127.0.0.1 on unix:// nodes; cfg.node_app_bind or
+ * the node's address on tcp:// nodes, which the node's firewall must
+ * keep to the control plane — README, "network isolation").
+ * Two launches for one user and node share one create (netwait); a 409
+ * (the name exists) is success. */
+static void net_ensured(struct docker_call *call, enum rc rc, int status, const char *body,
+                        size_t len, const char *err, void *arg)
+{
+	struct op *o = arg, *x, *next;
+	char msg[420] = "";
+	int ok = rc == RC_OK && (status == 201 || status == 409);
+
+	(void)call;
+	o->call = NULL;
+	o->netcall = 0;
+	if (!ok) {
+		char m[200];
+		engine_msg(rc, body, len, err, "error", m, sizeof(m));
+		snprintf(msg, sizeof(msg), "could not create network '%s' on the node: %s", o->net,
+		         m);
+	}
+	for (x = ops; x; x = next) {
+		next = x->next;
+		if (x == o || !x->netwait || x->node_id != o->node_id ||
+		    strcmp(x->net, o->net) != 0)
+			continue;
+		x->netwait = 0;
+		if (ok)
+			do_create(x);
+		else
+			launch_fail(x, msg);
+	}
+	if (ok)
+		do_create(o);
+	else
+		launch_fail(o, msg);
+}
+
+static void ensure_net(struct op *o)
+{
+	struct docker_engine *e = nodes_engine(o->node_id);
+	char uid[24], *body;
+	json_t *j;
+
+	for (struct op *x = ops; x; x = x->next)
+		if (x != o && x->netcall && x->node_id == o->node_id &&
+		    strcmp(x->net, o->net) == 0) {
+			o->netwait = 1;
+			return;
+		}
+	snprintf(uid, sizeof(uid), "%lld", o->user_id);
+	j = json_pack("{s:s, s:b, s:s, s:{s:s, s:s, s:s, s:s},"
+	              " s:{s:s}}",
+	              "Name", o->net, "CheckDuplicate", 1, "Driver", "bridge", "Labels",
+	              "gpucloud.cluster", cluster, "gpucloud.kind", "network", "gpucloud.owner",
+	              o->owner, "gpucloud.user", uid, "Options",
+	              "com.docker.network.bridge.enable_icc", "true");
+	body = j ? json_dumps(j, JSON_COMPACT) : NULL;
+	json_decref(j);
+	o->call = e && body ? docker_request(e, "POST", "/networks/create", "application/json",
+	                                     body, strlen(body), NULL, 30000, net_ensured, o)
+	                    : NULL;
+	free(body);
+	if (!o->call) {
+		launch_fail(o, "the node's engine is not available");
+		return;
+	}
+	o->netcall = 1;
+}
+
 /* Both the record of the node (pulling) and the image on it (ensure) must
  * be there before the create: they run side by side, the later one goes on.
  * The record comes first for the reconciler: a container on a node the
@@ -620,7 +727,7 @@ static void launch_joined(struct op *o)
 	 * accepts either) */
 	instances_set_state(o->id, "pulling,creating", "creating", "", 0, NULL, 0, NULL, NULL,
 	                    NULL);
-	do_create(o);
+	ensure_net(o);
 }
 
 static void image_ready(enum rc rc, const char *err, void *arg)
@@ -673,12 +780,22 @@ static int build_spec(struct op *o, const PGresult *res, char *err, size_t errle
 	size_t i;
 	int discovered = 0, n = 0;
 
+	/* app ports: on unix:// nodes loopback, which a container cannot
+	 * reach as the node (its 127.0.0.1 is its own, and the bridge gateway
+	 * has no listener nor DNAT rule for the port); on tcp:// nodes the
+	 * address gpucloudd reaches the node at, unless node_app_bind names
+	 * another (a management address), firewalled to the control plane */
 	snprintf(o->host, sizeof(o->host), "127.0.0.1");
-	if (url && strncmp(url, "tcp://", 6) == 0) {
+	if (url && strncmp(url, "tcp://", 6) == 0 && cfg.node_app_bind && *cfg.node_app_bind) {
+		snprintf(o->host, sizeof(o->host), "%s", cfg.node_app_bind);
+	} else if (url && strncmp(url, "tcp://", 6) == 0) {
 		const char *h = url + 6, *c = strrchr(h, ':');
 		snprintf(o->host, sizeof(o->host), "%.*s", (int)(c ? (size_t)(c - h) : strlen(h)),
 		         h);
 	}
+	o->user_id = strtoll(db_val(res, 0, 1), NULL, 10);
+	snprintf(o->owner, sizeof(o->owner), "%s", username);
+	instances_network_name(o->user_id, o->net, sizeof(o->net));
 	if (storage_binds(strtoll(db_val(res, 0, 1), NULL, 10), username, binds, err, errlen) < 0)
 		goto fail;
 	json_object_foreach(uenv, k, v)
@@ -729,6 +846,11 @@ static int build_spec(struct op *o, const PGresult *res, char *err, size_t errle
 		}
 		n++;
 	}
+	{
+		/* containers made before per-user networks are not reused */
+		size_t sl = strlen(o->sig);
+		snprintf(o->sig + sl, sizeof(o->sig) - sl, "|net=%s", o->net);
+	}
 	if (discovered) {
 		snprintf(buf, sizeof(buf), "NVIDIA_VISIBLE_DEVICES=%s", vis);
 		json_array_append_new(env, json_string(buf));
@@ -772,7 +894,7 @@ static int build_spec(struct op *o, const PGresult *res, char *err, size_t errle
 	               (json_int_t)(strtoll(db_val(res, 0, 9), NULL, 10) << 20), "NanoCpus",
 	               (json_int_t)(strtoll(db_val(res, 0, 8), NULL, 10) * 1000000LL), "ShmSize",
 	               (json_int_t)(strtoll(db_val(res, 0, 10), NULL, 10) << 20), "NetworkMode",
-	               "bridge", "Binds", binds, "PortBindings", pb, "Devices", devices,
+	               o->net, "Binds", binds, "PortBindings", pb, "Devices", devices,
 	               "RestartPolicy", "Name", "no", "IpcMode", "private", "PidMode", "",
 	               "CgroupnsMode", "private", "ReadonlyRootfs", 0);
 	binds = pb = devices = NULL;

@@ -33,6 +33,16 @@ const char *instances_cluster_id(void);
 /* The deterministic container name of instance id into out. */
 void instances_container_name(long long id, char *out, size_t outlen);
 
+/* The name of a user's network on every node: gpucloud-<cluster>-u<id>
+ * (the whole cluster id: a shared network would join two tenants).  Each
+ * user's containers on a node share it and reach each other; Docker's
+ * isolation rules drop traffic between networks, so users do not. */
+void instances_network_name(long long user_id, char *out, size_t outlen);
+
+/* 1 while a launch on the node is under way in this process (it may be
+ * about to use a network the listing shows as empty). */
+int instances_launching(long long node_id);
+
 /* instances_set_state() flags */
 enum {
 	INST_RELEASE = 1 << 0, /* release the allocation request and forget the ports */

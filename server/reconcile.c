@@ -2,7 +2,9 @@
  *
  * Owns: the per-node listing of our containers, the comparison with the
  * instance records, removing orphans and settling records whose container
- * exited or vanished.  Instances with an operation in flight in this
+ * exited or vanished, and removing our per-user networks (labelled
+ * gpucloud.cluster with our id, never another cluster's) that no container
+ * of ours refers to.  Instances with an operation in flight in this
  * process are skipped: the operation owns them until it ends.
  * Does not own: the transitions themselves (instances_set_state).
  */
@@ -91,6 +93,93 @@ static json_t *find(json_t *arr, long long id)
 	json_array_foreach(arr, i,
 	                   c) if (json_integer_value(json_object_get(c, "id")) == id) return c;
 	return NULL;
+}
+
+/* one node's networks: those our containers use (set of names) */
+struct nets {
+	long long node_id;
+	char node[72];
+	json_t *used;
+};
+
+static void net_removed(struct docker_call *call, enum rc rc, int status, const char *body,
+                        size_t len, const char *err, void *arg)
+{
+	(void)call;
+	(void)body;
+	(void)len;
+	(void)err;
+	(void)arg;
+	/* 403: a container joined it meanwhile; 404: gone already */
+	if (rc != RC_OK || (status / 100 != 2 && status != 403 && status != 404))
+		log_msg(LOG_WARN, "reconcile", NULL, "could not remove a network (%s, status %d)",
+		        rc_code(rc), status);
+}
+
+static void nets_listed(struct docker_call *call, enum rc rc, int status, const char *body,
+                        size_t len, const char *err, void *arg)
+{
+	struct nets *k = arg;
+	struct docker_engine *e = nodes_engine(k->node_id);
+	json_t *list = NULL, *nw;
+	size_t i;
+	char path[300];
+
+	(void)call;
+	(void)err;
+	if (rc != RC_OK || status != 200 || !e || !(list = json_loadb(body, len, 0, NULL)))
+		goto out;
+	json_array_foreach(list, i, nw)
+	{
+		const char *name = json_string_value(json_object_get(nw, "Name"));
+		const char *id = json_string_value(json_object_get(nw, "Id"));
+		const char *cl = json_string_value(
+		        json_object_get(json_object_get(nw, "Labels"), "gpucloud.cluster"));
+		/* the label filter asked for ours; checked again before a delete */
+		if (!name || !id || !cl || strcmp(cl, instances_cluster_id()) != 0 ||
+		    strspn(id, "0123456789abcdef") != strlen(id) || json_object_get(k->used, name))
+			continue;
+		if (instances_launching(k->node_id))
+			break; /* a launch may be about to use it: next round */
+		log_msg(LOG_INFO, "reconcile", NULL, "node '%s': removing empty network %s",
+		        k->node, name);
+		snprintf(path, sizeof(path), "/networks/%s", id);
+		docker_request(e, "DELETE", path, NULL, NULL, 0, NULL, 30000, net_removed, NULL);
+	}
+out:
+	json_decref(list);
+	json_decref(k->used);
+	free(k);
+	one_done();
+}
+
+/* Lists the node's networks of our cluster; those in no container's
+ * NetworkMode (used) go. Takes ownership of used. */
+static void sweep_networks(struct round_node *n, json_t *used)
+{
+	struct docker_engine *e = nodes_engine(n->id);
+	struct nets *k = calloc(1, sizeof(*k));
+	char path[400], filt[200], *esc;
+
+	if (!e || !k) {
+		free(k);
+		json_decref(used);
+		return;
+	}
+	k->node_id = n->id;
+	snprintf(k->node, sizeof(k->node), "%s", n->name);
+	k->used = used;
+	snprintf(filt, sizeof(filt), "{\"label\":[\"gpucloud.cluster=%s\"]}",
+	         instances_cluster_id());
+	esc = curl_easy_escape(NULL, filt, 0);
+	snprintf(path, sizeof(path), "/networks?filters=%s", esc ? esc : "");
+	curl_free(esc);
+	pending++;
+	if (!docker_request(e, "GET", path, NULL, NULL, 0, NULL, 10000, nets_listed, k)) {
+		pending--;
+		json_decref(k->used);
+		free(k);
+	}
 }
 
 struct check {
@@ -264,7 +353,7 @@ static void listed(struct docker_call *call, enum rc rc, int status, const char 
                    const char *err, void *arg)
 {
 	struct round_node *n = arg;
-	json_t *list, *c, *ids;
+	json_t *list, *c, *ids, *used;
 	size_t i;
 	char *idsdoc, nid[24];
 	const char *p[2];
@@ -284,6 +373,15 @@ static void listed(struct docker_call *call, enum rc rc, int status, const char 
 	mark(n->id, 0);
 	n->containers = json_array();
 	ids = json_array();
+	used = json_object();
+	json_array_foreach(list, i, c)
+	{
+		const char *nm = json_string_value(
+		        json_object_get(json_object_get(c, "HostConfig"), "NetworkMode"));
+		if (nm && used)
+			json_object_set_new(used, nm, json_true());
+	}
+	sweep_networks(n, used);
 	json_array_foreach(list, i, c)
 	{
 		json_t *labels = json_object_get(c, "Labels");

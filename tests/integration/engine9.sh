@@ -3,6 +3,11 @@
 # test can stop and restart an engine without touching the shared world's.
 # Own data root, exec root, socket, pid file, containerd namespace and
 # bridge (gcbr9, 10.231.9.1/24: not used by the world's gcbr1/gcbr2).
+# It runs with --iptables=false: a dockerd starting with iptables on rebuilds
+# the host's shared DOCKER-ISOLATION chains and so drops the rules that keep
+# the world engines' per-user networks apart (netiso.test.mjs) until those
+# networks are made again.  Its published ports still work on loopback
+# through docker-proxy, and its containers need no way out.
 #   engine9.sh start DIR   start (or keep) it; prints unix://DIR/node9.sock
 #   engine9.sh stop DIR    stop dockerd (containers stop with it)
 #   engine9.sh down DIR    stop, remove its bridge, rules and DIR
@@ -19,7 +24,7 @@ start() {
 	ip link set "$br" up
 	if ! answers; then
 		setsid dockerd --pidfile "$pidfile" --data-root "$dir/data" --exec-root "$execroot" \
-			-H "unix://$sock" --bridge "$br" --default-address-pool "base=10.249.0.0/16,size=24" \
+			-H "unix://$sock" --bridge "$br" --iptables=false --default-address-pool "base=10.249.0.0/16,size=24" \
 			--containerd-namespace gcw-node9 --containerd-plugins-namespace gcw-node9-plugins \
 			--add-runtime "nvidia=$(command -v runc)" --shutdown-timeout 2 \
 			</dev/null >>"$dir/node9.log" 2>&1 &

@@ -47,7 +47,7 @@ describe('container hardening', () => {
     assert.equal(hc.MemorySwap, hc.Memory);
     assert.equal(hc.NanoCpus, 500 * 1e6);
     assert.equal(hc.ShmSize, 32 * 1024 * 1024);
-    assert.equal(hc.NetworkMode, 'bridge');
+    assert.equal(hc.NetworkMode, `gpucloud-${clusterId(w.srv)}-u${dave.id}`); // the user's own network
     assert.notEqual(hc.PidMode, 'host');
     assert.notEqual(hc.IpcMode, 'host');
     assert.notEqual(hc.UTSMode, 'host');

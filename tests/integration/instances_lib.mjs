@@ -2,7 +2,7 @@
 // both world engines as nodes (four declared GPUs each), the world registry
 // (marked personal) and the world image in the catalog, a pool over node1's
 // GPUs, users, waiting helpers, and removal of every container of the test's
-// cluster from the engines (containers of other servers are never touched).
+// cluster and its networks from the engines (other servers' are never touched).
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { startServer, Client, ADMIN_PASSWORD } from '../lib/server.mjs';
@@ -40,6 +40,9 @@ export function cleanup(srv, urls = ENGINES()) {
     try {
       const ids = docker(url, 'ps', '-aq', '--filter', `label=gpucloud.cluster=${srv._cluster}`);
       if (ids) docker(url, 'rm', '-f', ...ids.split('\n'));
+      // and its per-user networks (the server that would sweep them is gone)
+      const nets = docker(url, 'network', 'ls', '-q', '--filter', `label=gpucloud.cluster=${srv._cluster}`);
+      if (nets) docker(url, 'network', 'rm', ...nets.split('\n'));
     } catch { /* engine gone */ }
   }
 }
