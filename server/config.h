@@ -57,6 +57,7 @@ struct config {
 	/* scheduler */
 	int sched_interval_ms;
 	int preempt_grace; /* seconds */
+	int alloc_max_lease; /* seconds: longest lease of a non-admin's raw allocation */
 	/* instances */
 	int instance_tick_ms;       /* driver period (the scheduler also nudges it) */
 	int instance_stop_grace;    /* seconds between SIGTERM and SIGKILL on stop */

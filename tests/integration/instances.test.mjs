@@ -174,7 +174,7 @@ describe('instances', () => {
     const teach = await mkUser(w, 'tess', 'teacher');
     const scav = await create(alice.c, w, { name: 'scav', pool: 'a100', slices: 4, priority: 'scavenger', cmd: ['sleep', '3600'] });
     await waitState(alice.c, scav.id, 'running');
-    const exam = await teach.c.post('/api/v1/allocations', { pool: 'a100', slices: 2, priority: 'exam', cpu_millis: 100, mem_mib: 64 });
+    const exam = await teach.c.post('/api/v1/allocations', { pool: 'a100', slices: 2, priority: 'exam', cpu_millis: 100, mem_mib: 64, lease_s: 3600 });
     assert.equal(exam.status, 202, exam.text);
     const st = await waitState(alice.c, scav.id, 'stopped', 20000);
     assert.match(st.reason, /preempted/);
@@ -207,11 +207,13 @@ describe('instances', () => {
     await w.admin.req('PUT', '/api/v1/quotas', { user_id: bob.id, pool: 'a100' });
   });
 
-  it('runs a GPU-less instance without an allocation request', async () => {
+  it('runs a GPU-less instance through the scheduler: a request for cpu and memory, no slices', async () => {
     const inst = await create(alice.c, w, { name: 'cpu-only', cmd: ['sleep', '3600'] });
-    assert.equal(inst.request, null);
+    assert.ok(inst.request, 'every container asks the scheduler');
     assert.equal(inst.pool, null);
     const run = await waitState(alice.c, inst.id, 'running');
+    assert.equal(sql(w.srv, `SELECT pool_id IS NULL, slices, cpu_millis, state FROM alloc_requests WHERE id = ${run.request.id}`), 't|0|200|allocated');
+    assert.equal(sql(w.srv, `SELECT slice_id IS NULL, node_id = ${run.node_id} FROM allocations WHERE request_id = ${run.request.id} AND released_at IS NULL`), 't|t');
     const url = run.node === 'node1' ? env.GPUCLOUD_WORLD_DOCKER1 : env.GPUCLOUD_WORLD_DOCKER2;
     const ci = inspect(url, run.container_name);
     assert.ok(ci.Config.Env.includes('CUDA_VISIBLE_DEVICES='));

@@ -47,6 +47,9 @@ async function mkPool(w, body, gpuIds) {
   assert.equal(p.status, 201, p.text);
   const r = await w.admin.req('PUT', `/api/v1/pools/${p.json.id}/gpus`, { gpu_ids: gpuIds });
   assert.equal(r.status, 200, r.text);
+  // default deny (0015): these scenarios use the pool without limits
+  for (const role of ['student', 'researcher', 'teacher'])
+    assert.equal((await w.admin.req('PUT', '/api/v1/quotas/defaults', { role, pool: body.name })).status, 200);
   return r.json;
 }
 
@@ -62,8 +65,9 @@ async function mkUser(w, username, role = 'student') {
 
 // Asks for an allocation. cpu and memory are given explicitly (small), so
 // the world's engines (maybe 2 CPUs) never limit placement by accident.
+// Non-admins hold raw allocations only with a lease (an hour here).
 async function ask(c, body) {
-  return c.post('/api/v1/allocations', { cpu_millis: 100, mem_mib: 64, ...body });
+  return c.post('/api/v1/allocations', { cpu_millis: 100, mem_mib: 64, lease_s: 3600, ...body });
 }
 
 async function askOk(c, body) {
