@@ -200,7 +200,6 @@ static void created(PGresult *res, enum rc rc, void *arg)
 		                 "%s", db_val(res, 0, 1));
 		return;
 	}
-	auth_audit(r, r->auth, "allocation.request", db_val(res, 0, 0), NULL);
 	sched_kick();
 	reply_alloc(r, db_val(res, 0, 0), 202);
 }

@@ -506,9 +506,9 @@ static void next(void)
 		p[0] = doc;
 		query("WITH d AS (SELECT * FROM jsonb_to_recordset($1::jsonb)"
 		      "  AS x(id bigint, r text, m text, p int, s bigint[], n bigint[])),"
-		      " a AS (INSERT INTO allocations (request_id, slice_id, node_id)"
-		      "  SELECT d.id, u.s, u.n FROM d, unnest(d.s, d.n) AS u(s, n) WHERE d.r = "
-		      "'none'),"
+		      " a AS (INSERT INTO allocations (request_id, slice_id, node_id, cpu_only)"
+		      "  SELECT d.id, u.s, u.n, u.s IS NULL FROM d, unnest(d.s, d.n) AS u(s, n)"
+		      "  WHERE d.r = 'none'),"
 		      " w AS (UPDATE alloc_requests q SET"
 		      "  state = CASE WHEN d.r = 'none' THEN 'allocated'::alloc_state ELSE q.state "
 		      "END,"

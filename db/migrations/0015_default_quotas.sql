@@ -45,9 +45,12 @@ ALTER TABLE alloc_requests ADD CONSTRAINT alloc_requests_slices_check
 CREATE INDEX alloc_requests_lease_idx ON alloc_requests (allocated_at)
     WHERE state = 'allocated' AND lease_s IS NOT NULL;
 
+-- a live allocation keeps its node, and its slice unless it never had one
+-- (removing a slice or node in use still fails)
+ALTER TABLE allocations ADD COLUMN cpu_only boolean NOT NULL DEFAULT false;
 ALTER TABLE allocations DROP CONSTRAINT allocations_check;
 ALTER TABLE allocations ADD CONSTRAINT allocations_check
-    CHECK (released_at IS NOT NULL OR node_id IS NOT NULL);
+    CHECK (released_at IS NOT NULL OR (node_id IS NOT NULL AND (slice_id IS NOT NULL OR cpu_only)));
 
 -- The quota that applies to user uid in pool pid (NULL: CPU-only work):
 -- their own row; for CPU-only work the tightest CPU and memory limits of
