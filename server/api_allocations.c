@@ -36,12 +36,20 @@
 	                                                  "nodes n ON n.id = a.node_id"            \
 	                                                  "  WHERE a.request_id = r.id AND "       \
 	                                                  "a.released_at IS NULL), '[]')::text,"   \
-	                                                  " r.lease_s, " TS("(r.allocated_at + "   \
-	                                                                    "make_interval(secs "  \
-	                                                                    "=> r.lease_s))")      \
-	                                                  " FROM alloc_requests r JOIN users u "   \
-	                                                  "ON u.id = r.user_id LEFT JOIN pools p " \
-	                                                  "ON p.id = r.pool_id"
+	                                                  " r.lease_s, " TS(                       \
+	                                                          "(r.allocated_at + "             \
+	                                                          "make_interval(secs "            \
+	                                                          "=> r.lease_s))") " FROM "       \
+	                                                                            "alloc_"       \
+	                                                                            "requests r "  \
+	                                                                            "JOIN users "  \
+	                                                                            "u "           \
+	                                                                            "ON u.id = "   \
+	                                                                            "r.user_id "   \
+	                                                                            "LEFT JOIN "   \
+	                                                                            "pools p "     \
+	                                                                            "ON p.id = "   \
+	                                                                            "r.pool_id"
 
 static json_t *nullable(const char *s)
 {
@@ -267,9 +275,10 @@ static void ask(struct http_req *r)
 	/* a raw allocation is not tied to a container that ends: only admins
 	 * may hold one without a lease */
 	lv = json_object_get(body, "lease_s");
-	if (json_is_integer(lv) && (json_integer_value(lv) < 1 ||
-	                            (!is_admin(r) && json_integer_value(lv) > cfg.alloc_max_lease) ||
-	                            json_integer_value(lv) > 31536000)) {
+	if (json_is_integer(lv) &&
+	    (json_integer_value(lv) < 1 ||
+	     (!is_admin(r) && json_integer_value(lv) > cfg.alloc_max_lease) ||
+	     json_integer_value(lv) > 31536000)) {
 		json_decref(body);
 		http_reply_error(r, RC_INVALID, NULL, "lease_s must be 1 to %d seconds",
 		                 is_admin(r) ? 31536000 : cfg.alloc_max_lease);
@@ -483,8 +492,8 @@ static void quota_list(struct http_req *r)
 
 /* ---- per-role default quotas (0015) ---- */
 
-#define DEFAULT_COLS                                                                      \
-	"d.role::text, p.name, d.max_slices, d.max_cpu_millis, d.max_mem_mib,"            \
+#define DEFAULT_COLS                                                           \
+	"d.role::text, p.name, d.max_slices, d.max_cpu_millis, d.max_mem_mib," \
 	" d.gpu_hours_per_week, d.max_runtime_s, d.max_tensorboards"
 
 static json_t *default_row(const PGresult *res, int i)
@@ -516,7 +525,8 @@ static void defaults_list_done(PGresult *res, enum rc rc, void *arg)
 
 static void defaults_list(struct http_req *r)
 {
-	db_query("SELECT " DEFAULT_COLS " FROM quota_defaults d LEFT JOIN pools p ON p.id = d.pool_id"
+	db_query("SELECT " DEFAULT_COLS
+	         " FROM quota_defaults d LEFT JOIN pools p ON p.id = d.pool_id"
 	         " ORDER BY d.role, p.name NULLS FIRST",
 	         0, NULL, defaults_list_done, r);
 }
@@ -544,10 +554,14 @@ static void default_set(PGresult *res, enum rc rc, void *arg)
 }
 
 static const struct jfield default_spec[] = {
-	{ "role", J_STRING, 1, 16 },        { "pool", J_STRING, 0, 63 },
-	{ "max_slices", J_INT, 0, 0 },      { "max_cpu_millis", J_INT, 0, 0 },
-	{ "max_mem_mib", J_INT, 0, 0 },     { "gpu_hours_per_week", J_INT, 0, 0 },
-	{ "max_runtime_s", J_INT, 0, 0 },   { "max_tensorboards", J_INT, 0, 0 },
+	{ "role", J_STRING, 1, 16 },
+	{ "pool", J_STRING, 0, 63 },
+	{ "max_slices", J_INT, 0, 0 },
+	{ "max_cpu_millis", J_INT, 0, 0 },
+	{ "max_mem_mib", J_INT, 0, 0 },
+	{ "gpu_hours_per_week", J_INT, 0, 0 },
+	{ "max_runtime_s", J_INT, 0, 0 },
+	{ "max_tensorboards", J_INT, 0, 0 },
 	{ NULL, 0, 0, 0 },
 };
 
@@ -558,9 +572,9 @@ static void default_put(struct http_req *r)
 	json_t *body = api_json_body(r, default_spec);
 	char lim[6][24];
 	const char *p[8], *role;
-	static const char *const names[6] = { "max_slices",         "max_cpu_millis",
-		                              "max_mem_mib",        "gpu_hours_per_week",
-		                              "max_runtime_s",      "max_tensorboards" };
+	static const char *const names[6] = { "max_slices",    "max_cpu_millis",
+		                              "max_mem_mib",   "gpu_hours_per_week",
+		                              "max_runtime_s", "max_tensorboards" };
 
 	if (!body)
 		return;

@@ -255,8 +255,8 @@ static void created(PGresult *res, enum rc rc, void *arg)
 	if (PQntuples(res) == 1 && !db_val(res, 0, 0) && db_val(res, 0, 2)) {
 		/* no quota would ever admit it (0015) */
 		http_reply_error(r, RC_FORBIDDEN,
-		                 "an admin sets a quota for you or a default for your role",
-		                 "%s", db_val(res, 0, 2));
+		                 "an admin sets a quota for you or a default for your role", "%s",
+		                 db_val(res, 0, 2));
 		return;
 	}
 	if (PQntuples(res) == 1 && !db_val(res, 0, 0) && db_val(res, 0, 1)) {
@@ -1022,8 +1022,8 @@ static void committed(struct docker_call *call, enum rc rc, int status, const ch
 	}
 }
 
-#define COMMIT_CONFIG                                                                    \
-	"{\"Env\":[\"GPUCLOUD_APP_TOKEN=\",\"GPUCLOUD_INSTANCE_ID=\","                     \
+#define COMMIT_CONFIG                                                  \
+	"{\"Env\":[\"GPUCLOUD_APP_TOKEN=\",\"GPUCLOUD_INSTANCE_ID=\"," \
 	"\"NVIDIA_VISIBLE_DEVICES=\",\"CUDA_VISIBLE_DEVICES=\",\"NVIDIA_DRIVER_CAPABILITIES=\"]}"
 
 static void save_inserted(PGresult *res, enum rc rc, void *arg)
@@ -1069,8 +1069,8 @@ static void save_inserted(PGresult *res, enum rc rc, void *arg)
 	 * given empty */
 	a->call = nodes_engine(a->node_id)
 	                  ? docker_request(nodes_engine(a->node_id), "POST", path,
-	                                   "application/json", COMMIT_CONFIG,
-	                                   strlen(COMMIT_CONFIG), NULL, 300000, committed, r)
+	                                   "application/json", COMMIT_CONFIG, strlen(COMMIT_CONFIG),
+	                                   NULL, 300000, committed, r)
 	                  : NULL;
 	if (!a->call) {
 		save_undo(a);

@@ -198,12 +198,12 @@ static int roles_param(struct http_req *r, json_t *body, char *out, size_t len)
 	json_array_foreach(roles, i, v)
 	{
 		if (!json_is_string(v) || auth_role_parse(json_string_value(v)) < 0) {
-			http_reply_error(r, RC_INVALID, "roles: admin, teacher, researcher, student",
+			http_reply_error(r, RC_INVALID,
+			                 "roles: admin, teacher, researcher, student",
 			                 "roles must list roles that may use the pool");
 			return -1;
 		}
-		n += (size_t)snprintf(out + n, len - n, "%s%s", i ? "," : "",
-		                      json_string_value(v));
+		n += (size_t)snprintf(out + n, len - n, "%s%s", i ? "," : "", json_string_value(v));
 	}
 	snprintf(out + n, len - n, "}");
 	return 0;
@@ -273,11 +273,12 @@ static void create(struct http_req *r)
 	p[3] = strcmp(slots, "0") ? slots : "1";
 	p[4] = strcmp(mem, "0") ? mem : NULL;
 	p[5] = roles[0] ? roles : NULL;
-	db_query("INSERT INTO pools (name, description, sharing, slots_per_gpu, memory_per_slot_mib,"
-	         " roles) VALUES ($1, COALESCE($2, ''), $3::pool_sharing, $4::int, $5::bigint,"
-	         " COALESCE($6::user_role[], '{admin,teacher,researcher,student}'))"
-	         " RETURNING id, name",
-	         6, p, changed, r);
+	db_query(
+	        "INSERT INTO pools (name, description, sharing, slots_per_gpu, memory_per_slot_mib,"
+	        " roles) VALUES ($1, COALESCE($2, ''), $3::pool_sharing, $4::int, $5::bigint,"
+	        " COALESCE($6::user_role[], '{admin,teacher,researcher,student}'))"
+	        " RETURNING id, name",
+	        6, p, changed, r);
 	json_decref(body);
 }
 

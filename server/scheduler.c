@@ -260,7 +260,8 @@ static void done_generic(PGresult *res, enum rc rc, void *arg)
 				snprintf(prev[i].budget, sizeof(prev[i].budget), "%s",
 				         db_val(res, i, 19));
 			} else if (q->pool_id && db_val(res, i, 16) &&
-			    strtod(db_val(res, i, 17), NULL) >= strtod(db_val(res, i, 16), NULL)) {
+			           strtod(db_val(res, i, 17), NULL) >=
+			                   strtod(db_val(res, i, 16), NULL)) {
 				/* the GPU-hour budget is spent: wait like a full quota */
 				q->quota_slices = 0;
 				snprintf(prev[i].budget, sizeof(prev[i].budget),
@@ -469,7 +470,8 @@ static void next(void)
 		return;
 	case S_QUEUE:
 		step = S_RUNNING;
-		query("SELECT r.id, r.user_id, r.pool_id, r.priority, a.node_id, count(a.slice_id), "
+		query("SELECT r.id, r.user_id, r.pool_id, r.priority, a.node_id, "
+		      "count(a.slice_id), "
 		      "r.cpu_millis,"
 		      " r.mem_mib, (extract(epoch FROM r.allocated_at) * 1000000)::bigint"
 		      " FROM alloc_requests r JOIN allocations a ON a.request_id = r.id"
