@@ -12,6 +12,7 @@
 #include "api.h"
 #include "auth.h"
 #include "db.h"
+#include "config.h"
 #include "images.h"
 #include "scheduler.h"
 
@@ -34,10 +35,21 @@
 	                                                  "  JOIN gpus g ON g.id = s.gpu_id JOIN " \
 	                                                  "nodes n ON n.id = a.node_id"            \
 	                                                  "  WHERE a.request_id = r.id AND "       \
-	                                                  "a.released_at IS NULL), '[]')::text"    \
-	                                                  " FROM alloc_requests r JOIN users u "   \
-	                                                  "ON u.id = r.user_id JOIN pools p ON "   \
-	                                                  "p.id = r.pool_id"
+	                                                  "a.released_at IS NULL), '[]')::text,"   \
+	                                                  " r.lease_s, " TS(                       \
+	                                                          "(r.allocated_at + "             \
+	                                                          "make_interval(secs "            \
+	                                                          "=> r.lease_s))") " FROM "       \
+	                                                                            "alloc_"       \
+	                                                                            "requests r "  \
+	                                                                            "JOIN users "  \
+	                                                                            "u "           \
+	                                                                            "ON u.id = "   \
+	                                                                            "r.user_id "   \
+	                                                                            "LEFT JOIN "   \
+	                                                                            "pools p "     \
+	                                                                            "ON p.id = "   \
+	                                                                            "r.pool_id"
 
 static json_t *nullable(const char *s)
 {
@@ -52,9 +64,9 @@ static json_t *int_col(const PGresult *res, int i, int c)
 
 static json_t *alloc_row(const PGresult *res, int i)
 {
-	json_t *o = json_pack("{s:o, s:o, s:s, s:s, s:o, s:s, s:o, s:o, s:o, s:o, s:s, s:s, s:s}",
+	json_t *o = json_pack("{s:o, s:o, s:s, s:o, s:o, s:s, s:o, s:o, s:o, s:o, s:s, s:s, s:s}",
 	                      "id", int_col(res, i, 0), "user_id", int_col(res, i, 1), "username",
-	                      db_val(res, i, 2), "pool", db_val(res, i, 3), "pool_id",
+	                      db_val(res, i, 2), "pool", nullable(db_val(res, i, 3)), "pool_id",
 	                      int_col(res, i, 4), "priority", db_val(res, i, 5), "slices",
 	                      int_col(res, i, 6), "nodes", int_col(res, i, 7), "cpu_millis",
 	                      int_col(res, i, 8), "mem_mib", int_col(res, i, 9), "state",
@@ -68,6 +80,8 @@ static json_t *alloc_row(const PGresult *res, int i)
 	json_object_set_new(o, "released_at", nullable(db_val(res, i, 17)));
 	json_object_set_new(o, "release_reason", nullable(db_val(res, i, 18)));
 	json_object_set_new(o, "grants", json_loads(db_val(res, i, 19), 0, NULL));
+	json_object_set_new(o, "lease_s", int_col(res, i, 20));
+	json_object_set_new(o, "lease_ends_at", nullable(db_val(res, i, 21)));
 	return o;
 }
 
@@ -181,8 +195,17 @@ static void created(PGresult *res, enum rc rc, void *arg)
 		api_reply_db_error(r, rc, "could not queue the request");
 		return;
 	}
-	if (PQntuples(res) != 1) {
+	if (PQntuples(res) != 1 || (!db_val(res, 0, 0) && !db_val(res, 0, 1))) {
 		http_reply_error(r, RC_NOTFOUND, "GET /api/v1/pools lists them", "no such pool");
+		return;
+	}
+	if (!db_val(res, 0, 0)) {
+		/* no quota would ever admit it: say so now rather than queue it
+		 * for good */
+		http_reply_error(r, RC_FORBIDDEN,
+		                 "an admin sets a quota for you or a default for your role"
+		                 " (PUT /api/v1/quotas/defaults)",
+		                 "%s", db_val(res, 0, 1));
 		return;
 	}
 	sched_kick();
@@ -197,6 +220,7 @@ static const struct jfield ask_spec[] = {
 	{ "mem_mib", J_INT, 0, 0 },
 	{ "priority", J_STRING, 0, 16 },
 	{ "cuda_version", J_STRING, 0, 16 },
+	{ "lease_s", J_INT, 0, 0 },
 	{ NULL, 0, 0, 0 },
 };
 
@@ -209,8 +233,9 @@ static int in_range(json_t *v, long long lo, long long hi)
 static void ask(struct http_req *r)
 {
 	json_t *body = api_json_body(r, ask_spec);
-	const char *prio, *cuda, *p[8];
-	char uid[24], slices[16], nodes[16], cpu[24], mem[24], cuda_min[16];
+	const char *prio, *cuda, *p[9];
+	char uid[24], slices[16], nodes[16], cpu[24], mem[24], cuda_min[16], lease[24];
+	json_t *lv;
 
 	if (!body)
 		return;
@@ -247,6 +272,28 @@ static void ask(struct http_req *r)
 		return;
 	}
 	snprintf(cuda_min, sizeof(cuda_min), "%d", cuda && *cuda ? images_cuda_parse(cuda) : 0);
+	/* a raw allocation is not tied to a container that ends: only admins
+	 * may hold one without a lease */
+	lv = json_object_get(body, "lease_s");
+	if (json_is_integer(lv) &&
+	    (json_integer_value(lv) < 1 ||
+	     (!is_admin(r) && json_integer_value(lv) > cfg.alloc_max_lease) ||
+	     json_integer_value(lv) > 31536000)) {
+		json_decref(body);
+		http_reply_error(r, RC_INVALID, NULL, "lease_s must be 1 to %d seconds",
+		                 is_admin(r) ? 31536000 : cfg.alloc_max_lease);
+		return;
+	}
+	if (!json_is_integer(lv) && !is_admin(r)) {
+		json_decref(body);
+		http_reply_error(r, RC_FORBIDDEN,
+		                 "give lease_s (seconds, at most the alloc_max_lease setting), or "
+		                 "create an instance",
+		                 "only admins may hold an allocation without a lease");
+		return;
+	}
+	if (json_is_integer(lv))
+		snprintf(lease, sizeof(lease), "%lld", (long long)json_integer_value(lv));
 	snprintf(uid, sizeof(uid), "%lld", (long long)r->auth->user_id);
 	snprintf(slices, sizeof(slices), "%lld",
 	         (long long)json_integer_value(json_object_get(body, "slices")));
@@ -266,12 +313,17 @@ static void ask(struct http_req *r)
 	p[5] = cpu;
 	p[6] = mem;
 	p[7] = cuda_min;
-	db_query("INSERT INTO alloc_requests (user_id, pool_id, priority, slices, nodes, "
-	         "cpu_millis, mem_mib, cuda_min)"
-	         " SELECT $1, p.id, $3::alloc_priority, $4, $5, $6, $7, $8::int FROM pools p"
-	         " WHERE p.name = $2"
-	         " RETURNING id",
-	         8, p, created, r);
+	p[8] = json_is_integer(lv) ? lease : NULL;
+	/* refused at once when no quota would ever admit it (0015) */
+	db_query("WITH p AS (SELECT id FROM pools WHERE name = $2),"
+	         " w AS (SELECT gc_request_refusal($1, p.id, $4::bigint * $5, $6::bigint * $5,"
+	         "  $7::bigint * $5) AS why FROM p),"
+	         " ins AS (INSERT INTO alloc_requests (user_id, pool_id, priority, slices, nodes,"
+	         "  cpu_millis, mem_mib, cuda_min, lease_s)"
+	         "  SELECT $1, p.id, $3::alloc_priority, $4, $5, $6, $7, $8::int, $9::int FROM p"
+	         "  WHERE NOT EXISTS (SELECT 1 FROM w WHERE why IS NOT NULL) RETURNING id)"
+	         " SELECT (SELECT id FROM ins), (SELECT why FROM w)",
+	         9, p, created, r);
 	json_decref(body);
 }
 
@@ -438,6 +490,173 @@ static void quota_list(struct http_req *r)
 	         1, p, quota_list_done, r);
 }
 
+/* ---- per-role default quotas (0015) ---- */
+
+#define DEFAULT_COLS                                                           \
+	"d.role::text, p.name, d.max_slices, d.max_cpu_millis, d.max_mem_mib," \
+	" d.gpu_hours_per_week, d.max_runtime_s, d.max_tensorboards"
+
+static json_t *default_row(const PGresult *res, int i)
+{
+	const char *h = db_val(res, i, 5);
+
+	return json_pack("{s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "role", db_val(res, i, 0),
+	                 "pool", nullable(db_val(res, i, 1)), "max_slices", int_col(res, i, 2),
+	                 "max_cpu_millis", int_col(res, i, 3), "max_mem_mib", int_col(res, i, 4),
+	                 "gpu_hours_per_week", h ? json_real(strtod(h, NULL)) : json_null(),
+	                 "max_runtime_s", int_col(res, i, 6), "max_tensorboards",
+	                 int_col(res, i, 7));
+}
+
+static void defaults_list_done(PGresult *res, enum rc rc, void *arg)
+{
+	struct http_req *r = arg;
+	json_t *items;
+
+	if (rc != RC_OK) {
+		api_reply_db_error(r, rc, "");
+		return;
+	}
+	items = json_array();
+	for (int i = 0; i < PQntuples(res); i++)
+		json_array_append_new(items, default_row(res, i));
+	http_reply_json(r, 200, json_pack("{s:o}", "items", items));
+}
+
+static void defaults_list(struct http_req *r)
+{
+	db_query("SELECT " DEFAULT_COLS
+	         " FROM quota_defaults d LEFT JOIN pools p ON p.id = d.pool_id"
+	         " ORDER BY d.role, p.name NULLS FIRST",
+	         0, NULL, defaults_list_done, r);
+}
+
+static void default_set(PGresult *res, enum rc rc, void *arg)
+{
+	struct http_req *r = arg;
+	json_t *row;
+	char target[96];
+
+	if (rc != RC_OK) {
+		api_reply_db_error(r, rc, "could not set the default quota");
+		return;
+	}
+	if (PQntuples(res) != 1) {
+		http_reply_error(r, RC_NOTFOUND, "GET /api/v1/pools lists them", "no such pool");
+		return;
+	}
+	row = default_row(res, 0);
+	snprintf(target, sizeof(target), "%s/%s", db_val(res, 0, 0),
+	         db_val(res, 0, 1) ? db_val(res, 0, 1) : "*");
+	auth_audit(r, r->auth, "quota_default.set", target, json_deep_copy(row));
+	sched_kick();
+	http_reply_json(r, 200, row);
+}
+
+static const struct jfield default_spec[] = {
+	{ "role", J_STRING, 1, 16 },
+	{ "pool", J_STRING, 0, 63 },
+	{ "max_slices", J_INT, 0, 0 },
+	{ "max_cpu_millis", J_INT, 0, 0 },
+	{ "max_mem_mib", J_INT, 0, 0 },
+	{ "gpu_hours_per_week", J_INT, 0, 0 },
+	{ "max_runtime_s", J_INT, 0, 0 },
+	{ "max_tensorboards", J_INT, 0, 0 },
+	{ NULL, 0, 0, 0 },
+};
+
+/* Sets a role's default in one pool (or for all pools and CPU-only work
+ * when pool is absent or null); an absent limit is none. */
+static void default_put(struct http_req *r)
+{
+	json_t *body = api_json_body(r, default_spec);
+	char lim[6][24];
+	const char *p[8], *role;
+	static const char *const names[6] = { "max_slices",    "max_cpu_millis",
+		                              "max_mem_mib",   "gpu_hours_per_week",
+		                              "max_runtime_s", "max_tensorboards" };
+
+	if (!body)
+		return;
+	role = json_string_value(json_object_get(body, "role"));
+	if (auth_role_parse(role) < 0) {
+		json_decref(body);
+		http_reply_error(r, RC_INVALID, "roles: admin, teacher, researcher, student",
+		                 "role must be admin, teacher, researcher or student");
+		return;
+	}
+	for (int i = 0; i < 6; i++)
+		if (!in_range(json_object_get(body, names[i]), i == 4 ? 1 : 0, 1LL << 40)) {
+			json_decref(body);
+			http_reply_error(r, RC_INVALID, "omit a limit (or send null) for none",
+			                 "%s must not be negative%s", names[i],
+			                 i == 4 ? " or zero" : "");
+			return;
+		}
+	p[0] = role;
+	p[1] = json_string_value(json_object_get(body, "pool"));
+	for (int i = 0; i < 6; i++)
+		p[2 + i] = limit_param(body, names[i], lim[i], sizeof(lim[i]));
+	db_query("WITH pl AS (SELECT id, name FROM pools WHERE name = $2),"
+	         " d AS (INSERT INTO quota_defaults (role, pool_id, max_slices, max_cpu_millis,"
+	         "  max_mem_mib, gpu_hours_per_week, max_runtime_s, max_tensorboards)"
+	         "  SELECT $1::user_role, (SELECT id FROM pl), $3, $4, $5, $6, $7, $8"
+	         "  WHERE $2::text IS NULL OR EXISTS (SELECT 1 FROM pl)"
+	         "  ON CONFLICT (role, pool_id) DO UPDATE SET max_slices = EXCLUDED.max_slices,"
+	         "  max_cpu_millis = EXCLUDED.max_cpu_millis, max_mem_mib = EXCLUDED.max_mem_mib,"
+	         "  gpu_hours_per_week = EXCLUDED.gpu_hours_per_week,"
+	         "  max_runtime_s = EXCLUDED.max_runtime_s,"
+	         "  max_tensorboards = EXCLUDED.max_tensorboards, updated_at = now() RETURNING *)"
+	         " SELECT " DEFAULT_COLS " FROM d LEFT JOIN pools p ON p.id = d.pool_id",
+	         8, p, default_set, r);
+	json_decref(body);
+}
+
+static void default_removed(PGresult *res, enum rc rc, void *arg)
+{
+	struct http_req *r = arg;
+	char target[96];
+
+	if (rc != RC_OK) {
+		api_reply_db_error(r, rc, "could not remove the default quota");
+		return;
+	}
+	if (PQntuples(res) != 1) {
+		http_reply_error(r, RC_NOTFOUND, "GET /api/v1/quotas/defaults lists them",
+		                 "no such default quota");
+		return;
+	}
+	snprintf(target, sizeof(target), "%s/%s", db_val(res, 0, 0),
+	         db_val(res, 0, 1) ? db_val(res, 0, 1) : "*");
+	auth_audit(r, r->auth, "quota_default.delete", target, NULL);
+	sched_kick();
+	http_reply(r, 204, NULL, NULL, 0);
+}
+
+/* Removes a role's default (?role=&pool=; no pool: the global one).  A role
+ * left without any default gets nothing (default deny). */
+static void default_delete(struct http_req *r)
+{
+	char role[24], pool[72];
+	long nr = api_query(r, "role", role, sizeof(role)), np;
+	const char *p[2];
+
+	if (nr == -2 || (np = api_query(r, "pool", pool, sizeof(pool))) == -2)
+		return;
+	if (nr <= 0 || auth_role_parse(role) < 0) {
+		http_reply_error(r, RC_INVALID, "e.g. ?role=student&pool=a100",
+		                 "role must be admin, teacher, researcher or student");
+		return;
+	}
+	p[0] = role;
+	p[1] = np > 0 ? pool : NULL;
+	db_query("DELETE FROM quota_defaults d WHERE d.role = $1::user_role"
+	         " AND d.pool_id IS NOT DISTINCT FROM (SELECT id FROM pools WHERE name = $2)"
+	         " AND ($2::text IS NULL OR EXISTS (SELECT 1 FROM pools WHERE name = $2))"
+	         " RETURNING d.role::text, $2::text",
+	         2, p, default_removed, r);
+}
+
 const struct route api_allocations_routes[] = {
 	{ HTTP_GET, "/api/v1/allocations", list, ROLES_ALL, 0, 0, NULL },
 	{ HTTP_POST, "/api/v1/allocations", ask, ROLES_ALL, 0, 8192, NULL },
@@ -445,5 +664,8 @@ const struct route api_allocations_routes[] = {
 	{ HTTP_DELETE, "/api/v1/allocations/{id}", release, ROLES_ALL, 0, 0, NULL },
 	{ HTTP_GET, "/api/v1/quotas", quota_list, ROLE_ADMIN, 0, 0, NULL },
 	{ HTTP_PUT, "/api/v1/quotas", quota_put, ROLE_ADMIN, 0, 8192, NULL },
+	{ HTTP_GET, "/api/v1/quotas/defaults", defaults_list, ROLE_ADMIN, 0, 0, NULL },
+	{ HTTP_PUT, "/api/v1/quotas/defaults", default_put, ROLE_ADMIN, 0, 8192, NULL },
+	{ HTTP_DELETE, "/api/v1/quotas/defaults", default_delete, ROLE_ADMIN, 0, 0, NULL },
 	{ 0, NULL, NULL, 0, 0, 0, NULL },
 };

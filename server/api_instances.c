@@ -252,6 +252,13 @@ static void created(PGresult *res, enum rc rc, void *arg)
 		api_reply_db_error(r, rc, "could not create the instance");
 		return;
 	}
+	if (PQntuples(res) == 1 && !db_val(res, 0, 0) && db_val(res, 0, 2)) {
+		/* no quota would ever admit it (0015) */
+		http_reply_error(r, RC_FORBIDDEN,
+		                 "an admin sets a quota for you or a default for your role", "%s",
+		                 db_val(res, 0, 2));
+		return;
+	}
 	if (PQntuples(res) == 1 && !db_val(res, 0, 0) && db_val(res, 0, 1)) {
 		http_reply_error(r, RC_CONFLICT,
 		                 "stop another CPU-only instance, or ask for less CPU or memory",
@@ -310,10 +317,19 @@ static void create_insert(struct http_req *r)
 	         /* CPU-only: the user's tightest CPU and memory quotas (0008) */
 	         " cq AS (SELECT gc_cpu_only_block_reason($1, NULL, $6, $7) AS why"
 	         "  WHERE $3::text IS NULL),"
+	         /* a pool: refused at once when no quota would ever admit it */
+	         " rq AS (SELECT gc_request_refusal($1, pl.id, $5, $6, $7) AS why FROM pl),"
+	         /* every instance asks the scheduler: CPU-only ones for cpu and
+	          * memory on a node (no pool, no slices) */
 	         " req AS (INSERT INTO alloc_requests (user_id, pool_id, owner_kind, owner_id,"
 	         "  priority, slices, cpu_millis, mem_mib, cuda_min)"
-	         "  SELECT $1, pl.id, 'instance', v.iid::text, $11::alloc_priority, $5, $6, $7,"
-	         "  img.cuda_min FROM v, img, pl RETURNING id),"
+	         "  SELECT $1, pl.id, 'instance', v.iid::text, $11::alloc_priority,"
+	         "  CASE WHEN pl.id IS NULL THEN 0 ELSE $5::int END, $6, $7,"
+	         "  CASE WHEN pl.id IS NULL THEN 0 ELSE img.cuda_min END"
+	         "  FROM v CROSS JOIN img LEFT JOIN pl ON true"
+	         "  WHERE ($3::text IS NULL OR pl.id IS NOT NULL)"
+	         "  AND NOT EXISTS (SELECT 1 FROM cq WHERE why IS NOT NULL)"
+	         "  AND NOT EXISTS (SELECT 1 FROM rq WHERE why IS NOT NULL) RETURNING id),"
 	         " ins AS (INSERT INTO instances (id, user_id, name, image_id, pool_id, slices,"
 	         "  cpu_millis, mem_mib, shm_mib, cmd, env, priority, request_id, container_name)"
 	         "  SELECT v.iid, $1, $4, img.id, (SELECT id FROM pl), CASE WHEN $3::text IS NULL"
@@ -322,8 +338,9 @@ static void create_insert(struct http_req *r)
 	         "  'gc-' || substr((SELECT cluster_id FROM cluster_identity), 1, 8) || '-inst-'"
 	         "  || v.iid"
 	         "  FROM v, img WHERE ($3::text IS NULL OR EXISTS (SELECT 1 FROM pl))"
-	         "  AND NOT EXISTS (SELECT 1 FROM cq WHERE why IS NOT NULL) RETURNING id)"
-	         " SELECT (SELECT id FROM ins), (SELECT why FROM cq)",
+	         "  AND NOT EXISTS (SELECT 1 FROM cq WHERE why IS NOT NULL)"
+	         "  AND NOT EXISTS (SELECT 1 FROM rq WHERE why IS NOT NULL) RETURNING id)"
+	         " SELECT (SELECT id FROM ins), (SELECT why FROM cq), (SELECT why FROM rq)",
 	         12, p, created, r);
 	free(cmd);
 	free(env);
@@ -582,14 +599,21 @@ static void start_blocked(PGresult *res, enum rc rc, void *arg)
 	         "  LEFT JOIN images im ON im.id = i.image_id WHERE NOT COALESCE(im.owner_id"
 	         "  = i.user_id OR (im.owner_id IS NULL AND (im.visibility = 'everyone'"
 	         "  OR ow.role = 'admin' OR ow.role = ANY (im.vis_roles))), false)),"
+	         /* a pool: refused when no quota would ever admit it (0015) */
+	         " rq AS (SELECT gc_request_refusal(i.user_id, i.pool_id, i.slices, i.cpu_millis,"
+	         "  i.mem_mib) AS why, 'an admin sets a quota for you or a default for your role'"
+	         "  AS hint FROM i WHERE i.pool_id IS NOT NULL),"
 	         " bq AS (SELECT why, hint FROM cq WHERE why IS NOT NULL UNION ALL"
-	         "  SELECT why, hint FROM vq),"
+	         "  SELECT why, hint FROM vq UNION ALL SELECT why, hint FROM rq"
+	         "  WHERE why IS NOT NULL),"
+	         /* every instance asks the scheduler (CPU-only: no pool, no slices) */
 	         " req AS (INSERT INTO alloc_requests (user_id, pool_id, owner_kind, owner_id,"
 	         "  priority, slices, cpu_millis, mem_mib, cuda_min)"
-	         "  SELECT i.user_id, i.pool_id, 'instance', i.id::text, i.priority, i.slices,"
-	         "  i.cpu_millis, i.mem_mib, COALESCE((SELECT cuda_min FROM images"
-	         "  WHERE id = i.image_id), 0) FROM i WHERE i.pool_id IS NOT NULL AND i.slices > 0"
-	         "  AND NOT EXISTS (SELECT 1 FROM bq) RETURNING id),"
+	         "  SELECT i.user_id, i.pool_id, 'instance', i.id::text, i.priority,"
+	         "  CASE WHEN i.pool_id IS NULL THEN 0 ELSE greatest(i.slices, 1) END,"
+	         "  i.cpu_millis, i.mem_mib, CASE WHEN i.pool_id IS NULL THEN 0 ELSE"
+	         "  COALESCE((SELECT cuda_min FROM images WHERE id = i.image_id), 0) END FROM i"
+	         "  WHERE NOT EXISTS (SELECT 1 FROM bq) RETURNING id),"
 	         " u AS (UPDATE instances SET state = 'queued', desired = 'running', reason = '',"
 	         "  exit_code = NULL, request_id = (SELECT id FROM req), idle_warning_at = NULL,"
 	         "  idle_message = '', updated_at = now() FROM i WHERE instances.id = i.id"
@@ -998,6 +1022,10 @@ static void committed(struct docker_call *call, enum rc rc, int status, const ch
 	}
 }
 
+#define COMMIT_CONFIG                                                  \
+	"{\"Env\":[\"GPUCLOUD_APP_TOKEN=\",\"GPUCLOUD_INSTANCE_ID=\"," \
+	"\"NVIDIA_VISIBLE_DEVICES=\",\"CUDA_VISIBLE_DEVICES=\",\"NVIDIA_DRIVER_CAPABILITIES=\"]}"
+
 static void save_inserted(PGresult *res, enum rc rc, void *arg)
 {
 	struct http_req *r = arg;
@@ -1035,9 +1063,14 @@ static void save_inserted(PGresult *res, enum rc rc, void *arg)
 	         erepo ? erepo : "", etag ? etag : "");
 	curl_free(erepo);
 	curl_free(etag);
+	/* the image keeps the container's environment except what the platform
+	 * put there for this instance (its app token, its GPUs): the engine
+	 * merges the container's variables into the ones given, so those are
+	 * given empty */
 	a->call = nodes_engine(a->node_id)
 	                  ? docker_request(nodes_engine(a->node_id), "POST", path,
-	                                   "application/json", "{}", 2, NULL, 300000, committed, r)
+	                                   "application/json", COMMIT_CONFIG, strlen(COMMIT_CONFIG),
+	                                   NULL, 300000, committed, r)
 	                  : NULL;
 	if (!a->call) {
 		save_undo(a);
@@ -1086,23 +1119,11 @@ static void act_save(struct http_req *r)
 	p[4] = tag ? tag : "latest";
 	p[5] = quota;
 	p[6] = desc ? desc : "";
-	/* quota and insert in one statement; the row is undone when the commit
-	 * or the push fails */
-	db_query("WITH reg AS (SELECT id, server FROM registries WHERE personal),"
-	         " cnt AS (SELECT count(*) AS n FROM images WHERE owner_id = $1),"
-	         " par AS (SELECT * FROM images WHERE id = $2),"
-	         " ins AS (INSERT INTO images (reference, registry_id, display_name, framework,"
-	         "  cuda_version, cuda_min, description, default_cmd, app_ports, owner_id)"
-	         "  SELECT reg.server || '/gpucloud-users/' || $3 || '/' || $4 || ':' || $5,"
-	         "  reg.id, $4 || ':' || $5, COALESCE(par.framework, ''),"
-	         "  COALESCE(par.cuda_version, ''), COALESCE(par.cuda_min, 0),"
-	         "  CASE WHEN $7 = '' THEN 'saved from an instance' ELSE $7 END, par.default_cmd,"
-	         "  COALESCE(par.app_ports, '[]'), $1"
-	         "  FROM reg CROSS JOIN cnt LEFT JOIN par ON true WHERE cnt.n < $6::int"
-	         "  RETURNING id, reference)"
-	         " SELECT (SELECT id FROM reg), (SELECT id FROM ins), (SELECT n FROM cnt),"
-	         " (SELECT reference FROM ins)",
-	         7, p, save_inserted, r);
+	/* quota and insert at once, counted under a per-user lock (0015): two
+	 * concurrent saves cannot both take the last place; the row is undone
+	 * when the commit or the push fails */
+	db_query("SELECT * FROM gc_save_image($1, $2, $3, $4, $5, $6::int, $7)", 7, p,
+	         save_inserted, r);
 }
 
 static const struct jfield empty_spec[] = { { NULL, 0, 0, 0 } };

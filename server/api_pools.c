@@ -14,6 +14,7 @@
 #include "api.h"
 #include "auth.h"
 #include "db.h"
+#include "scheduler.h"
 
 #define MAX_POOL_GPUS 4096
 
@@ -44,7 +45,8 @@
 	"s.gpu_id = g.id)) ORDER BY g.idx)"                                                       \
 	"     FROM gpus g WHERE g.node_id = n.id AND g.pool_id = p.id)) ORDER BY n.name), '[]')"  \
 	"  FROM nodes n WHERE EXISTS (SELECT 1 FROM gpus g WHERE g.node_id = n.id AND g.pool_id " \
-	"= p.id))::text"                                                                          \
+	"= p.id))::text,"                                                                         \
+	" array_to_json(p.roles)::text"                                                           \
 	" FROM pools p"
 
 static json_t *pool_row(const PGresult *res, int i)
@@ -71,6 +73,7 @@ static json_t *pool_row(const PGresult *res, int i)
 	json_object_set_new(o, "models", json_loads(db_val(res, i, 11), 0, NULL));
 	json_object_set_new(o, "simulated", json_boolean(sim && strcmp(sim, "t") == 0));
 	json_object_set_new(o, "nodes", json_loads(db_val(res, i, 13), 0, NULL));
+	json_object_set_new(o, "roles", json_loads(db_val(res, i, 14), 0, NULL));
 	return o;
 }
 
@@ -165,6 +168,8 @@ static void changed(PGresult *res, enum rc rc, void *arg)
 		return;
 	}
 	auth_audit(r, r->auth, created ? "pool.create" : "pool.update", db_val(res, 0, 1), NULL);
+	if (!created)
+		sched_kick(); /* its roles may have changed what waits */
 	reply_pool(r, db_val(res, 0, 0), created ? 201 : 200);
 }
 
@@ -174,8 +179,35 @@ static const struct jfield pool_spec[] = {
 	{ "sharing", J_STRING, 0, 16 },
 	{ "slots_per_gpu", J_INT, 0, 0 },
 	{ "memory_per_slot_mib", J_INT, 0, 0 },
+	{ "roles", J_ARRAY, 0, 4 },
 	{ NULL, 0, 0, 0 },
 };
+
+/* The roles that may use a pool, as a PostgreSQL array literal into out
+ * ("{student,teacher}"), or "" when the body does not set them.  Replies
+ * 400 and returns -1 when they are wrong. */
+static int roles_param(struct http_req *r, json_t *body, char *out, size_t len)
+{
+	json_t *roles = json_object_get(body, "roles"), *v;
+	size_t i, n = 0;
+
+	out[0] = '\0';
+	if (!roles || json_is_null(roles))
+		return 0;
+	n += (size_t)snprintf(out, len, "{");
+	json_array_foreach(roles, i, v)
+	{
+		if (!json_is_string(v) || auth_role_parse(json_string_value(v)) < 0) {
+			http_reply_error(r, RC_INVALID,
+			                 "roles: admin, teacher, researcher, student",
+			                 "roles must list roles that may use the pool");
+			return -1;
+		}
+		n += (size_t)snprintf(out + n, len - n, "%s%s", i ? "," : "", json_string_value(v));
+	}
+	snprintf(out + n, len - n, "}");
+	return 0;
+}
 
 /* Checks the settings common to create and update; replies 400 and returns
  * -1 when they are wrong. */
@@ -207,12 +239,16 @@ static int check_settings(struct http_req *r, json_t *body, char *slots, char *m
 static void create(struct http_req *r)
 {
 	json_t *body = api_json_body(r, pool_spec);
-	const char *name, *sharing, *p[5];
-	char slots[24], mem[24];
+	const char *name, *sharing, *p[6];
+	char slots[24], mem[24], roles[96];
 
 	if (!body)
 		return;
 	name = json_string_value(json_object_get(body, "name"));
+	if (roles_param(r, body, roles, sizeof(roles)) < 0) {
+		json_decref(body);
+		return;
+	}
 	sharing = json_string_value(json_object_get(body, "sharing"));
 	if (!name_ok(name)) {
 		json_decref(body);
@@ -236,11 +272,13 @@ static void create(struct http_req *r)
 	p[2] = sharing ? sharing : "exclusive";
 	p[3] = strcmp(slots, "0") ? slots : "1";
 	p[4] = strcmp(mem, "0") ? mem : NULL;
+	p[5] = roles[0] ? roles : NULL;
 	db_query(
-	        "INSERT INTO pools (name, description, sharing, slots_per_gpu, memory_per_slot_mib)"
-	        " VALUES ($1, COALESCE($2, ''), $3::pool_sharing, $4::int, $5::bigint) RETURNING "
-	        "id, name",
-	        5, p, changed, r);
+	        "INSERT INTO pools (name, description, sharing, slots_per_gpu, memory_per_slot_mib,"
+	        " roles) VALUES ($1, COALESCE($2, ''), $3::pool_sharing, $4::int, $5::bigint,"
+	        " COALESCE($6::user_role[], '{admin,teacher,researcher,student}'))"
+	        " RETURNING id, name",
+	        6, p, changed, r);
 	json_decref(body);
 }
 
@@ -248,7 +286,7 @@ static void update(struct http_req *r)
 {
 	json_t *body;
 	long long id;
-	char ids[24], slots[24], mem[24];
+	char ids[24], slots[24], mem[24], roles[96];
 	const char *p[4];
 
 	if (api_id(r, "id", &id) < 0)
@@ -256,6 +294,10 @@ static void update(struct http_req *r)
 	body = api_json_body(r, pool_spec);
 	if (!body)
 		return;
+	if (roles_param(r, body, roles, sizeof(roles)) < 0) {
+		json_decref(body);
+		return;
+	}
 	if (json_object_get(body, "name") || json_object_get(body, "sharing") ||
 	    json_object_get(body, "slots_per_gpu")) {
 		json_decref(body);
@@ -271,11 +313,12 @@ static void update(struct http_req *r)
 	p[0] = ids;
 	p[1] = json_string_value(json_object_get(body, "description"));
 	p[2] = strcmp(mem, "0") ? mem : NULL;
+	p[3] = roles[0] ? roles : NULL;
 	db_query("UPDATE pools SET description = COALESCE($2, description),"
-	         " memory_per_slot_mib = COALESCE($3::bigint, memory_per_slot_mib), updated_at = "
-	         "now()"
+	         " memory_per_slot_mib = COALESCE($3::bigint, memory_per_slot_mib),"
+	         " roles = COALESCE($4::user_role[], roles), updated_at = now()"
 	         " WHERE id = $1 RETURNING id, name",
-	         3, p, changed, r);
+	         4, p, changed, r);
 	json_decref(body);
 }
 

@@ -1,7 +1,8 @@
 /* api_tensorboards.c — /tensorboards: one call starts a TensorBoard on a
  * folder of the caller's home.
  *
- * A TensorBoard is an instance (kind 'tensorboard', no GPUs, no pool) of the
+ * A TensorBoard is an instance (kind 'tensorboard', no GPUs, no pool, an
+ * allocation request for its cpu and memory like every container) of the
  * catalog image cfg.tensorboard_image, whose default command serves the
  * directory in $GPUCLOUD_LOGDIR and whose app port is named "tensorboard":
  * the instances driver runs it like any instance, the route trigger gives it
@@ -18,6 +19,7 @@
 #include "config.h"
 #include "db.h"
 #include "instances.h"
+#include "scheduler.h"
 
 #define TB_CPU_MILLIS "500"
 #define TB_MEM_MIB    "512"
@@ -60,12 +62,19 @@ static void created(PGresult *res, enum rc rc, void *arg)
 		api_reply_db_error(r, rc, "cannot start the TensorBoard");
 		return;
 	}
-	if (PQntuples(res) != 1) {
+	if (PQntuples(res) != 1 || strcmp(db_val(res, 0, 3), "0") == 0) {
 		http_reply_error(r, RC_CONFLICT, "an admin adds it to the catalog",
 		                 "the TensorBoard image '%s' is not in the image catalog",
 		                 cfg.tensorboard_image);
 		return;
 	}
+	if (!db_val(res, 0, 0)) {
+		http_reply_error(r, RC_CONFLICT,
+		                 "stop a TensorBoard or a CPU-only instance, then try again", "%s",
+		                 db_val(res, 0, 2) ? db_val(res, 0, 2) : "quota");
+		return;
+	}
+	sched_kick();
 	instances_kick();
 	http_reply_json(r, 202,
 	                json_pack("{s:I, s:s, s:s, s:s}", "instance_id",
@@ -90,15 +99,26 @@ static void blocked(PGresult *res, enum rc rc, void *arg)
 		return;
 	}
 	snprintf(uid, sizeof(uid), "%lld", (long long)r->auth->user_id);
-	/* no pool: no allocation request; the driver pulls and starts it */
+	/* like any container: an allocation request (no pool, no slices: cpu
+	 * and memory on a node the scheduler picks), held to the user's
+	 * CPU-only quota and TensorBoard cap, all in one statement */
 	db_query("WITH v AS (SELECT nextval('instances_id_seq') AS iid),"
-	         " img AS (SELECT id FROM images WHERE reference = $2 AND owner_id IS NULL)"
-	         " INSERT INTO instances (id, user_id, name, kind, image_id, cpu_millis, mem_mib,"
-	         "  env, container_name)"
-	         " SELECT v.iid, $1, 'tb-' || v.iid, 'tensorboard', img.id, " TB_CPU_MILLIS
+	         " img AS (SELECT id FROM images WHERE reference = $2 AND owner_id IS NULL),"
+	         " cq AS (SELECT COALESCE(gc_cpu_only_block_reason($1, NULL, " TB_CPU_MILLIS
+	         ", " TB_MEM_MIB "), gc_tensorboard_block_reason($1)) AS why FROM img),"
+	         " req AS (INSERT INTO alloc_requests (user_id, pool_id, owner_kind, owner_id,"
+	         "  slices, cpu_millis, mem_mib)"
+	         "  SELECT $1, NULL, 'tensorboard', v.iid::text, 0, " TB_CPU_MILLIS ", " TB_MEM_MIB
+	         "  FROM v, cq WHERE cq.why IS NULL RETURNING id),"
+	         " ins AS (INSERT INTO instances (id, user_id, name, kind, image_id, cpu_millis,"
+	         "  mem_mib, env, request_id, container_name)"
+	         "  SELECT v.iid, $1, 'tb-' || v.iid, 'tensorboard', img.id, " TB_CPU_MILLIS
 	         ", " TB_MEM_MIB ", jsonb_build_object('GPUCLOUD_LOGDIR', $3::text),"
+	         "  (SELECT id FROM req),"
 	         "  'gc-' || substr((SELECT cluster_id FROM cluster_identity), 1, 8) || '-inst-'"
-	         "  || v.iid FROM v, img RETURNING id, name",
+	         "  || v.iid FROM v, img, cq WHERE cq.why IS NULL RETURNING id, name)"
+	         " SELECT (SELECT id FROM ins), (SELECT name FROM ins), (SELECT why FROM cq),"
+	         " (SELECT count(*) FROM img)",
 	         3, p, created, r);
 }
 

@@ -98,6 +98,8 @@ static const struct setting table[] = {
 	  "milliseconds between scheduler passes (a new request triggers one sooner)"),
 	I(preempt_grace, "30", 0, 86400,
 	  "seconds preempted scavenger work may run before it is stopped"),
+	I(alloc_max_lease, "86400", 1, 31536000,
+	  "longest lease (seconds) a non-admin may give a raw allocation (POST /allocations)"),
 	I(instance_tick_ms, "250", 20, 60000,
 	  "milliseconds between instance driver passes (scheduler allocations nudge it sooner)"),
 	I(instance_stop_grace, "10", 0, 3600,

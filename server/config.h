@@ -57,7 +57,8 @@ struct config {
 	int64_t preview_max_bytes; /* bytes read for a preview */
 	/* scheduler */
 	int sched_interval_ms;
-	int preempt_grace; /* seconds */
+	int preempt_grace;   /* seconds */
+	int alloc_max_lease; /* seconds: longest lease of a non-admin's raw allocation */
 	/* instances */
 	int instance_tick_ms;       /* driver period (the scheduler also nudges it) */
 	int instance_stop_grace;    /* seconds between SIGTERM and SIGKILL on stop */

@@ -1059,6 +1059,78 @@ static void say_too_big(const struct ctx *c, const struct pool *pl, const struct
 		         (long long)r->mem);
 }
 
+/* Decides a request without a pool (cpu and memory on one node).  Returns
+ * 1 when placed. */
+static int decide_cpu(struct ctx *c, const struct place_request *r, struct place_decision *d)
+{
+	const struct place_input *in = c->in;
+	struct quota_ent *q = quota_slot(c, r->user_id, 0);
+	int j, best = -1, sched = 0, ever = 0, reserved_fit = 0;
+
+	if (r->quota_block) {
+		d->reason = REASON_QUOTA;
+		snprintf(d->message, sizeof(d->message), "user quota: none for CPU-only work");
+		return 0;
+	}
+	if ((r->quota_cpu > 0 && q->cpu + r->cpu > r->quota_cpu) ||
+	    (r->quota_mem > 0 && q->mem + r->mem > r->quota_mem)) {
+		int cpu = r->quota_cpu > 0 && q->cpu + r->cpu > r->quota_cpu;
+		d->reason = REASON_QUOTA;
+		snprintf(d->message, sizeof(d->message),
+		         "user quota: %lld of %lld %s of CPU-only work in use; this needs %lld",
+		         (long long)(cpu ? q->cpu : q->mem),
+		         (long long)(cpu ? r->quota_cpu : r->quota_mem),
+		         cpu ? "millicores of cpu" : "MiB of memory",
+		         (long long)(cpu ? r->cpu : r->mem));
+		return 0;
+	}
+	for (j = 0; j < in->nnodes; j++) {
+		const struct place_node *nd = &in->nodes[j];
+		const struct nodex *nx = &c->nx[j];
+
+		if (!nd->schedulable)
+			continue;
+		sched++;
+		if (nd->cpu_total < r->cpu || nd->mem_total < r->mem)
+			continue;
+		ever++;
+		if (nx->cpu_left < r->cpu || nx->mem_left < r->mem)
+			continue;
+		if (nx->reserved) {
+			reserved_fit = 1;
+			continue;
+		}
+		if (best < 0 || nx->cpu_left < c->nx[best].cpu_left)
+			best = j;
+	}
+	if (best >= 0) {
+		c->nx[best].cpu_left -= r->cpu;
+		c->nx[best].mem_left -= r->mem;
+		q->cpu += r->cpu;
+		q->mem += r->mem;
+		d->node_id = in->nodes[best].id;
+		return 1;
+	}
+	if (sched == 0) {
+		d->reason = REASON_NO_NODES;
+		snprintf(d->message, sizeof(d->message), "no node is schedulable");
+	} else if (ever == 0) {
+		d->reason = REASON_TOO_BIG;
+		snprintf(d->message, sizeof(d->message),
+		         "no node can ever give %lld millicores of cpu and %lld MiB of memory",
+		         (long long)r->cpu, (long long)r->mem);
+	} else if (reserved_fit) {
+		d->reason = REASON_RESERVED;
+		snprintf(d->message, sizeof(d->message), "room is reserved for an earlier request");
+	} else {
+		d->reason = REASON_CAPACITY;
+		snprintf(d->message, sizeof(d->message),
+		         "no node has %lld millicores of cpu and %lld MiB of memory free now",
+		         (long long)r->cpu, (long long)r->mem);
+	}
+	return 0;
+}
+
 /* Decides r.  Returns 1 when placed. */
 static int decide(struct ctx *c, const struct place_request *r, struct place_decision *d)
 {
@@ -1068,6 +1140,8 @@ static int decide(struct ctx *c, const struct place_request *r, struct place_dec
 	int64_t need;
 
 	d->request_id = r->id;
+	if (r->pool_id == 0)
+		return decide_cpu(c, r, d);
 	if (r->slices < 1 || r->nodes < 1) {
 		d->reason = REASON_TOO_BIG;
 		snprintf(d->message, sizeof(d->message),
@@ -1110,6 +1184,11 @@ static int decide(struct ctx *c, const struct place_request *r, struct place_dec
 	}
 	need = (int64_t)r->slices * r->nodes;
 	q = quota_slot(c, r->user_id, r->pool_id);
+	if (r->quota_block) {
+		d->reason = REASON_QUOTA;
+		snprintf(d->message, sizeof(d->message), "user quota: none for this pool");
+		return 0;
+	}
 	if (r->quota_slices >= 0 && q->live + need > r->quota_slices) {
 		d->reason = REASON_QUOTA;
 		if (q->live >= r->quota_slices)

@@ -33,6 +33,11 @@
  *     the request).
  *  6. Every request not placed gets a reason code, a human sentence and its
  *     position among the still-pending requests of its pool (1-based).
+ *  7. A request without a pool (pool_id 0, slices 0: CPU-only work such as a
+ *     TensorBoard) asks for cpu and memory on one node: any schedulable
+ *     unreserved node with that much free (best fit: least cpu left after
+ *     placing, then lowest index); its quota counts under pool 0.  It never
+ *     preempts and never reserves.
  */
 #ifndef GPUCLOUD_PLACE_H
 #define GPUCLOUD_PLACE_H
@@ -77,7 +82,7 @@ struct place_request {
 	int64_t user_id;
 	int64_t pool_id;
 	enum place_priority priority;
-	int slices;          /* per node, >= 1 */
+	int slices;          /* per node, >= 1 (0 with pool_id 0: no GPUs) */
 	int nodes;           /* >= 1; > 1 is a gang */
 	int64_t cpu;         /* millicores per node */
 	int64_t mem;         /* MiB per node */
@@ -88,6 +93,9 @@ struct place_request {
 	int64_t quota_mem;   /* max live MiB of this user in this pool; 0 = none */
 	int cuda_min;        /* CUDA its image needs (12.4 = 12040); 0 = none.  Never
 	                      * placed on a node whose known cuda_max is lower */
+	int quota_block;     /* nonzero: waits with REASON_QUOTA whatever is in use
+	                      * (no quota at all, the pool closed to the role); the
+	                      * caller has the sentence */
 };
 
 /* A running allocation, for quota counting and preemption. */
@@ -121,6 +129,7 @@ struct place_decision {
 	char message[160];        /* human sentence, e.g.
 					 * "no node has 2 free slices of this pool now (most free: 1)" */
 	int nchosen;              /* placed: slices chosen (slices * nodes) */
+	int64_t node_id;          /* placed without slices (pool 0): the node */
 	int64_t *chosen;          /* slice ids, grouped by node */
 	int nvictims;             /* PREEMPTING: request ids to stop */
 	int64_t *victims;

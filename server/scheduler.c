@@ -62,7 +62,8 @@ struct prev {
 	char code[16];
 	char *reason;
 	int position;
-	char budget[120]; /* set when the user's GPU-hour budget is spent */
+	char budget[200]; /* set when the user's GPU-hour budget is spent, or
+	                   * when no quota admits the request at all */
 };
 static struct prev *prev;
 
@@ -253,8 +254,14 @@ static void done_generic(PGresult *res, enum rc rc, void *arg)
 			q->quota_cpu = ll(res, i, 14);
 			q->quota_mem = ll(res, i, 15);
 			q->cuda_min = (int)ll(res, i, 18);
-			if (db_val(res, i, 16) &&
-			    strtod(db_val(res, i, 17), NULL) >= strtod(db_val(res, i, 16), NULL)) {
+			if (db_val(res, i, 19)) {
+				/* no quota at all, or the pool is closed to the role */
+				q->quota_block = 1;
+				snprintf(prev[i].budget, sizeof(prev[i].budget), "%s",
+				         db_val(res, i, 19));
+			} else if (q->pool_id && db_val(res, i, 16) &&
+			           strtod(db_val(res, i, 17), NULL) >=
+			                   strtod(db_val(res, i, 16), NULL)) {
 				/* the GPU-hour budget is spent: wait like a full quota */
 				q->quota_slices = 0;
 				snprintf(prev[i].budget, sizeof(prev[i].budget),
@@ -349,6 +356,11 @@ static char *decisions_doc(const struct place_result *res, int *placed)
 	for (int i = 0; i < res->ndecisions; i++) {
 		const struct place_decision *d = &res->decisions[i];
 		json_t *s = json_array(), *n = json_array();
+		if (d->reason == REASON_NONE && d->node_id) {
+			/* no slices: the allocation names the node only */
+			json_array_append_new(s, json_null());
+			json_array_append_new(n, json_integer(d->node_id));
+		}
 		for (int k = 0; k < d->nchosen; k++) {
 			int j = slice_index(d->chosen[k]);
 			if (j < 0)
@@ -397,10 +409,15 @@ static void next(void)
 		      " AND preempt_requested_at < now() - make_interval(secs => $1::int)"
 		      " UNION ALL"
 		      " SELECT gc_release_request(r.id, 'reached the maximum runtime of ' ||"
-		      "  q.max_runtime_s || ' s') FROM alloc_requests r JOIN quotas q"
-		      "  ON q.user_id = r.user_id AND q.pool_id = r.pool_id"
+		      "  q.max_runtime_s || ' s') FROM alloc_requests r,"
+		      "  gc_quota_for(r.user_id, r.pool_id) q"
 		      " WHERE r.state = 'allocated' AND q.max_runtime_s IS NOT NULL"
-		      " AND r.allocated_at < now() - make_interval(secs => q.max_runtime_s)",
+		      " AND r.allocated_at < now() - make_interval(secs => q.max_runtime_s)"
+		      /* ... and raw allocations whose lease ended */
+		      " UNION ALL"
+		      " SELECT gc_release_request(id, 'its lease of ' || lease_s || ' s ended')"
+		      " FROM alloc_requests WHERE state = 'allocated' AND lease_s IS NOT NULL"
+		      " AND allocated_at < now() - make_interval(secs => lease_s)",
 		      1, p, done_generic);
 		return;
 	case S_PREEMPT:
@@ -431,17 +448,30 @@ static void next(void)
 		      " (SELECT COALESCE(sum(g.gpu_seconds), 0) / 3600 FROM gpu_usage g"
 		      "  WHERE g.user_id = r.user_id AND g.pool_id = r.pool_id"
 		      "  AND g.day > current_date - 7),"
-		      " r.cuda_min"
-		      " FROM alloc_requests r"
+		      " r.cuda_min,"
+		      /* what no amount of waiting for others would change (0015) */
+		      " CASE WHEN p.id IS NOT NULL AND us.role <> 'admin'"
+		      "  AND NOT (us.role = ANY (p.roles)) THEN"
+		      "  format('pool ''%s'' is not open to the %s role', p.name, us.role)"
+		      "  WHEN q.source = 'none' THEN format('no quota: neither you nor the %s role"
+		      " has a quota %s', us.role, CASE WHEN p.id IS NULL THEN 'for CPU-only work'"
+		      "  ELSE 'in pool ''' || p.name || '''' END)"
+		      "  WHEN q.max_cpu_millis = 0 AND r.cpu_millis > 0 THEN"
+		      "  'user quota: 0 millicores of cpu allowed'"
+		      "  WHEN q.max_mem_mib = 0 AND r.mem_mib > 0 THEN 'user quota: 0 MiB of memory"
+		      " allowed' END"
+		      " FROM alloc_requests r JOIN users us ON us.id = r.user_id"
+		      " LEFT JOIN pools p ON p.id = r.pool_id"
 		      " LEFT JOIN (SELECT user_id, sum(gpu_seconds) AS secs FROM gpu_usage"
 		      "  WHERE day > current_date - 7 GROUP BY user_id) u ON u.user_id = r.user_id"
-		      " LEFT JOIN quotas q ON q.user_id = r.user_id AND q.pool_id = r.pool_id"
+		      " LEFT JOIN LATERAL gc_quota_for(r.user_id, r.pool_id) q ON true"
 		      " WHERE r.state = 'queued' ORDER BY r.id",
 		      0, NULL, done_generic);
 		return;
 	case S_QUEUE:
 		step = S_RUNNING;
-		query("SELECT r.id, r.user_id, r.pool_id, r.priority, a.node_id, count(*), "
+		query("SELECT r.id, r.user_id, r.pool_id, r.priority, a.node_id, "
+		      "count(a.slice_id), "
 		      "r.cpu_millis,"
 		      " r.mem_mib, (extract(epoch FROM r.allocated_at) * 1000000)::bigint"
 		      " FROM alloc_requests r JOIN allocations a ON a.request_id = r.id"
@@ -478,9 +508,9 @@ static void next(void)
 		p[0] = doc;
 		query("WITH d AS (SELECT * FROM jsonb_to_recordset($1::jsonb)"
 		      "  AS x(id bigint, r text, m text, p int, s bigint[], n bigint[])),"
-		      " a AS (INSERT INTO allocations (request_id, slice_id, node_id)"
-		      "  SELECT d.id, u.s, u.n FROM d, unnest(d.s, d.n) AS u(s, n) WHERE d.r = "
-		      "'none'),"
+		      " a AS (INSERT INTO allocations (request_id, slice_id, node_id, cpu_only)"
+		      "  SELECT d.id, u.s, u.n, u.s IS NULL FROM d, unnest(d.s, d.n) AS u(s, n)"
+		      "  WHERE d.r = 'none'),"
 		      " w AS (UPDATE alloc_requests q SET"
 		      "  state = CASE WHEN d.r = 'none' THEN 'allocated'::alloc_state ELSE q.state "
 		      "END,"

@@ -174,7 +174,7 @@ describe('instances', () => {
     const teach = await mkUser(w, 'tess', 'teacher');
     const scav = await create(alice.c, w, { name: 'scav', pool: 'a100', slices: 4, priority: 'scavenger', cmd: ['sleep', '3600'] });
     await waitState(alice.c, scav.id, 'running');
-    const exam = await teach.c.post('/api/v1/allocations', { pool: 'a100', slices: 2, priority: 'exam', cpu_millis: 100, mem_mib: 64 });
+    const exam = await teach.c.post('/api/v1/allocations', { pool: 'a100', slices: 2, priority: 'exam', cpu_millis: 100, mem_mib: 64, lease_s: 3600 });
     assert.equal(exam.status, 202, exam.text);
     const st = await waitState(alice.c, scav.id, 'stopped', 20000);
     assert.match(st.reason, /preempted/);
@@ -207,11 +207,13 @@ describe('instances', () => {
     await w.admin.req('PUT', '/api/v1/quotas', { user_id: bob.id, pool: 'a100' });
   });
 
-  it('runs a GPU-less instance without an allocation request', async () => {
+  it('runs a GPU-less instance through the scheduler: a request for cpu and memory, no slices', async () => {
     const inst = await create(alice.c, w, { name: 'cpu-only', cmd: ['sleep', '3600'] });
-    assert.equal(inst.request, null);
+    assert.ok(inst.request, 'every container asks the scheduler');
     assert.equal(inst.pool, null);
     const run = await waitState(alice.c, inst.id, 'running');
+    assert.equal(sql(w.srv, `SELECT pool_id IS NULL, slices, cpu_millis, state FROM alloc_requests WHERE id = ${run.request.id}`), 't|0|200|allocated');
+    assert.equal(sql(w.srv, `SELECT slice_id IS NULL, node_id = ${run.node_id} FROM allocations WHERE request_id = ${run.request.id} AND released_at IS NULL`), 't|t');
     const url = run.node === 'node1' ? env.GPUCLOUD_WORLD_DOCKER1 : env.GPUCLOUD_WORLD_DOCKER2;
     const ci = inspect(url, run.container_name);
     assert.ok(ci.Config.Env.includes('CUDA_VISIBLE_DEVICES='));
@@ -389,5 +391,61 @@ describe('instances: save-as-image limits', () => {
     assert.ok(c.json.error.hint);
     assert.equal((await carol.c.del(`/api/v1/instances/${inst.id}`)).status, 202);
     await waitState(carol.c, inst.id, 'deleted');
+  });
+  it('lets exactly one of concurrent saves take the last place, and strips the app token from the image', async () => {
+    sql(w.srv, 'UPDATE registries SET personal = true');
+    sql(w.srv, `DELETE FROM images WHERE owner_id = ${carol.id}`);
+    const inst = await create(carol.c, w, { name: 'race', cmd: ['sleep', '3600'] });
+    const run = await waitState(carol.c, inst.id, 'running');
+    const token = sql(w.srv, `SELECT app_token FROM instances WHERE id = ${inst.id}`);
+    assert.ok(inspect(env.GPUCLOUD_WORLD_DOCKER1, run.container_name).Config.Env.includes(`GPUCLOUD_APP_TOKEN=${token}`));
+    const res = await Promise.all(['r1', 'r2', 'r3', 'r4'].map((name) => carol.c.post(`/api/v1/instances/${inst.id}/save`, { name })));
+    const codes = res.map((r) => r.status).sort();
+    assert.deepEqual(codes, [201, 409, 409, 409], res.map((r) => r.text).join(' | '));
+    for (const r of res.filter((x) => x.status === 409)) assert.match(r.json.error.message, /quota is 1/);
+    assert.equal(sql(w.srv, `SELECT count(*) FROM images WHERE owner_id = ${carol.id}`), '1');
+    // the committed image carries no platform secret of the instance
+    const ref = res.find((r) => r.status === 201).json.reference;
+    const cfgEnv = JSON.parse(docker(env.GPUCLOUD_WORLD_DOCKER1, 'image', 'inspect', ref))[0].Config.Env;
+    assert.ok(!cfgEnv.some((e) => e.includes(token)), `image env: ${JSON.stringify(cfgEnv)}`);
+    assert.ok(!cfgEnv.some((e) => /^GPUCLOUD_APP_TOKEN=./.test(e)), `image env: ${JSON.stringify(cfgEnv)}`);
+    assert.ok(cfgEnv.some((e) => e.startsWith('PATH=')), 'the rest of the environment stays');
+    assert.equal((await carol.c.del(`/api/v1/instances/${inst.id}`)).status, 202);
+    await waitState(carol.c, inst.id, 'deleted');
+  });
+});
+
+describe('instances: CPU-only work counts against node capacity', () => {
+  let w, dan;
+  before(async () => {
+    w = await world({ node2: false });
+    dan = await mkUser(w, 'dan');
+  });
+  after(async () => { try { await stopClean(w?.srv); } finally { cleanup(w?.srv); } });
+
+  it('a CPU-only instance waits with a reason while the only node\'s CPU is taken, and runs when it frees', async () => {
+    const ncpu = Number(sql(w.srv, "SELECT ncpu FROM nodes WHERE name = 'node1'"));
+    assert.ok(ncpu >= 1, 'the node reports its CPUs');
+    const cpu = ncpu * 1000;
+    // everything the node has, then a little more
+    assert.equal((await w.admin.req('PUT', '/api/v1/quotas/defaults', { role: 'student', max_cpu_millis: cpu * 4, max_mem_mib: 4096 })).status, 200);
+    const a = await create(dan.c, w, { name: 'fill', cpu_millis: cpu - 100, cmd: ['sleep', '3600'] });
+    await waitState(dan.c, a.id, 'running');
+    const b = await create(dan.c, w, { name: 'wait', cpu_millis: 500, cmd: ['sleep', '3600'] });
+    let got;
+    assert.ok(await eventually(async () => { got = (await dan.c.get(`/api/v1/instances/${b.id}`)).json; return got.request?.reason_code === 'capacity'; }, 8000),
+      `waits for capacity: ${JSON.stringify(got)}`);
+    assert.equal(got.state, 'queued');
+    assert.match(got.request.reason, /no node has 500 millicores of cpu and 64 MiB of memory free now/);
+    assert.equal(ours(w.srv, env.GPUCLOUD_WORLD_DOCKER1).filter((c) => c.name === got.container_name).length, 0);
+    // a request no node could ever hold says so
+    const huge = await create(dan.c, w, { name: 'huge', cpu_millis: cpu + 1000, cmd: ['sleep', '3600'] });
+    assert.ok(await eventually(async () => (await dan.c.get(`/api/v1/instances/${huge.id}`)).json.request?.reason_code === 'too_big', 8000));
+    assert.equal((await dan.c.post(`/api/v1/instances/${a.id}/stop`)).status, 202);
+    await waitState(dan.c, b.id, 'running', 30000);
+    for (const id of [a.id, b.id, huge.id]) {
+      assert.equal((await dan.c.del(`/api/v1/instances/${id}`)).status, 202);
+      await waitState(dan.c, id, 'deleted');
+    }
   });
 });

@@ -89,7 +89,18 @@ export async function world(opts = {}) {
   const gp = await admin.req('PUT', `/api/v1/pools/${p.json.id}/gpus`, { gpu_ids: w.n1.gpus.map((g) => g.id) });
   assert.equal(gp.status, 200, gp.text);
   w.pool = gp.json;
+  // default deny (0015): no role may use a pool until an admin opens it;
+  // these tests use a100 freely, so every role gets it without limits
+  await openPool(w, 'a100');
   return w;
+}
+
+// Gives every non-admin role an unlimited default quota in the pool.
+export async function openPool(w, pool) {
+  for (const role of ['student', 'researcher', 'teacher']) {
+    const r = await w.admin.req('PUT', '/api/v1/quotas/defaults', { role, pool });
+    assert.equal(r.status, 200, r.text);
+  }
 }
 
 export async function mkUser(w, username, role = 'student') {

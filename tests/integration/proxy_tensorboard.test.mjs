@@ -78,6 +78,35 @@ describe('TensorBoard from a folder', () => {
     assert.equal((await bob.c.get(`/api/v1/instances/${inst.id}`)).status, 404);
   });
 
+  it('holds TensorBoards to the CPU-only quota and the TensorBoard cap, through the scheduler', async () => {
+    assert.equal((await bob.c.post(`${F}/home/logs`, { op: 'mkdir' })).status, 201);
+    // students: 1000 millicores of CPU-only work, up to 5 TensorBoards
+    const set = await w.admin.req('PUT', '/api/v1/quotas/defaults', { role: 'student', max_cpu_millis: 1000, max_mem_mib: 4096, max_tensorboards: 5 });
+    assert.equal(set.status, 200, set.text);
+    const res = [];
+    for (let i = 0; i < 4; i++) res.push(await bob.c.post('/api/v1/tensorboards', { path: 'logs' }));
+    assert.deepEqual(res.map((r) => r.status), [202, 202, 409, 409], res.map((r) => r.text).join(' | '));
+    for (const r of res.slice(2)) {
+      assertErrorShape(r.json, 'conflict');
+      assert.match(r.json.error.message, /CPU quota: .* 1000 CPU millis .* 1000 are in use, this one asks 500/);
+    }
+    // each asked the scheduler for its cpu and memory, without a pool
+    for (const r of res.slice(0, 2))
+      assert.equal(sql(w.srv, `SELECT r.owner_kind || ' ' || (r.pool_id IS NULL) || ' ' || r.slices || ' ' || r.cpu_millis || ' ' || r.mem_mib
+        FROM instances i JOIN alloc_requests r ON r.id = i.request_id WHERE i.id = ${r.json.instance_id}`), 'tensorboard true 0 500 512');
+    assert.equal(sql(w.srv, `SELECT count(*) FROM instances WHERE user_id = ${bob.id} AND kind = 'tensorboard'`), '2');
+    // the cap: with room in the CPU quota, the third is refused by the cap
+    assert.equal((await w.admin.req('PUT', '/api/v1/quotas/defaults', { role: 'student', max_cpu_millis: 4000, max_mem_mib: 4096, max_tensorboards: 2 })).status, 200);
+    const capped = await bob.c.post('/api/v1/tensorboards', { path: 'logs' });
+    assert.equal(capped.status, 409, capped.text);
+    assert.match(capped.json.error.message, /TensorBoard quota: you may run 2 TensorBoards at once/);
+    for (const r of res.slice(0, 2)) {
+      await waitState(bob.c, r.json.instance_id, 'running', 90000);
+      assert.equal((await bob.c.del(`/api/v1/instances/${r.json.instance_id}`)).status, 202);
+      await waitState(bob.c, r.json.instance_id, 'deleted', 30000);
+    }
+  });
+
   it('says so when no TensorBoard image is set up', async () => {
     sql(w.srv, `UPDATE images SET reference = reference || '-gone' WHERE reference = '${env.GPUCLOUD_WORLD_TENSORBOARD_IMAGE}'`);
     const r = await alice.c.post('/api/v1/tensorboards', { path: 'runs' });

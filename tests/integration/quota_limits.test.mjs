@@ -36,16 +36,16 @@ describe('quota limits', () => {
     assert.equal(q.status, 200, q.text);
     assert.equal(q.json.max_cpu_millis, 150);
     assert.equal(q.json.max_slices, null);
-    const a = (await student.post('/api/v1/allocations', { pool: 'a100', slices: 1, cpu_millis: 100, mem_mib: 1024 })).json;
+    const a = (await student.post('/api/v1/allocations', { lease_s: 3600, pool: 'a100', slices: 1, cpu_millis: 100, mem_mib: 1024 })).json;
     assert.ok(await eventually(async () => (await state(a.id)).state === 'allocated', 10000));
-    const b = (await student.post('/api/v1/allocations', { pool: 'a100', slices: 1, cpu_millis: 100, mem_mib: 1024 })).json;
+    const b = (await student.post('/api/v1/allocations', { lease_s: 3600, pool: 'a100', slices: 1, cpu_millis: 100, mem_mib: 1024 })).json;
     await settle();
     const bs = await state(b.id);
     assert.equal(bs.state, 'queued');
     assert.equal(bs.reason_code, 'quota');
     assert.match(bs.reason, /100 of 150 millicores of cpu of this pool in use; this needs 100/);
     // memory likewise
-    const c = (await student.post('/api/v1/allocations', { pool: 'a100', slices: 1, cpu_millis: 0, mem_mib: 4000 })).json;
+    const c = (await student.post('/api/v1/allocations', { lease_s: 3600, pool: 'a100', slices: 1, cpu_millis: 0, mem_mib: 4000 })).json;
     await settle();
     assert.match((await state(c.id)).reason, /1024 of 4096 MiB of memory/);
     const me = (await student.get('/api/v1/me')).json;
@@ -57,7 +57,7 @@ describe('quota limits', () => {
     assert.equal((await admin.req('PUT', '/api/v1/quotas', { user_id: sid, pool: 'a100', gpu_hours_per_week: 2 })).status, 200);
     sql(srv, `INSERT INTO gpu_usage (user_id, pool_id, day, gpu_seconds) SELECT ${sid}, id, current_date - 1, 7300 FROM pools WHERE name = 'a100'
               ON CONFLICT (user_id, pool_id, day) DO UPDATE SET gpu_seconds = 7300`);
-    const a = (await student.post('/api/v1/allocations', { pool: 'a100', slices: 1 })).json;
+    const a = (await student.post('/api/v1/allocations', { lease_s: 3600, pool: 'a100', slices: 1 })).json;
     await settle();
     const s = await state(a.id);
     assert.equal(s.state, 'queued');
@@ -71,7 +71,7 @@ describe('quota limits', () => {
 
   it('releases an allocation that reaches the maximum runtime', async () => {
     assert.equal((await admin.req('PUT', '/api/v1/quotas', { user_id: sid, pool: 'a100', max_runtime_s: 1 })).status, 200);
-    const a = (await student.post('/api/v1/allocations', { pool: 'a100', slices: 1 })).json;
+    const a = (await student.post('/api/v1/allocations', { lease_s: 3600, pool: 'a100', slices: 1 })).json;
     assert.ok(await eventually(async () => (await state(a.id)).state === 'allocated', 10000));
     const done = await eventually(async () => { const x = await state(a.id); return x.state === 'released' && x; }, 10000, 200);
     assert.ok(done, 'released by the scheduler');

@@ -20,7 +20,7 @@ import { join } from 'node:path';
 import { startServer, dropDatabase, Client, ADMIN_PASSWORD, ROOT } from '../lib/server.mjs';
 import { stopClean, eventually, sleep } from '../lib/itest.mjs';
 import {
-  world, mkUser, create, waitState, liveAllocations, cleanup, inspect, ours, docker, clusterId, sql, env, FAST,
+  world, openPool, mkUser, create, waitState, liveAllocations, cleanup, inspect, ours, docker, clusterId, sql, env, FAST,
 } from './instances_lib.mjs';
 
 describe('reconciliation after a crash', () => {
@@ -119,6 +119,7 @@ describe('reconciliation across an engine restart', () => {
     const p = await w.admin.post('/api/v1/pools', { name: 't4', sharing: 'exclusive' });
     assert.equal(p.status, 201, p.text);
     assert.equal((await w.admin.req('PUT', `/api/v1/pools/${p.json.id}/gpus`, { gpu_ids: node.gpus.map((g) => g.id) })).status, 200);
+    await openPool(w, 't4');
   });
   after(async () => {
     try {

@@ -47,6 +47,9 @@ async function mkPool(w, body, gpuIds) {
   assert.equal(p.status, 201, p.text);
   const r = await w.admin.req('PUT', `/api/v1/pools/${p.json.id}/gpus`, { gpu_ids: gpuIds });
   assert.equal(r.status, 200, r.text);
+  // default deny (0015): these scenarios use the pool without limits
+  for (const role of ['student', 'researcher', 'teacher'])
+    assert.equal((await w.admin.req('PUT', '/api/v1/quotas/defaults', { role, pool: body.name })).status, 200);
   return r.json;
 }
 
@@ -62,8 +65,9 @@ async function mkUser(w, username, role = 'student') {
 
 // Asks for an allocation. cpu and memory are given explicitly (small), so
 // the world's engines (maybe 2 CPUs) never limit placement by accident.
+// Non-admins hold raw allocations only with a lease (an hour here).
 async function ask(c, body) {
-  return c.post('/api/v1/allocations', { cpu_millis: 100, mem_mib: 64, ...body });
+  return c.post('/api/v1/allocations', { cpu_millis: 100, mem_mib: 64, lease_s: 3600, ...body });
 }
 
 async function askOk(c, body) {
@@ -712,5 +716,108 @@ describe('scheduler: two replicas, one scheduler, failover', () => {
     assert.equal((await st2.del(`/api/v1/allocations/${r.id}`)).json.state, 'released');
     const r2 = await askOk(st2, { pool: 'a100', slices: 4 });
     await allocated(st2, r2.id, 5000);
+  });
+});
+
+describe('scheduler: default deny, pool access by role, leases', () => {
+  let w, pool, st, rs;
+
+  before(async () => {
+    w = await world();
+    // made directly: no role is given the pool
+    const p = await w.admin.post('/api/v1/pools', { name: 'a100', sharing: 'exclusive' });
+    assert.equal(p.status, 201, p.text);
+    const g = await w.admin.req('PUT', `/api/v1/pools/${p.json.id}/gpus`, { gpu_ids: w.n1.gpus.map((x) => x.id) });
+    assert.equal(g.status, 200, g.text);
+    pool = g.json;
+    st = await mkUser(w, 'denystudent');
+    rs = await mkUser(w, 'denyresearcher', 'researcher');
+  });
+  afterEach(async () => { await releaseAll(w); });
+  after(async () => { await stopClean(w?.srv); });
+
+  it('refuses a student without a quota at once, and lets them in once an admin sets the role default', async () => {
+    const defs = await w.admin.get('/api/v1/quotas/defaults');
+    assert.equal(defs.status, 200, defs.text);
+    const global = (role) => defs.json.items.find((d) => d.role === role && d.pool === null);
+    assert.equal(global('student').max_slices, 0, 'students get no GPUs by default');
+    assert.equal(global('admin').max_slices, null, 'admins are not limited');
+    // the seeded role default gives no GPUs: refused with the reason, nothing queued
+    const r0 = await ask(st.c, { pool: 'a100', slices: 1 });
+    assert.equal(r0.status, 403, r0.text);
+    assertErrorShape(r0.json, 'forbidden');
+    assert.match(r0.json.error.message, /student role may hold 0 slices of pool 'a100'/);
+    // no default at all for the role: no quota
+    const del = await w.admin.del('/api/v1/quotas/defaults?role=student');
+    assert.equal(del.status, 204, del.text);
+    const r1 = await ask(st.c, { pool: 'a100', slices: 1 });
+    assert.equal(r1.status, 403, r1.text);
+    assert.match(r1.json.error.message, /no quota/);
+    assert.equal(sql(w.srv, `SELECT count(*) FROM alloc_requests WHERE user_id = ${st.id}`), '0');
+    // admins only
+    assert.equal((await st.c.get('/api/v1/quotas/defaults')).status, 403);
+    assert.equal((await st.c.req('PUT', '/api/v1/quotas/defaults', { role: 'student', pool: 'a100' })).status, 403);
+    for (const body of [{ role: 'king' }, { role: 'student', max_slices: -1 }, { role: 'student', surprise: 1 }]) {
+      const b = await w.admin.req('PUT', '/api/v1/quotas/defaults', body);
+      assert.equal(b.status, 400, `${JSON.stringify(body)} → ${b.text}`);
+    }
+    assert.equal((await w.admin.req('PUT', '/api/v1/quotas/defaults', { role: 'student', pool: 'nope' })).status, 404);
+    // the admin sets the role's default in the pool: it works, within it
+    const set = await w.admin.req('PUT', '/api/v1/quotas/defaults', { role: 'student', pool: 'a100', max_slices: 2 });
+    assert.equal(set.status, 200, set.text);
+    assert.deepEqual(set.json, { role: 'student', pool: 'a100', max_slices: 2, max_cpu_millis: null, max_mem_mib: null, gpu_hours_per_week: null, max_runtime_s: null, max_tensorboards: null });
+    assert.equal(sql(w.srv, "SELECT count(*) FROM audit_log WHERE action = 'quota_default.set' AND target = 'student/a100'"), '1');
+    const a = await askOk(st.c, { pool: 'a100', slices: 1 });
+    await allocated(st.c, a.id);
+    const big = await ask(st.c, { pool: 'a100', slices: 3 });
+    assert.equal(big.status, 403, big.text);
+    assert.match(big.json.error.message, /may hold 2 slices/);
+    const b = await askOk(st.c, { pool: 'a100', slices: 2 });
+    const held = await until(st.c, b.id, (x) => x.reason_code === 'quota', 5000, 'reason quota');
+    assert.match(held.reason, /1 of 2 slices/);
+  });
+
+  it('refuses raw allocations without a lease to non-admins, and releases leased ones when the lease ends', async () => {
+    const nl = await st.c.post('/api/v1/allocations', { pool: 'a100', slices: 1, cpu_millis: 100, mem_mib: 64 });
+    assert.equal(nl.status, 403, nl.text);
+    assertErrorShape(nl.json, 'forbidden');
+    assert.match(nl.json.error.message, /lease/);
+    const long = await ask(st.c, { pool: 'a100', slices: 1, lease_s: 10000000 });
+    assert.equal(long.status, 400, long.text);
+    // an admin may hold one without a lease, or with one
+    const free = await w.admin.post('/api/v1/allocations', { pool: 'a100', slices: 1, cpu_millis: 100, mem_mib: 64 });
+    assert.equal(free.status, 202, free.text);
+    assert.equal(free.json.lease_s, null);
+    const adm = await w.admin.post('/api/v1/allocations', { pool: 'a100', slices: 1, cpu_millis: 100, mem_mib: 64, lease_s: 1 });
+    assert.equal(adm.status, 202, adm.text);
+    assert.equal(adm.json.lease_s, 1);
+    const s = await askOk(st.c, { pool: 'a100', slices: 1, lease_s: 2 });
+    const got = await allocated(w.admin, adm.json.id);
+    assert.ok(got.lease_ends_at);
+    await allocated(st.c, s.id);
+    const gone = await until(w.admin, adm.json.id, (x) => x.state === 'released', 6000, 'released when the lease ends');
+    assert.match(gone.release_reason, /lease of 1 s ended/);
+    assert.ok(ms(gone.released_at) - ms(gone.allocated_at) >= 1000);
+    const sg = await until(st.c, s.id, (x) => x.state === 'released', 8000, 'the student\'s lease ends too');
+    assert.match(sg.release_reason, /lease of 2 s ended/);
+    assert.equal((await getAlloc(w.admin, free.json.id)).state, 'allocated', 'no lease: held until released');
+  });
+
+  it('keeps a pool restricted to researchers from students', async () => {
+    assert.deepEqual(pool.roles, ['admin', 'teacher', 'researcher', 'student'], 'all roles by default');
+    for (const role of ['student', 'researcher'])
+      assert.equal((await w.admin.req('PUT', '/api/v1/quotas/defaults', { role, pool: 'a100' })).status, 200);
+    assert.equal((await w.admin.patch(`/api/v1/pools/${pool.id}`, { roles: ['researcher', 'kings'] })).status, 400);
+    const p = await w.admin.patch(`/api/v1/pools/${pool.id}`, { roles: ['researcher'] });
+    assert.equal(p.status, 200, p.text);
+    assert.deepEqual(p.json.roles, ['researcher']);
+    const sr = await ask(st.c, { pool: 'a100', slices: 1 });
+    assert.equal(sr.status, 403, sr.text);
+    assert.match(sr.json.error.message, /pool 'a100' is not open to the student role/);
+    const rr = await askOk(rs.c, { pool: 'a100', slices: 1 });
+    await allocated(rs.c, rr.id);
+    const ar = await w.admin.post('/api/v1/allocations', { pool: 'a100', slices: 1, cpu_millis: 100, mem_mib: 64 });
+    assert.equal(ar.status, 202, 'admins may use every pool');
+    assert.equal((await w.admin.patch(`/api/v1/pools/${pool.id}`, { roles: ['admin', 'teacher', 'researcher', 'student'] })).status, 200);
   });
 });

@@ -464,6 +464,59 @@ TEST(test_cpu_mem)
 	place_result_free(res);
 }
 
+/* A request without a pool (CPU-only work) takes cpu and memory of a node:
+ * best fit on cpu, counted for later requests of the pass, waits with a
+ * reason when no node has room, and counts under pool 0 for quota. */
+TEST(test_cpu_only)
+{
+	struct place_result *res;
+	struct place_request *r;
+	int a, b;
+
+	reset();
+	a = node(POOL_A, 2, 1);
+	b = node(POOL_A, 2, 1);
+	w.nodes[a].cpu_free = 3000;
+	w.nodes[b].cpu_free = 1500;
+	r = request(1, 10, 0, PRIO_NORMAL, 0, 1);
+	r->cpu = 1000;
+	r = request(2, 10, 0, PRIO_NORMAL, 0, 1);
+	r->cpu = 1000;
+	r = request(3, 11, 0, PRIO_NORMAL, 0, 1);
+	r->cpu = 2500;
+	r = request(4, 12, 0, PRIO_NORMAL, 0, 1);
+	r->cpu = 100000;
+	r = request(5, 13, 0, PRIO_NORMAL, 0, 1);
+	r->quota_block = 1;
+	r = request(6, 10, 0, PRIO_NORMAL, 0, 1);
+	r->cpu = 100;
+	r->quota_cpu = 2000; /* 1 and 2 hold 2000 already */
+	res = run();
+	CHECK(dec(res, 1)->reason == REASON_NONE);
+	CHECK(dec(res, 1)->node_id == w.nodes[b].id); /* best fit: least cpu left */
+	CHECK(dec(res, 1)->nchosen == 0);
+	CHECK(dec(res, 2)->reason == REASON_NONE);
+	CHECK(dec(res, 2)->node_id == w.nodes[a].id); /* b has 500 left */
+	CHECK(dec(res, 3)->reason == REASON_CAPACITY);
+	CHECK_STR(dec(res, 3)->message,
+	          "no node has 2500 millicores of cpu and 1000 MiB of memory free now");
+	CHECK(dec(res, 3)->position == 1);
+	CHECK(dec(res, 4)->reason == REASON_TOO_BIG);
+	CHECK(dec(res, 5)->reason == REASON_QUOTA);
+	CHECK(dec(res, 6)->reason == REASON_QUOTA);
+	CHECK(res->placed == 2);
+	place_result_free(res);
+
+	/* CPU-only work that runs counts against the node for GPU requests */
+	reset();
+	a = node(POOL_A, 2, 1);
+	w.nodes[a].cpu_free = 500;
+	request(1, 10, POOL_A, PRIO_NORMAL, 1, 1);
+	res = run();
+	CHECK(dec(res, 1)->reason == REASON_CAPACITY);
+	place_result_free(res);
+}
+
 TEST(test_too_big)
 {
 	struct place_result *res;
@@ -917,6 +970,7 @@ int main(void)
 	RUN(test_gang_all_or_nothing);
 	RUN(test_gang_no_slices_consumed);
 	RUN(test_cpu_mem);
+	RUN(test_cpu_only);
 	RUN(test_too_big);
 	RUN(test_no_nodes);
 	RUN(test_backfill);
