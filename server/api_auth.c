@@ -161,10 +161,10 @@ static void reply_throttled(struct http_req *r, int seconds)
 struct login {
 	struct http_req *r;
 	json_t *body;
-	char addr[64];      /* the client's address (auth_client_addr) */
-	int ip_held;        /* ip_reserve() not yet settled */
-	int pair_held;      /* login_reserve() granted and not yet settled */
-	char budget[8];     /* what login_reserve() charged */
+	char addr[64];  /* the client's address (auth_client_addr) */
+	int ip_held;    /* ip_reserve() not yet settled */
+	int pair_held;  /* login_reserve() granted and not yet settled */
+	char budget[8]; /* what login_reserve() charged */
 	int found;
 	int disabled;
 	char user_id[24];
@@ -179,7 +179,7 @@ static void pair_settle(struct login *l, int ok, void (*done)(PGresult *, enum r
 {
 	char freef[16], maxd[16];
 	const char *p[6] = { l->user_id, l->addr, l->budget, ok < 0 ? NULL : ok ? "t" : "f",
-		             freef, maxd };
+		             freef,      maxd };
 
 	l->pair_held = 0;
 	snprintf(freef, sizeof(freef), "%d", cfg.login_free_failures);

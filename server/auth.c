@@ -174,7 +174,8 @@ static void proxies_load(void)
 		if (len && strspn(p, " \t") < len) {
 			if (parse_addr(p, alen, &c.family, c.addr) < 0) {
 				log_msg(LOG_WARN, "auth", NULL,
-				        "trusted_proxies: '%.*s' is not an address or CIDR; ignored",
+				        "trusted_proxies: '%.*s' is not an address or CIDR; "
+				        "ignored",
 				        (int)len, p);
 				goto next;
 			}
@@ -187,7 +188,8 @@ static void proxies_load(void)
 					e++;
 				if (e == slash + 1 || (e != p + len) || b < 0 || b > max) {
 					log_msg(LOG_WARN, "auth", NULL,
-					        "trusted_proxies: bad prefix length in '%.*s'; ignored",
+					        "trusted_proxies: bad prefix length in '%.*s'; "
+					        "ignored",
 					        (int)len, p);
 					goto next;
 				}
@@ -200,7 +202,7 @@ static void proxies_load(void)
 				        "trusted_proxies: more than %d entries; the rest ignored",
 				        PROXIES_MAX);
 		}
-next:
+	next:
 		if (!end)
 			break;
 		p = end + 1;

@@ -122,7 +122,7 @@ static const struct setting table[] = {
 	  "after those, failed logins per hour still taken from addresses the account logged "
 	  "in from, and as many from addresses new to it (ceiling: account + 2 x reserve)"),
 	I(password_workers, "2", 1, 64, "threads of their own for password hashing"),
-	I(password_queue, "4096", 1, 1000000, "password hashes waiting for a thread at most"),
+	I(password_queue, "1024", 1, 1000000, "password hashes waiting for a thread at most"),
 	I(login_queue, "32", 1, 100000,
 	  "logins waiting for a password thread at most; more answer 503"),
 	S(trusted_proxies, "",

@@ -74,6 +74,7 @@ struct config {
 	int session_max_age;      /* seconds */
 	int login_free_failures;  /* failures before backoff starts */
 	int login_max_delay;      /* cap of the backoff, seconds */
+	/* login throttling, password hashing */
 	int login_account_failures; /* verified failures per account and hour */
 	int login_reserve_failures; /* each reserve (known, new addresses) per hour */
 	int password_workers;       /* threads of the password lane */

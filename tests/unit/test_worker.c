@@ -72,7 +72,7 @@ TEST(init_rejects_bad_arguments)
 	CHECK(worker_init(b, 2, 0) == -1);
 	CHECK(worker_init(b, 100000, 10) == -1);
 	CHECK(worker_init(b, 2, 10) == 0);
-	CHECK(worker_init(b, 2, 10) == -1);   /* already running */
+	CHECK(worker_init(b, 2, 10) == -1); /* already running */
 	CHECK(worker_submit(NULL, count_done, NULL) == -1);
 	worker_shutdown();
 	event_base_free(b);
@@ -103,8 +103,7 @@ TEST(hundred_jobs_complete_once_on_loop)
 			ok_once = 0;
 		if (!args[i].done_on_loop)
 			ok_loop = 0;
-		if (args[i].work_runs &&
-		    pthread_equal(args[i].work_thread, loop_thread))
+		if (args[i].work_runs && pthread_equal(args[i].work_thread, loop_thread))
 			off_loop = 0;
 	}
 	CHECK(ok_result);
@@ -179,8 +178,8 @@ TEST(queue_bound_and_pending)
 	CHECK(done_total == 3);
 	CHECK(worker_pending() == 0);
 	for (i = 0; i < 3; i++)
-		CHECK(args[i].work_runs == 1 && args[i].done_runs == 1 &&
-		      args[i].result == i + 1 && args[i].done_on_loop);
+		CHECK(args[i].work_runs == 1 && args[i].done_runs == 1 && args[i].result == i + 1 &&
+		      args[i].done_on_loop);
 	/* The refused job stayed the caller's: neither callback ran. */
 	CHECK(args[3].work_runs == 0 && args[3].done_runs == 0);
 	worker_shutdown();
@@ -207,8 +206,8 @@ TEST(shutdown_finishes_queued_jobs)
 	worker_shutdown();
 	CHECK(done_total == 20);
 	for (i = 0; i < 20; i++)
-		if (args[i].work_runs != 1 || args[i].done_runs != 1 ||
-		    !args[i].done_on_loop || args[i].result != (long)i * i)
+		if (args[i].work_runs != 1 || args[i].done_runs != 1 || !args[i].done_on_loop ||
+		    args[i].result != (long)i * i)
 			ok = 0;
 	CHECK(ok);
 	CHECK(worker_pending() == 0);
