@@ -148,7 +148,7 @@ describe('a lock-out attempt from one address', () => {
 });
 
 describe('per-account budgets and trusted proxies', () => {
-  let srv, plain, ownerId;
+  let srv, plain, proxiedId;
   const xff = (a) => ({ headers: { 'x-forwarded-for': a } });
 
   before(async () => {
@@ -157,7 +157,8 @@ describe('per-account budgets and trusted proxies', () => {
     plain = await startServer({ args: ['--scrypt-ln=10', '--login-free-failures=1'] });
     const admin = new Client(srv.base);
     assert.equal((await admin.login('admin', ADMIN_PASSWORD)).status, 200);
-    ownerId = await makeUser(admin, 'budget', 'budget-pass-0001');
+    await makeUser(admin, 'budget', 'budget-pass-0001');
+    proxiedId = await makeUser(admin, 'proxied', 'proxied-pass-001');
   });
   after(async () => { await stopClean(srv); await stopClean(plain); });
 
@@ -193,9 +194,9 @@ describe('per-account budgets and trusted proxies', () => {
         `X-Forwarded-For '${header}': audit ip ${sql(srv, `SELECT ip FROM audit_log WHERE target = 'nobody-${want}' ORDER BY id DESC LIMIT 1`)}, want ${want}`);
     }
     // sessions record it too
-    const c = await rawLogin(srv.base, 'budget', 'budget-pass-0001', xff('198.51.100.10'));
+    const c = await rawLogin(srv.base, 'proxied', 'proxied-pass-001', xff('6.6.6.6, 198.51.100.11'));
     assert.equal(c.status, 200, c.text);
-    assert.equal(sql(srv, `SELECT ip FROM sessions WHERE user_id = ${ownerId} ORDER BY id DESC LIMIT 1`), '198.51.100.10');
+    assert.equal(sql(srv, `SELECT ip FROM sessions WHERE user_id = ${proxiedId} ORDER BY id DESC LIMIT 1`), '198.51.100.11');
   });
 
   it('gives each address behind the proxy its own bucket', async () => {
