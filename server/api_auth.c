@@ -1,8 +1,39 @@
 /* api_auth.c — /auth/login, /auth/logout, /me and /me/password.
  *
- * Owns login throttling (per account in the database, per client address in
- * memory), session creation and rotation, and password changes.  Resolving
- * an existing session or token is auth.c's job.
+ * Owns login throttling, session creation and rotation, and password
+ * changes.  Resolving an existing session or token is auth.c's job.
+ *
+ * Login throttling.  Every attempt is reserved before its password is
+ * hashed, so attempts in flight count as much as finished ones, and one
+ * that is refused costs no hash (429 with Retry-After):
+ *
+ *  - per (account, client address) pair, in the database (login_reserve()
+ *    and login_settle() in 0014_login_throttle.sql): one attempt verified at
+ *    a time; after login_free_failures failures each failure doubles the
+ *    wait, up to login_max_delay seconds; a success clears the pair.  This
+ *    is the backoff someone guessing sees, and only their own address gets
+ *    it: a flood from one address does not stop the owner elsewhere.
+ *  - per account and hour, in the database: login_account_failures attempts
+ *    from all addresses together.  Once they are spent, two reserves of
+ *    login_reserve_failures each remain, one for addresses this account
+ *    logged in from in the last 30 days (a known address: the owner's own
+ *    failures are all that can shut it out), one for addresses that have not
+ *    failed at this account in the hour (the owner on a new network).  Every
+ *    reserved attempt is charged; a successful one is refunded.  So an
+ *    account sees at most account + 2 x reserve verified failures an hour
+ *    (90 by default; the settings cap it at 100), whatever the number of
+ *    replicas or concurrent requests.
+ *  - per client address, in memory (each replica): 10x login_free_failures
+ *    failures on any accounts (a classroom behind NAT) before the same
+ *    doubling backoff; attempts under way count as failures, so concurrent
+ *    ones beyond that are refused too.  Unknown usernames meet only this.
+ *  - at most login_queue logins wait for a password thread (503 beyond);
+ *    password hashing has its own worker lane, so a flood cannot stall file
+ *    work.
+ *
+ * The client address is auth_client_addr(): X-Forwarded-For counts only
+ * from trusted_proxies.  A disabled account answers exactly as a wrong
+ * password does (401), and the attempt is audited as login.disabled.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +48,7 @@
 #include "db.h"
 #include "files.h"
 #include "log.h"
+#include "worker.h"
 
 /* ---- per-address throttling ---- */
 
@@ -26,7 +58,8 @@
 struct ip_slot {
 	char ip[64];
 	int fails;
-	time_t last;
+	int inflight; /* attempts reserved and not settled */
+	time_t last;  /* last failure (or when the slot was taken) */
 };
 
 static struct ip_slot ip_table[IP_SLOTS];
@@ -40,7 +73,8 @@ static unsigned ip_hash(const char *s)
 	return h;
 }
 
-/* The slot for ip; an old slot is reused when the table is crowded. */
+/* The slot for ip; an old slot with nothing in flight is reused when the
+ * table is crowded. */
 static struct ip_slot *ip_slot(const char *ip, int create)
 {
 	unsigned h = ip_hash(ip);
@@ -54,13 +88,15 @@ static struct ip_slot *ip_slot(const char *ip, int create)
 				s->fails = 0;
 			return s;
 		}
-		if (!victim || s->last < victim->last)
+		if (!victim || (victim->inflight && !s->inflight) ||
+		    (!victim->inflight == !s->inflight && s->last < victim->last))
 			victim = s;
 	}
 	if (!create)
 		return NULL;
 	snprintf(victim->ip, sizeof(victim->ip), "%s", ip);
 	victim->fails = 0;
+	victim->inflight = 0;
 	victim->last = now;
 	return victim;
 }
@@ -77,23 +113,37 @@ static int backoff(int n, int free_failures)
 	return (1 << over) < cfg.login_max_delay ? (1 << over) : cfg.login_max_delay;
 }
 
+/* Seconds ip must wait before another attempt, counting those in flight as
+ * failed: past the free ones, attempts go one at a time. */
 static int ip_wait(const char *ip)
 {
 	struct ip_slot *s = ip_slot(ip, 0);
+	int free_ip = cfg.login_free_failures * IP_FACTOR;
 	long wait;
 
 	if (!s)
 		return 0;
-	wait = (long)s->last + backoff(s->fails, cfg.login_free_failures * IP_FACTOR) - time(NULL);
+	wait = (long)s->last + backoff(s->fails, free_ip) - time(NULL);
+	if (wait <= 0 && s->inflight > 0 && s->fails + s->inflight >= free_ip)
+		wait = 1;
 	return wait > 0 ? (int)wait : 0;
 }
 
-static void ip_failed(const char *ip)
+static void ip_reserve(const char *ip)
+{
+	ip_slot(ip, 1)->inflight++;
+}
+
+static void ip_settle(const char *ip, int failed)
 {
 	struct ip_slot *s = ip_slot(ip, 1);
 
-	s->fails++;
-	s->last = time(NULL);
+	if (s->inflight > 0)
+		s->inflight--;
+	if (failed) {
+		s->fails++;
+		s->last = time(NULL);
+	}
 }
 
 static void reply_throttled(struct http_req *r, int seconds)
@@ -111,6 +161,10 @@ static void reply_throttled(struct http_req *r, int seconds)
 struct login {
 	struct http_req *r;
 	json_t *body;
+	char addr[64];  /* the client's address (auth_client_addr) */
+	int ip_held;    /* ip_reserve() not yet settled */
+	int pair_held;  /* login_reserve() granted and not yet settled */
+	char budget[8]; /* what login_reserve() charged */
 	int found;
 	int disabled;
 	char user_id[24];
@@ -119,10 +173,31 @@ struct login {
 	struct auth_info info;
 };
 
+/* Ends the pair's reservation: ok 1 success, 0 failure, -1 not checked.
+ * done may be NULL (fire and forget). */
+static void pair_settle(struct login *l, int ok, void (*done)(PGresult *, enum rc, void *))
+{
+	char freef[16], maxd[16];
+	const char *p[6] = { l->user_id, l->addr, l->budget, ok < 0 ? NULL : ok ? "t" : "f",
+		             freef,      maxd };
+
+	l->pair_held = 0;
+	snprintf(freef, sizeof(freef), "%d", cfg.login_free_failures);
+	snprintf(maxd, sizeof(maxd), "%d", cfg.login_max_delay);
+	db_query("SELECT login_settle($1, $2, $3, $4::boolean, $5::int, $6::int)", 6, p,
+	         done ? done : api_db_ignore, done ? (void *)l : NULL);
+}
+
 static void login_free(void *p)
 {
 	struct login *l = p;
 
+	/* a request that ended before its attempt was settled (a database
+	 * error, the pool full) gives the reservation back */
+	if (l->pair_held)
+		pair_settle(l, -1, NULL);
+	if (l->ip_held)
+		ip_settle(l->addr, 0);
 	json_decref(l->body);
 	free(l->info.display_name);
 	free(l->info.email);
@@ -175,52 +250,38 @@ static void login_verified(void *arg, int ok, const char *new_phc)
 {
 	struct login *l = arg;
 	struct http_req *r = l->r;
-	char hash[65], ttl[24], old[128];
-	const char *p[6];
+	char hash[65], ttl[24], old[128], freef[16], maxd[16];
+	const char *p[9];
 
 	(void)new_phc;
+	if (l->ip_held) {
+		l->ip_held = 0;
+		ip_settle(l->addr, ok == 0 || (ok == 1 && l->disabled));
+	}
 	if (ok < 0) {
+		if (l->found)
+			pair_settle(l, -1, NULL);
 		http_reply_error(r, RC_INTERNAL, NULL,
 		                 "stored password hash is unusable; ask an admin to reset it");
 		return;
 	}
+	if (ok == 1 && l->disabled) {
+		/* the same answer as a wrong password: no oracle for the right
+		 * one; it counts as a failed attempt */
+		auth_audit(r, &l->info, "login.disabled", l->info.username, NULL);
+		pair_settle(l, 0, login_failed_done);
+		return;
+	}
 	if (ok == 0) {
 		json_t *d = json_pack("{s:s}", "username", body_str(l->body, "username"));
-		ip_failed(r->peer);
 		auth_audit(r, NULL, "login.failure", body_str(l->body, "username"), d);
 		if (!l->found) {
 			login_failed_done(NULL, RC_OK, l);
 			return;
 		}
-		char freef[16], maxd[16];
-		snprintf(freef, sizeof(freef), "%d", cfg.login_free_failures);
-		snprintf(maxd, sizeof(maxd), "%d", cfg.login_max_delay);
-		p[0] = l->user_id;
-		p[1] = freef;
-		p[2] = maxd;
-		/* failures older than an hour are forgotten; past the free ones each
-		 * failure doubles the wait, capped, so an account sees at most
-		 * free + 3600/max_delay attempts an hour */
-		db_query("UPDATE users SET"
-		         " failed_logins = CASE WHEN last_failed_at < now() - interval '1 hour'"
-		         "  THEN 1 ELSE failed_logins + 1 END,"
-		         " last_failed_at = now(),"
-		         " locked_until = CASE WHEN (CASE WHEN last_failed_at < now() - interval "
-		         "'1 hour'"
-		         "  THEN 1 ELSE failed_logins + 1 END) >= $2::int"
-		         "  THEN now() + make_interval(secs => least(power(2, least((CASE WHEN "
-		         "last_failed_at <"
-		         "  now() - interval '1 hour' THEN 1 ELSE failed_logins + 1 END) - "
-		         "$2::int, 20)), $3::int))"
-		         "  ELSE NULL END"
-		         " WHERE id = $1",
-		         3, p, login_failed_done, l);
-		return;
-	}
-	if (l->disabled) {
-		auth_audit(r, &l->info, "login.disabled", l->info.username, NULL);
-		http_reply_error(r, RC_FORBIDDEN, "ask an administrator to enable it",
-		                 "this account is disabled");
+		/* the answer waits for the failure to be recorded: the next
+		 * attempt sees it */
+		pair_settle(l, 0, login_failed_done);
 		return;
 	}
 	if (crypto_token(l->session_token, sizeof(l->session_token), 32) < 0 ||
@@ -239,20 +300,28 @@ static void login_verified(void *arg, int ok, const char *new_phc)
 	}
 	crypto_sha256_hex(l->session_token, strlen(l->session_token), hash);
 	snprintf(ttl, sizeof(ttl), "%d", cfg.session_max_age);
+	snprintf(freef, sizeof(freef), "%d", cfg.login_free_failures);
+	snprintf(maxd, sizeof(maxd), "%d", cfg.login_max_delay);
 	p[0] = l->user_id;
 	p[1] = hash;
 	p[2] = l->csrf;
-	p[3] = r->peer;
+	p[3] = l->addr;
 	p[4] = http_header(r, "User-Agent") ? http_header(r, "User-Agent") : "";
 	p[5] = ttl;
-	db_query("WITH reset AS (UPDATE users SET failed_logins = 0, locked_until = NULL"
-	         "  WHERE id = $1 AND (failed_logins <> 0 OR locked_until IS NOT NULL))"
-	         " INSERT INTO sessions (user_id, token_hash, csrf_token, ip, user_agent, "
+	p[6] = l->budget;
+	p[7] = freef;
+	p[8] = maxd;
+	/* the success settles the attempt (refund, the address becomes known)
+	 * in the same statement */
+	l->pair_held = 0;
+	db_query("INSERT INTO sessions (user_id, token_hash, csrf_token, ip, user_agent, "
 	         "expires_at)"
-	         " VALUES ($1, $2, $3, $4, left($5, 200), now() + make_interval(secs => $6::int))",
-	         6, p, login_session_done, l);
+	         " SELECT $1, $2, $3, $4, left($5, 200), now() + make_interval(secs => $6::int)"
+	         " FROM login_settle($1, $4, $7, true, $8::int, $9::int)",
+	         9, p, login_session_done, l);
 }
 
+/* The account row with the attempt's reservation (budget NULL: refused). */
 static void login_user_done(PGresult *res, enum rc rc, void *arg)
 {
 	struct login *l = arg;
@@ -265,29 +334,32 @@ static void login_user_done(PGresult *res, enum rc rc, void *arg)
 		return;
 	}
 	if (PQntuples(res) == 1) {
-		int wait = (int)strtol(db_val(res, 0, 3), NULL, 10);
-		if (wait > 0) {
-			reply_throttled(r, wait);
+		snprintf(l->user_id, sizeof(l->user_id), "%s", db_val(res, 0, 0));
+		if (!db_val(res, 0, 8)) {
+			reply_throttled(r, (int)strtol(db_val(res, 0, 9), NULL, 10));
 			return;
 		}
+		l->pair_held = 1;
+		snprintf(l->budget, sizeof(l->budget), "%s", db_val(res, 0, 8));
 		l->found = 1;
-		snprintf(l->user_id, sizeof(l->user_id), "%s", db_val(res, 0, 0));
 		phc = db_val(res, 0, 1);
 		l->disabled = strcmp(db_val(res, 0, 2), "t") == 0;
 		l->info.user_id = strtoll(l->user_id, NULL, 10);
-		snprintf(l->info.username, sizeof(l->info.username), "%s", db_val(res, 0, 7));
-		l->info.display_name = strdup((v = db_val(res, 0, 4)) ? v : "");
-		l->info.email = strdup((v = db_val(res, 0, 5)) ? v : "");
-		l->info.role = auth_role_parse(db_val(res, 0, 6));
-		snprintf(l->info.created_at, sizeof(l->info.created_at), "%s", db_val(res, 0, 8));
+		snprintf(l->info.username, sizeof(l->info.username), "%s", db_val(res, 0, 6));
+		l->info.display_name = strdup((v = db_val(res, 0, 3)) ? v : "");
+		l->info.email = strdup((v = db_val(res, 0, 4)) ? v : "");
+		l->info.role = auth_role_parse(db_val(res, 0, 5));
+		snprintf(l->info.created_at, sizeof(l->info.created_at), "%s", db_val(res, 0, 7));
 		if (!l->info.display_name || !l->info.email) {
 			http_reply_error(r, RC_NOMEM, NULL, "out of memory");
 			return;
 		}
 	}
-	if (auth_verify_async(body_str(l->body, "password"), phc, NULL, login_verified, l) < 0)
+	if (auth_verify_async(body_str(l->body, "password"), phc, NULL, login_verified, l) < 0) {
+		http_add_header(r, "Retry-After", "1");
 		http_reply_error(r, RC_UNAVAILABLE, "retry in a few seconds",
 		                 "too many logins in progress");
+	}
 }
 
 static const struct jfield login_spec[] = {
@@ -300,17 +372,12 @@ static void login(struct http_req *r)
 {
 	struct login *l;
 	json_t *body = api_json_body(r, login_spec);
-	const char *p[1];
+	char acct[16], reserve[16];
+	const char *p[4];
 	int wait;
 
 	if (!body)
 		return;
-	wait = ip_wait(r->peer);
-	if (wait > 0) {
-		json_decref(body);
-		reply_throttled(r, wait);
-		return;
-	}
 	l = api_state(r, sizeof(*l), login_free);
 	if (!l) {
 		json_decref(body);
@@ -318,15 +385,34 @@ static void login(struct http_req *r)
 	}
 	l->r = r;
 	l->body = body;
+	auth_client_addr(r, l->addr, sizeof(l->addr));
+	wait = ip_wait(l->addr);
+	if (wait > 0) {
+		reply_throttled(r, wait);
+		return;
+	}
+	if (worker_lane_pending(WORKER_PASSWORD) >= cfg.login_queue) {
+		http_add_header(r, "Retry-After", "1");
+		http_reply_error(r, RC_UNAVAILABLE, "retry in a few seconds",
+		                 "too many logins in progress");
+		return;
+	}
+	ip_reserve(l->addr);
+	l->ip_held = 1;
+	snprintf(acct, sizeof(acct), "%d", cfg.login_account_failures);
+	snprintf(reserve, sizeof(reserve), "%d", cfg.login_reserve_failures);
 	p[0] = body_str(body, "username");
-	db_query("SELECT id, password_hash, disabled,"
-	         " CASE WHEN locked_until > now() THEN ceil(extract(epoch FROM locked_until - "
-	         "now()))::int"
-	         "  ELSE 0 END,"
-	         " display_name, email, role, username,"
-	         " to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
-	         " FROM users WHERE username = lower($1)",
-	         1, p, login_user_done, l);
+	p[1] = l->addr;
+	p[2] = acct;
+	p[3] = reserve;
+	/* the attempt is reserved in the same round trip that finds the account */
+	db_query("SELECT u.id, u.password_hash, u.disabled, u.display_name, u.email, u.role,"
+	         " u.username,"
+	         " to_char(u.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),"
+	         " x.budget, x.wait_s"
+	         " FROM users u, LATERAL login_reserve(u.id, $2, $3::int, $4::int) x"
+	         " WHERE u.username = lower($1)",
+	         4, p, login_user_done, l);
 }
 
 /* ---- logout ---- */
@@ -456,9 +542,13 @@ static void pwchange_verified(void *arg, int ok, const char *new_phc)
 	}
 	snprintf(uid, sizeof(uid), "%lld", (long long)c->r->auth->user_id);
 	snprintf(sid, sizeof(sid), "%lld", (long long)c->r->auth->session_id);
-	/* other sessions end: whoever knew the old password is logged out */
+	/* other sessions end: whoever knew the old password is logged out; and
+	 * every API token is revoked, since one may have been made by whoever
+	 * knew it (scripts need new tokens: the safe choice, and the UI says so) */
 	db_query("WITH s AS (UPDATE sessions SET revoked_at = now()"
-	         "  WHERE user_id = $1 AND id <> $3 AND revoked_at IS NULL)"
+	         "  WHERE user_id = $1 AND id <> $3 AND revoked_at IS NULL),"
+	         " t AS (UPDATE api_tokens SET revoked_at = now()"
+	         "  WHERE user_id = $1 AND revoked_at IS NULL)"
 	         " UPDATE users SET password_hash = $2, password_changed_at = now(), updated_at = "
 	         "now()"
 	         " WHERE id = $1",

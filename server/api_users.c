@@ -403,11 +403,17 @@ static void reset_hashed(void *arg, const char *phc)
 		return;
 	}
 	snprintf(ids, sizeof(ids), "%lld", s->id);
+	/* whoever knew the old password may hold a session or have made a
+	 * token with it: all of them end; the login backoff is lifted too */
 	db_query("WITH s AS (UPDATE sessions SET revoked_at = now() WHERE user_id = $1 AND "
-	         "revoked_at IS NULL)"
-	         " UPDATE users SET password_hash = $2, password_changed_at = now(), failed_logins "
-	         "= 0,"
-	         " locked_until = NULL, updated_at = now() WHERE id = $1 RETURNING username",
+	         "revoked_at IS NULL),"
+	         " t AS (UPDATE api_tokens SET revoked_at = now() WHERE user_id = $1 AND "
+	         "revoked_at IS NULL),"
+	         " a AS (UPDATE login_addresses SET failures = 0, locked_until = NULL"
+	         "  WHERE user_id = $1)"
+	         " UPDATE users SET password_hash = $2, password_changed_at = now(),"
+	         " login_window_at = NULL, login_main = 0, login_known = 0, login_new = 0,"
+	         " updated_at = now() WHERE id = $1 RETURNING username",
 	         2, p, reset_done, s);
 }
 

@@ -3,11 +3,14 @@
  * Owns: the authentication hook (session cookie or Bearer token, one
  * indexed query each), CSRF and Origin checks for cookie-authenticated
  * mutations, scope and role checks, lazy last-seen updates, and audit
- * records.  Login, logout and password changes live in api_auth.c; this file
- * only reads credentials.
+ * records, the client address of a request (X-Forwarded-For believed only
+ * from trusted_proxies), and password hashing on its own worker lane.
+ * Login, logout and password changes live in api_auth.c; this file only
+ * reads credentials.
  */
 #include "auth.h"
 
+#include <arpa/inet.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -106,10 +109,193 @@ json_t *auth_user_json(const struct auth_info *a)
 	                 a->created_at);
 }
 
+/* ---- the client's address ---- */
+
+#define PROXIES_MAX 64
+
+struct cidr {
+	int family;
+	unsigned char addr[16];
+	int bits;
+};
+
+static struct cidr proxies[PROXIES_MAX];
+static int nproxies = -1; /* -1: trusted_proxies not parsed yet */
+
+/* "10.0.0.1", "10.0.0.0/8", "::1", "[::1]", "1.2.3.4:5678" (a port is
+ * dropped) into a binary address; 0 or -1. */
+static int parse_addr(const char *s, size_t len, int *family, unsigned char *addr)
+{
+	char buf[64];
+	const char *colon;
+
+	while (len && (*s == ' ' || *s == '\t'))
+		s++, len--;
+	while (len && (s[len - 1] == ' ' || s[len - 1] == '\t'))
+		len--;
+	if (len >= 2 && s[0] == '[') {
+		const char *close = memchr(s, ']', len);
+		if (!close)
+			return -1;
+		len = (size_t)(close - s - 1);
+		s++;
+	}
+	if (len == 0 || len >= sizeof(buf))
+		return -1;
+	memcpy(buf, s, len);
+	buf[len] = '\0';
+	if (inet_pton(AF_INET6, buf, addr) == 1) {
+		*family = AF_INET6;
+		return 0;
+	}
+	colon = strchr(buf, ':');
+	if (colon && !strchr(colon + 1, ':'))
+		buf[colon - buf] = '\0'; /* IPv4 with a port */
+	if (inet_pton(AF_INET, buf, addr) == 1) {
+		*family = AF_INET;
+		return 0;
+	}
+	return -1;
+}
+
+static void proxies_load(void)
+{
+	const char *p = cfg.trusted_proxies ? cfg.trusted_proxies : "";
+
+	nproxies = 0;
+	while (*p) {
+		const char *end = strchr(p, ',');
+		size_t len = end ? (size_t)(end - p) : strlen(p);
+		const char *slash = memchr(p, '/', len);
+		struct cidr c = { 0 };
+		size_t alen = slash ? (size_t)(slash - p) : len;
+		int max;
+
+		if (len && strspn(p, " \t") < len) {
+			if (parse_addr(p, alen, &c.family, c.addr) < 0) {
+				log_msg(LOG_WARN, "auth", NULL,
+				        "trusted_proxies: '%.*s' is not an address or CIDR; "
+				        "ignored",
+				        (int)len, p);
+				goto next;
+			}
+			max = c.family == AF_INET ? 32 : 128;
+			c.bits = max;
+			if (slash) {
+				char *e;
+				long b = strtol(slash + 1, &e, 10);
+				while (*e == ' ' || *e == '\t')
+					e++;
+				if (e == slash + 1 || (e != p + len) || b < 0 || b > max) {
+					log_msg(LOG_WARN, "auth", NULL,
+					        "trusted_proxies: bad prefix length in '%.*s'; "
+					        "ignored",
+					        (int)len, p);
+					goto next;
+				}
+				c.bits = (int)b;
+			}
+			if (nproxies < PROXIES_MAX)
+				proxies[nproxies++] = c;
+			else
+				log_msg(LOG_WARN, "auth", NULL,
+				        "trusted_proxies: more than %d entries; the rest ignored",
+				        PROXIES_MAX);
+		}
+	next:
+		if (!end)
+			break;
+		p = end + 1;
+	}
+}
+
+static int addr_in(const struct cidr *c, int family, const unsigned char *addr)
+{
+	int full = c->bits / 8, rest = c->bits % 8;
+
+	if (c->family != family)
+		return 0;
+	if (memcmp(c->addr, addr, (size_t)full) != 0)
+		return 0;
+	if (rest) {
+		unsigned char mask = (unsigned char)(0xff << (8 - rest));
+		if ((c->addr[full] & mask) != (addr[full] & mask))
+			return 0;
+	}
+	return 1;
+}
+
+static int trusted(int family, const unsigned char *addr)
+{
+	unsigned char v4[4];
+
+	/* an IPv4-mapped IPv6 peer matches IPv4 entries */
+	if (family == AF_INET6 && memcmp(addr, "\0\0\0\0\0\0\0\0\0\0\xff\xff", 12) == 0) {
+		memcpy(v4, addr + 12, 4);
+		if (trusted(AF_INET, v4))
+			return 1;
+	}
+	for (int i = 0; i < nproxies; i++)
+		if (addr_in(&proxies[i], family, addr))
+			return 1;
+	return 0;
+}
+
+void auth_client_addr(const struct http_req *r, char *out, size_t outlen)
+{
+	unsigned char addr[16];
+	int family;
+	char *xff = NULL;
+	size_t len = 0;
+
+	snprintf(out, outlen, "%s", r->peer);
+	if (nproxies < 0)
+		proxies_load();
+	if (nproxies == 0 || parse_addr(r->peer, strlen(r->peer), &family, addr) < 0 ||
+	    !trusted(family, addr))
+		return;
+	/* every X-Forwarded-For field, in order, as one list */
+	for (int i = 0; i < r->nhdr; i++) {
+		size_t n;
+		char *grown;
+		if (strcasecmp(r->hdr[i].name, "X-Forwarded-For") != 0)
+			continue;
+		n = strlen(r->hdr[i].value);
+		grown = realloc(xff, len + n + 2);
+		if (!grown) {
+			free(xff);
+			return;
+		}
+		xff = grown;
+		if (len)
+			xff[len++] = ',';
+		memcpy(xff + len, r->hdr[i].value, n);
+		len += n;
+		xff[len] = '\0';
+	}
+	/* right to left: each trusted hop vouches for the one before it; the
+	 * first address no trusted proxy added is the client's.  A hop that is
+	 * not an address ends the walk at the last one believed. */
+	while (xff && len) {
+		char *start = xff + len;
+		char text[INET6_ADDRSTRLEN];
+		while (start > xff && start[-1] != ',')
+			start--;
+		if (parse_addr(start, (size_t)(xff + len - start), &family, addr) < 0)
+			break;
+		if (inet_ntop(family, addr, text, sizeof(text)))
+			snprintf(out, outlen, "%s", text);
+		if (!trusted(family, addr))
+			break;
+		len = start > xff ? (size_t)(start - xff - 1) : 0;
+	}
+	free(xff);
+}
+
 void auth_audit(const struct http_req *r, const struct auth_info *actor, const char *action,
                 const char *target, json_t *details)
 {
-	char actor_id[24] = "";
+	char actor_id[24] = "", from[64] = "";
 	char *d = NULL;
 	const char *params[7];
 
@@ -122,7 +308,9 @@ void auth_audit(const struct http_req *r, const struct auth_info *actor, const c
 	params[1] = actor ? actor->username : "";
 	params[2] = action;
 	params[3] = target ? target : "";
-	params[4] = r ? r->peer : "";
+	if (r)
+		auth_client_addr(r, from, sizeof(from));
+	params[4] = from;
 	params[5] = r ? r->reqid : "";
 	params[6] = d ? d : "{}";
 	db_query("INSERT INTO audit_log (actor_id, actor_name, action, target, ip, request_id, "
@@ -455,6 +643,16 @@ static void pwjob_free(struct pwjob *j)
 	free(j);
 }
 
+/* Password work has a lane of its own (threads and a bounded queue), so a
+ * login flood cannot take the threads file listings and quota scans need;
+ * it starts with the first password to check. */
+static int submit_password(void (*work)(void *), void (*done)(void *), void *arg)
+{
+	if (worker_lane_init(WORKER_PASSWORD, cfg.password_workers, cfg.password_queue) < 0)
+		return -1;
+	return worker_submit_lane(WORKER_PASSWORD, work, done, arg);
+}
+
 static void hash_work(void *arg)
 {
 	struct pwjob *j = arg;
@@ -481,7 +679,7 @@ int auth_hash_async(const char *password, void (*cb)(void *arg, const char *phc)
 	j->ln = cfg.scrypt_ln;
 	j->hash_cb = cb;
 	j->arg = arg;
-	if (worker_submit(hash_work, hash_done, j) < 0) {
+	if (submit_password(hash_work, hash_done, j) < 0) {
 		pwjob_free(j);
 		return -1;
 	}
@@ -524,7 +722,7 @@ int auth_verify_async(const char *password, const char *phc, const char *new_pas
 	j->ln = cfg.scrypt_ln;
 	j->verify_cb = cb;
 	j->arg = arg;
-	if (worker_submit(verify_work, verify_done, j) < 0) {
+	if (submit_password(verify_work, verify_done, j) < 0) {
 		pwjob_free(j);
 		return -1;
 	}

@@ -47,6 +47,12 @@ int auth_cookie_value(const struct http_req *r, char *out, size_t outlen);
 /* The browser-visible user object from auth info. New reference. */
 json_t *auth_user_json(const struct auth_info *a);
 
+/* The client's address into out: the socket peer, or, when the peer is one
+ * of trusted_proxies, the right-most X-Forwarded-For address that no trusted
+ * proxy added (all of them trusted: the left-most).  Used for login
+ * throttling, sessions and the audit log's "from where". */
+void auth_client_addr(const struct http_req *r, char *out, size_t outlen);
+
 /* Records an audit entry (fire and forget; failures are logged).  actor may
  * be NULL (anonymous); details is stolen and may be NULL. */
 void auth_audit(const struct http_req *r, const struct auth_info *actor, const char *action,
@@ -61,7 +67,10 @@ const char *auth_password_policy(const char *password, const char *username);
 /* Writes a random 22-character password into out (>= 23 bytes). 0 or -1. */
 int auth_password_generate(char *out, size_t outlen);
 
-/* Hashes password (copied) on a worker thread with cfg.scrypt_ln; then
+/* Both run on the worker lane WORKER_PASSWORD (cfg.password_workers threads,
+ * cfg.password_queue jobs waiting at most), never on the general one.
+ *
+ * Hashes password (copied) on a worker thread with cfg.scrypt_ln; then
  * cb(arg, phc) on the loop, phc NULL on failure.  Returns 0, or -1 when the
  * pool is full (cb will not be called). */
 int auth_hash_async(const char *password, void (*cb)(void *arg, const char *phc), void *arg);

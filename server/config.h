@@ -76,6 +76,13 @@ struct config {
 	int session_max_age;      /* seconds */
 	int login_free_failures;  /* failures before backoff starts */
 	int login_max_delay;      /* cap of the backoff, seconds */
+	/* login throttling, password hashing */
+	int login_account_failures; /* verified failures per account and hour */
+	int login_reserve_failures; /* each reserve (known, new addresses) per hour */
+	int password_workers;       /* threads of the password lane */
+	int password_queue;         /* its queue bound */
+	int login_queue;            /* logins waiting in it at most */
+	char *trusted_proxies;      /* X-Forwarded-For believed from these */
 	char *admin_username;
 	char *admin_password; /* secret; generated when unset */
 	/* proxy: apps on their own origins */

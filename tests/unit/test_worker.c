@@ -72,7 +72,7 @@ TEST(init_rejects_bad_arguments)
 	CHECK(worker_init(b, 2, 0) == -1);
 	CHECK(worker_init(b, 100000, 10) == -1);
 	CHECK(worker_init(b, 2, 10) == 0);
-	CHECK(worker_init(b, 2, 10) == -1);   /* already running */
+	CHECK(worker_init(b, 2, 10) == -1); /* already running */
 	CHECK(worker_submit(NULL, count_done, NULL) == -1);
 	worker_shutdown();
 	event_base_free(b);
@@ -103,8 +103,7 @@ TEST(hundred_jobs_complete_once_on_loop)
 			ok_once = 0;
 		if (!args[i].done_on_loop)
 			ok_loop = 0;
-		if (args[i].work_runs &&
-		    pthread_equal(args[i].work_thread, loop_thread))
+		if (args[i].work_runs && pthread_equal(args[i].work_thread, loop_thread))
 			off_loop = 0;
 	}
 	CHECK(ok_result);
@@ -179,8 +178,8 @@ TEST(queue_bound_and_pending)
 	CHECK(done_total == 3);
 	CHECK(worker_pending() == 0);
 	for (i = 0; i < 3; i++)
-		CHECK(args[i].work_runs == 1 && args[i].done_runs == 1 &&
-		      args[i].result == i + 1 && args[i].done_on_loop);
+		CHECK(args[i].work_runs == 1 && args[i].done_runs == 1 && args[i].result == i + 1 &&
+		      args[i].done_on_loop);
 	/* The refused job stayed the caller's: neither callback ran. */
 	CHECK(args[3].work_runs == 0 && args[3].done_runs == 0);
 	worker_shutdown();
@@ -207,8 +206,8 @@ TEST(shutdown_finishes_queued_jobs)
 	worker_shutdown();
 	CHECK(done_total == 20);
 	for (i = 0; i < 20; i++)
-		if (args[i].work_runs != 1 || args[i].done_runs != 1 ||
-		    !args[i].done_on_loop || args[i].result != (long)i * i)
+		if (args[i].work_runs != 1 || args[i].done_runs != 1 || !args[i].done_on_loop ||
+		    args[i].result != (long)i * i)
 			ok = 0;
 	CHECK(ok);
 	CHECK(worker_pending() == 0);
@@ -274,6 +273,68 @@ TEST(done_may_be_null)
 	event_base_free(b);
 }
 
+/* A full password lane (its one thread stuck, its queue full) leaves the
+ * general lane's threads and queue alone, and the other way round. */
+TEST(lanes_do_not_starve_each_other)
+{
+	static struct job_arg stuck[3], gen[10], more;
+	struct event_base *b = event_base_new();
+	int i, ok = 1;
+
+	loop_thread = pthread_self();
+	done_total = 0;
+	done_target = 10;
+	gate_open = 0;
+	gate_entered = 0;
+	memset(stuck, 0, sizeof(stuck));
+	memset(&more, 0, sizeof(more));
+	CHECK(worker_lane_init(WORKER_PASSWORD, 1, 2) == -1); /* no worker_init yet */
+	CHECK(worker_init(b, 2, 10) == 0);
+	CHECK(worker_lane_init(WORKER_PASSWORD, 0, 2) == -1);
+	CHECK(worker_lane_init(WORKER_LANES, 1, 2) == -1);
+	CHECK(worker_lane_init(WORKER_PASSWORD, 1, 2) == 0);
+	CHECK(worker_lane_init(WORKER_PASSWORD, 5, 50) == 0); /* already running */
+
+	CHECK(worker_submit_lane(WORKER_PASSWORD, gated_work, count_done, &stuck[0]) == 0);
+	pthread_mutex_lock(&gate_lock);
+	while (!gate_entered)
+		pthread_cond_wait(&gate_cond, &gate_lock);
+	pthread_mutex_unlock(&gate_lock);
+	for (i = 1; i < 3; i++)
+		CHECK(worker_submit_lane(WORKER_PASSWORD, gated_work, count_done, &stuck[i]) == 0);
+	CHECK(worker_submit_lane(WORKER_PASSWORD, gated_work, count_done, &more) == -1);
+	CHECK(worker_lane_pending(WORKER_PASSWORD) == 3);
+	CHECK(worker_lane_pending(WORKER_GENERAL) == 0);
+
+	/* the general lane has its full queue and its threads */
+	for (i = 0; i < 10; i++) {
+		memset(&gen[i], 0, sizeof(gen[i]));
+		gen[i].n = i;
+		CHECK(worker_submit(square_work, count_done, &gen[i]) == 0);
+	}
+	run_loop(b);
+	CHECK(done_total == 10);
+	for (i = 0; i < 10; i++)
+		if (gen[i].done_runs != 1 || gen[i].result != (long)i * i)
+			ok = 0;
+	CHECK(ok);
+	CHECK(worker_lane_pending(WORKER_PASSWORD) == 3);
+	CHECK(worker_pending() == 3);
+
+	/* shutdown lets the stuck lane finish too */
+	pthread_mutex_lock(&gate_lock);
+	gate_open = 1;
+	pthread_cond_broadcast(&gate_cond);
+	pthread_mutex_unlock(&gate_lock);
+	worker_shutdown();
+	for (i = 0; i < 3; i++)
+		CHECK(stuck[i].work_runs == 1 && stuck[i].done_runs == 1);
+	CHECK(more.work_runs == 0 && more.done_runs == 0);
+	CHECK(worker_pending() == 0);
+	CHECK(worker_submit_lane(WORKER_PASSWORD, gated_work, count_done, &more) == -1);
+	event_base_free(b);
+}
+
 int main(void)
 {
 	RUN(shutdown_without_init);
@@ -283,5 +344,6 @@ int main(void)
 	RUN(shutdown_finishes_queued_jobs);
 	RUN(done_may_submit_and_restart);
 	RUN(done_may_be_null);
+	RUN(lanes_do_not_starve_each_other);
 	return harness_done("test_worker");
 }

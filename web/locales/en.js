@@ -97,7 +97,7 @@ export default {
   'account.currentRequired': 'Enter your current password.',
   'account.passwordTooShort': 'The new password must be at least {min} characters long.',
   'account.passwordMismatch': 'The two new passwords do not match.',
-  'account.passwordChanged': 'Your password has been changed.',
+  'account.passwordChanged': 'Your password has been changed. Your other sessions were signed out, and all your API tokens were revoked (one might have been made by someone who knew the old password): create new tokens for your scripts.',
 
   'tokens.title': 'API tokens',
   'tokens.intro': 'Tokens let scripts and the command-line client act as you. Give each one only the scopes it needs.',
@@ -147,7 +147,7 @@ export default {
   'users.enabledDone': '“{name}” is enabled.',
   'users.resetPassword': 'Reset password',
   'users.resetTitle': 'Reset password',
-  'users.resetConfirm': 'Give “{name}” a new generated password? The old one stops working at once.',
+  'users.resetConfirm': 'Give “{name}” a new generated password? The old one stops working at once, and all their sessions and API tokens end.',
   'users.resetDoneTitle': 'New password for “{name}”',
   'users.newPassword': 'New password for {name}',
   'users.resetNoPassword': 'The password has been reset.',

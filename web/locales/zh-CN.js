@@ -96,7 +96,7 @@ export default {
   'account.currentRequired': '请输入当前密码。',
   'account.passwordTooShort': '新密码长度至少为 {min} 个字符。',
   'account.passwordMismatch': '两次输入的新密码不一致。',
-  'account.passwordChanged': '密码已修改。',
+  'account.passwordChanged': '密码已修改。您的其他会话已退出，所有 API 令牌均已吊销（知道旧密码的人可能创建过令牌）：请为脚本创建新的令牌。',
 
   'tokens.title': 'API 令牌',
   'tokens.intro': '令牌可让脚本和命令行客户端以您的身份操作。请只授予所需的权限范围。',
@@ -146,7 +146,7 @@ export default {
   'users.enabledDone': '已启用“{name}”。',
   'users.resetPassword': '重置密码',
   'users.resetTitle': '重置密码',
-  'users.resetConfirm': '为“{name}”生成新密码？旧密码将立即失效。',
+  'users.resetConfirm': '为“{name}”生成新密码？旧密码将立即失效，其所有会话和 API 令牌也将终止。',
   'users.resetDoneTitle': '“{name}”的新密码',
   'users.newPassword': '{name} 的新密码',
   'users.resetNoPassword': '密码已重置。',
