@@ -278,8 +278,8 @@ static void work(void *arg)
 			if (errno == ENOTDIR) {
 				j->res.rc = RC_INVALID;
 				j->res.hint = "drop the trailing '/' to name the file";
-				snprintf(j->res.msg, sizeof(j->res.msg), "'%.300s/' is not a folder",
-				         j->path);
+				snprintf(j->res.msg, sizeof(j->res.msg),
+				         "'%.300s/' is not a folder", j->path);
 			} else {
 				files_fail(&j->res, errno, j->path);
 			}

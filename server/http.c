@@ -86,11 +86,11 @@ struct http_conn {
 	int linger;  /* a request body may still be arriving: close gently */
 	int lingering;
 	int keep_alive;
-	int out_blocked; /* parsing stopped until the output drains */
-	int eof;         /* the client half-closed: nothing more will arrive */
+	int out_blocked;     /* parsing stopped until the output drains */
+	int eof;             /* the client half-closed: nothing more will arrive */
 	uint64_t chunk_left; /* chunked body: data bytes left in this chunk */
 	int chunk_crlf;      /* chunked body: the CRLF after a chunk's data is next */
-	enum rc err_rc;  /* error recorded by a parser callback */
+	enum rc err_rc;      /* error recorded by a parser callback */
 	struct http_conn *prev, *next;
 };
 
@@ -517,7 +517,8 @@ static int wants_close(struct http_req *r)
 {
 	struct http_conn *c = r->conn;
 
-	return !c || !c->keep_alive || c->srv->draining || r->close_after || r->phase != PH_HANDLER ||
+	return !c || !c->keep_alive || c->srv->draining || r->close_after ||
+	       r->phase != PH_HANDLER ||
 	       (c->eof && evbuffer_get_length(bufferevent_get_input(c->bev)) == 0);
 }
 
@@ -980,7 +981,8 @@ static int host_ok(const char *h)
 		for (; *p && *p != ':'; p++) {
 			unsigned char ch = (unsigned char)*p;
 			if (ch == '%') {
-				if (!isxdigit((unsigned char)p[1]) || !isxdigit((unsigned char)p[2]))
+				if (!isxdigit((unsigned char)p[1]) ||
+				    !isxdigit((unsigned char)p[2]))
 					return 0;
 				p += 2;
 			} else if (!isalnum(ch) && !strchr("-._~!$&'()*+,;=", ch)) {
@@ -1195,7 +1197,7 @@ void http_resume(struct http_req *r)
 		}
 		if (r->held) {
 			set_read_timeout(c, 0); /* the route's own work: no client timeout */
-			return;          /* http_body_resume() lets the body in */
+			return;                 /* http_body_resume() lets the body in */
 		}
 	}
 	body_open(r);
@@ -1633,9 +1635,9 @@ static void init_settings(void)
 	settings.on_message_complete = on_message_complete;
 }
 
-#define TLS12_CIPHERS                                                                 \
-	"ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"                  \
-	"ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"                  \
+#define TLS12_CIPHERS                                                \
+	"ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:" \
+	"ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:" \
 	"ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
 
 static SSL_CTX *tls_context(void)
@@ -1684,7 +1686,8 @@ struct http_server *http_server_new_unbound(struct event_base *base,
 		access_mode = ACCESS_NONE;
 	else {
 		log_msg(LOG_ERROR, "http", NULL,
-		        "access_log must be all, changes, errors or none, not '%s'", cfg.access_log);
+		        "access_log must be all, changes, errors or none, not '%s'",
+		        cfg.access_log);
 		free(s);
 		return NULL;
 	}
