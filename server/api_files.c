@@ -201,6 +201,7 @@ struct job {
 	struct stat st;
 	char trash_name[48];
 	int is_dir;
+	int dir_only; /* the path ended with '/': it must name a folder */
 	int64_t bytes, count;
 	char *purge_names; /* OP_PURGE: NUL-separated, ends with "" */
 	long long trash_id;
@@ -269,6 +270,23 @@ static void work(void *arg)
 	if (root < 0) {
 		files_fail(&j->res, errno, "");
 		return;
+	}
+	if (j->dir_only && j->op != OP_MKDIR) {
+		/* "a.txt/" names a folder: never act on the file a.txt */
+		int dfd = paths_open(root, j->path, O_RDONLY | O_DIRECTORY, 0);
+		if (dfd < 0) {
+			if (errno == ENOTDIR) {
+				j->res.rc = RC_INVALID;
+				j->res.hint = "drop the trailing '/' to name the file";
+				snprintf(j->res.msg, sizeof(j->res.msg),
+				         "'%.300s/' is not a folder", j->path);
+			} else {
+				files_fail(&j->res, errno, j->path);
+			}
+			close(root);
+			return;
+		}
+		close(dfd);
 	}
 	switch (j->op) {
 	case OP_GET:
@@ -369,7 +387,7 @@ static void submit(struct job *j, void (*next)(struct job *j))
 }
 
 /* Cleans the {path...} capture; replies 400 and returns -1 when refused. */
-static int req_path(struct http_req *r, char *out)
+static int req_path(struct http_req *r, char *out, int *dir_only)
 {
 	const char *raw = http_param(r, "path");
 	const char *why = NULL;
@@ -379,6 +397,7 @@ static int req_path(struct http_req *r, char *out)
 		                 "bad path: %s", why);
 		return -1;
 	}
+	*dir_only = raw && paths_trailing_slash(raw, strlen(raw));
 	return 0;
 }
 
@@ -756,7 +775,7 @@ static void files_get(struct http_req *r)
 	j = job_new(r, OP_GET);
 	if (!j)
 		return;
-	if (req_path(r, j->path) < 0)
+	if (req_path(r, j->path, &j->dir_only) < 0)
 		return;
 	{
 		char lb[16];
@@ -871,7 +890,7 @@ static void files_post(struct http_req *r)
 	op = json_string_value(json_object_get(body, "op"));
 	to = json_string_value(json_object_get(body, "to"));
 	j = job_new(r, OP_MKDIR);
-	if (!j || req_path(r, j->path) < 0)
+	if (!j || req_path(r, j->path, &j->dir_only) < 0)
 		goto out;
 	if (!strcmp(op, "mkdir")) {
 		j->next = mkdir_go;
@@ -936,7 +955,7 @@ static void files_delete(struct http_req *r)
 {
 	struct job *j = job_new(r, OP_TRASH);
 
-	if (!j || req_path(r, j->path) < 0)
+	if (!j || req_path(r, j->path, &j->dir_only) < 0)
 		return;
 	j->next = trash_go;
 	start(j, 1);

@@ -574,6 +574,11 @@ static void w_prepare(void *arg)
 			w_fail(w, RC_INVALID, "name files in UTF-8 without '..', '\\' or NUL", msg);
 		} else if (!*w->path) {
 			w_fail(w, RC_INVALID, NULL, "name the file to upload after the area");
+		} else if (paths_trailing_slash(raw, strlen(raw))) {
+			char msg[PATHS_MAX + 80];
+			snprintf(msg, sizeof(msg), "'%s/' names a folder, not a file to upload",
+			         w->path);
+			w_fail(w, RC_INVALID, "drop the trailing '/' from the file's path", msg);
 		} else {
 			w->expect = w->r->content_length;
 			snprintf(w->area_name, sizeof(w->area_name), "%s",
@@ -654,7 +659,7 @@ static enum rc body(struct http_req *r, const char *data, size_t len, int kind)
 	if (w->state == W_FAILED)
 		return kind == 'p' && (w->upload_id < 0 || w->part < 0) ? RC_NOTFOUND
 		                                                        : RC_UNAVAILABLE;
-	if (w_append(w, data, len) < 0)
+	if (len && w_append(w, data, len) < 0) /* len 0: ROUTE_PREPARE's call */
 		return RC_NOMEM;
 	if (w->state != W_READY || (w->len[w->cur] >= WBUF && w->inflight)) {
 		if (!w->paused) {
@@ -1198,11 +1203,11 @@ static void upload_abort(struct http_req *r)
 
 const struct route api_uploads_routes[] = {
 	{ HTTP_PUT, "/api/v1/files/{area}/{path...}", file_put, ROLES_ALL,
-	  ROUTE_STREAM | ROUTE_RAW_BODY, MAX_BODY, file_body },
+	  ROUTE_STREAM | ROUTE_RAW_BODY | ROUTE_PREPARE, MAX_BODY, file_body },
 	{ HTTP_POST, "/api/v1/uploads", upload_create, ROLES_ALL, 0, 16384, NULL },
 	{ HTTP_GET, "/api/v1/uploads/{id}", upload_status, ROLES_ALL, 0, 0, NULL },
 	{ HTTP_PUT, "/api/v1/uploads/{id}/parts/{n}", part_put, ROLES_ALL,
-	  ROUTE_STREAM | ROUTE_RAW_BODY, MAX_BODY, part_body },
+	  ROUTE_STREAM | ROUTE_RAW_BODY | ROUTE_PREPARE, MAX_BODY, part_body },
 	{ HTTP_POST, "/api/v1/uploads/{id}/complete", upload_complete, ROLES_ALL, 0, 0, NULL },
 	{ HTTP_DELETE, "/api/v1/uploads/{id}", upload_abort, ROLES_ALL, 0, 0, NULL },
 	{ 0, NULL, NULL, 0, 0, 0, NULL },

@@ -58,6 +58,9 @@ static const struct setting table[] = {
 	I(header_timeout, "10", 1, 3600, "seconds to receive a request's headers"),
 	I(body_timeout, "30", 1, 3600, "seconds of silence allowed while a body is read"),
 	I(keepalive_timeout, "60", 1, 3600, "seconds an idle keep-alive connection is kept"),
+	S(access_log, "changes",
+	  "requests logged at info: all, changes (errors, upgrades and every method but "
+	  "GET/HEAD/OPTIONS), errors (status >= 400) or none; the rest at debug"),
 	I(write_timeout, "30", 1, 3600, "seconds a client may stall reading a response"),
 	I(shutdown_timeout, "10", 0, 3600, "seconds in-flight requests get on SIGTERM"),
 	S(web_root, "web", "directory of the static frontend"),

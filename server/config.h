@@ -29,6 +29,7 @@ struct config {
 	int header_timeout;
 	int body_timeout;
 	int keepalive_timeout;
+	char *access_log; /* all | changes | errors | none */
 	int write_timeout;
 	int shutdown_timeout;
 	/* storage of the process */

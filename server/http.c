@@ -19,6 +19,7 @@
 #include "http.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -85,8 +86,11 @@ struct http_conn {
 	int linger;  /* a request body may still be arriving: close gently */
 	int lingering;
 	int keep_alive;
-	int out_blocked; /* parsing stopped until the output drains */
-	enum rc err_rc;  /* error recorded by a parser callback */
+	int out_blocked;     /* parsing stopped until the output drains */
+	int eof;             /* the client half-closed: nothing more will arrive */
+	uint64_t chunk_left; /* chunked body: data bytes left in this chunk */
+	int chunk_crlf;      /* chunked body: the CRLF after a chunk's data is next */
+	enum rc err_rc;      /* error recorded by a parser callback */
 	struct http_conn *prev, *next;
 };
 
@@ -98,6 +102,7 @@ static void drive(struct http_conn *c);
 static int http_header_out_has(const struct http_req *r, const char *name);
 static void conn_free(struct http_conn *c);
 static void request_done(struct http_req *r);
+static void body_open(struct http_req *r);
 
 /* ---- small helpers ---- */
 
@@ -121,6 +126,11 @@ static const char *date_header(void)
 		last = t;
 	}
 	return buf;
+}
+
+const char *http_method_name(int method)
+{
+	return method < 0 ? "-" : http_method_str((enum http_method)method);
 }
 
 const char *http_reason(int status)
@@ -222,6 +232,7 @@ static struct http_req *req_new(struct http_conn *c)
 		return NULL;
 	r->conn = c;
 	r->srv = c->srv;
+	r->method = -1; /* until the request line names one */
 	r->content_length = -1;
 	r->t_start = now_s();
 	r->tls = c->tls;
@@ -345,6 +356,8 @@ static int on_message_begin(http_parser *p)
 	c->req = req_new(c);
 	if (!c->req)
 		return fail(c, RC_NOMEM);
+	c->chunk_left = 0;
+	c->chunk_crlf = 0;
 	evtimer_add(c->timer, &tv);
 	set_read_timeout(c, cfg.header_timeout);
 	return 0;
@@ -355,6 +368,7 @@ static int on_url(http_parser *p, const char *at, size_t len)
 	struct http_conn *c = p->data;
 	struct http_req *r = c->req;
 
+	r->method = (int)p->method; /* known once the URL begins */
 	if ((r->url ? strlen(r->url) : 0) + len > (size_t)cfg.max_url)
 		return fail(c, RC_URITOOLONG);
 	if (count_bytes(c, len))
@@ -449,6 +463,11 @@ static int on_body(http_parser *p, const char *at, size_t len)
 	int64_t limit = r->route->max_body ? r->route->max_body : cfg.max_body;
 
 	r->body_bytes += (int64_t)len;
+	if (p->flags & F_CHUNKED) {
+		/* drive() hands the parser at most the rest of the chunk */
+		c->chunk_left -= len <= c->chunk_left ? len : c->chunk_left;
+		c->chunk_crlf = c->chunk_left == 0;
+	}
 	if (r->body_bytes > limit)
 		return fail(c, RC_TOOLARGE);
 	if (r->route->flags & ROUTE_STREAM) {
@@ -459,6 +478,16 @@ static int on_body(http_parser *p, const char *at, size_t len)
 	}
 	if (evbuffer_add(r->body, at, len) < 0)
 		return fail(c, RC_NOMEM);
+	return 0;
+}
+
+/* A chunk-size line is complete: its data follows (none for the last). */
+static int on_chunk_header(http_parser *p)
+{
+	struct http_conn *c = p->data;
+
+	c->chunk_left = p->content_length;
+	c->chunk_crlf = 0;
 	return 0;
 }
 
@@ -488,7 +517,9 @@ static int wants_close(struct http_req *r)
 {
 	struct http_conn *c = r->conn;
 
-	return !c || !c->keep_alive || c->srv->draining || r->close_after || r->phase != PH_HANDLER;
+	return !c || !c->keep_alive || c->srv->draining || r->close_after ||
+	       r->phase != PH_HANDLER ||
+	       (c->eof && evbuffer_get_length(bufferevent_get_input(c->bev)) == 0);
 }
 
 /* Writes the status line and headers.  length < 0: chunked; length == -2:
@@ -509,6 +540,9 @@ static void write_head(struct http_req *r, int status, const char *ctype, int64_
 		evbuffer_add_printf(out, "Content-Length: %lld\r\n", (long long)length);
 	else if (length == -1)
 		evbuffer_add_printf(out, "Transfer-Encoding: chunked\r\n");
+	if (r->tls)
+		/* a browser that once came over TLS never falls back to http */
+		evbuffer_add_printf(out, "Strict-Transport-Security: max-age=31536000\r\n");
 	if (close)
 		evbuffer_add_printf(out, "Connection: close\r\n");
 	else if (r->conn->parser.http_major == 1 && r->conn->parser.http_minor == 0)
@@ -758,8 +792,10 @@ void http_stream_abort(struct http_req *r)
 
 void http_body_pause(struct http_req *r)
 {
-	if (r->conn && !r->closed && r->phase == PH_BODY)
+	if (r->conn && !r->closed && r->phase == PH_BODY) {
+		r->held = 1;
 		http_parser_pause(&r->conn->parser, 1);
+	}
 }
 
 void http_body_resume(struct http_req *r)
@@ -768,9 +804,7 @@ void http_body_resume(struct http_req *r)
 
 	if (!c || r->closed || r->phase != PH_BODY)
 		return;
-	c->paused = 0;
-	http_parser_pause(&c->parser, 0);
-	kick(c);
+	body_open(r);
 }
 
 void http_body_read_max(struct http_req *r, size_t bytes)
@@ -831,6 +865,26 @@ struct bufferevent *http_upgrade_take(struct http_req *r)
 	return bev;
 }
 
+enum access_log { ACCESS_ALL, ACCESS_CHANGES, ACCESS_ERRORS, ACCESS_NONE };
+static enum access_log access_mode = ACCESS_CHANGES;
+
+/* The level of a request's access-log line (cfg.access_log): the rest
+ * goes to debug, so health checks, metrics scrapes and static files do
+ * not flood the log at info. */
+static enum log_level access_level(const struct http_req *r)
+{
+	int safe = r->method == HTTP_GET || r->method == HTTP_HEAD || r->method == HTTP_OPTIONS;
+
+	switch (access_mode) {
+	case ACCESS_ALL: return LOG_INFO;
+	case ACCESS_CHANGES:
+		return r->status >= 400 || r->status == 101 || !safe ? LOG_INFO : LOG_DEBUG;
+	case ACCESS_ERRORS: return r->status >= 400 ? LOG_INFO : LOG_DEBUG;
+	case ACCESS_NONE: break;
+	}
+	return LOG_DEBUG;
+}
+
 /* The response is complete (or the client is gone): account, free, and
  * let the connection go on with the next request or close. */
 static void request_done(struct http_req *r)
@@ -842,13 +896,13 @@ static void request_done(struct http_req *r)
 	if (r->srv->opts.observe)
 		r->srv->opts.observe(r, r->status, dt);
 	if (c) {
-		log_msg(LOG_INFO, "http", r->reqid, "%s %s %d %.1fms %llu bytes peer=%s",
-		        http_method_str((enum http_method)r->method), r->path ? r->path : "-",
-		        r->status, dt * 1000.0, (unsigned long long)r->out_bytes, r->peer);
+		log_msg(access_level(r), "http", r->reqid, "%s %s %d %.1fms %llu bytes peer=%s",
+		        http_method_name(r->method), r->path ? r->path : "-", r->status,
+		        dt * 1000.0, (unsigned long long)r->out_bytes, r->peer);
 		c->req = NULL;
 		if (r->close_after || !c->keep_alive || srv->draining) {
 			c->closing = 1;
-			c->linger = r->phase != PH_HANDLER;
+			c->linger = r->phase != PH_HANDLER && !c->eof;
 			bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
 		} else {
 			c->paused = 0;
@@ -908,74 +962,185 @@ static int parse_target(struct http_req *r)
 	return 0;
 }
 
-/* Called once headers are parsed: route, limits, auth. */
+/* RFC 3986 host [ ":" port ] as Host carries it: a reg-name or IPv4
+ * address (unreserved, %XX, sub-delims), or an IP literal in brackets;
+ * the port, when there is one, digits.  Anything else ("a@b", "a b",
+ * "a/b", "a:xx") is not a host: a proxy in front may route on it
+ * differently than we do. */
+static int host_ok(const char *h)
+{
+	const char *p = h;
+
+	if (*p == '[') {
+		for (p++; *p && *p != ']'; p++)
+			if (!strchr("0123456789abcdefABCDEF:.vV-_~!$&'()*+,;=", *p))
+				return 0;
+		if (*p++ != ']' || p - h < 3)
+			return 0;
+	} else {
+		for (; *p && *p != ':'; p++) {
+			unsigned char ch = (unsigned char)*p;
+			if (ch == '%') {
+				if (!isxdigit((unsigned char)p[1]) ||
+				    !isxdigit((unsigned char)p[2]))
+					return 0;
+				p += 2;
+			} else if (!isalnum(ch) && !strchr("-._~!$&'()*+,;=", ch)) {
+				return 0;
+			}
+		}
+	}
+	if (*p == ':') {
+		long port = 0;
+		for (p++; *p; p++) {
+			if (!isdigit((unsigned char)*p) || (port = port * 10 + (*p - '0')) > 65535)
+				return 0;
+		}
+	}
+	return *p == '\0';
+}
+
+/* Transfer-Encoding must be exactly "chunked" (RFC 9112 §6.1): other
+ * codings are not implemented here.  Returns NULL when it is, or absent;
+ * otherwise the first coding not understood (into buf). */
+static const char *te_unsupported(const struct http_req *r, char *buf, size_t buflen)
+{
+	int chunked = 0;
+
+	for (int i = 0; i < r->nhdr; i++) {
+		const char *v = r->hdr[i].value;
+		if (strcasecmp(r->hdr[i].name, "Transfer-Encoding") != 0)
+			continue;
+		while (*v) {
+			size_t n;
+			while (*v == ' ' || *v == '\t' || *v == ',')
+				v++;
+			n = strcspn(v, ",");
+			while (n && (v[n - 1] == ' ' || v[n - 1] == '\t'))
+				n--;
+			if (n == 0)
+				break;
+			if (n != 7 || strncasecmp(v, "chunked", 7) != 0 || chunked++) {
+				snprintf(buf, buflen, "%.*s", (int)(n < 64 ? n : 64), v);
+				return buf;
+			}
+			v += n;
+			while (*v == ' ' || *v == '\t')
+				v++;
+		}
+	}
+	return NULL;
+}
+
+/* Headers whose second copy would make two readers disagree. */
+static const char *const single_headers[] = { "Host",   "Authorization", "Content-Type",
+	                                      "Expect", "Origin",        "X-CSRF-Token" };
+
+static void reply_not_implemented(struct http_conn *c, const char *msg)
+{
+	struct http_req *r = c->req;
+
+	r->phase = PH_ERROR;
+	r->close_after = 1;
+	c->paused = 1;
+	http_reply_json(r, 501,
+	                json_pack("{s:{s:s, s:s, s:s}}", "error", "code", "not_implemented",
+	                          "message", msg, "hint", "send the body with Content-Length"));
+}
+
+/* Called once headers are parsed: checks, route, limits, then the auth (or
+ * proxy) hook, which ends in http_resume(). */
 static void headers_ready(struct http_conn *c)
 {
 	struct http_req *r = c->req;
-	const char *expect;
+	const char *expect, *host, *te;
+	char tebuf[80];
 	int64_t limit;
+	http_auth_hook hook = NULL;
 	enum rc why = RC_NOTFOUND;
 
 	if (parse_target(r) < 0) {
 		error_reply(c, RC_INVALID, "malformed request target");
 		return;
 	}
-	if (c->parser.http_minor == 1) {
-		int hosts = 0;
+	for (size_t k = 0; k < sizeof(single_headers) / sizeof(single_headers[0]); k++) {
+		int n = 0;
 		for (int i = 0; i < r->nhdr; i++)
-			hosts += strcasecmp(r->hdr[i].name, "Host") == 0;
-		if (hosts != 1) {
-			error_reply(c, RC_INVALID,
-			            "an HTTP/1.1 request needs exactly one Host header");
+			n += strcasecmp(r->hdr[i].name, single_headers[k]) == 0;
+		if (n > 1 || (n == 0 && k == 0 && c->parser.http_minor == 1)) {
+			char msg[96];
+			if (k == 0)
+				snprintf(msg, sizeof(msg),
+				         "an HTTP/1.1 request needs exactly one Host header");
+			else
+				snprintf(msg, sizeof(msg), "more than one %s header",
+				         single_headers[k]);
+			error_reply(c, RC_INVALID, msg);
 			return;
 		}
 	}
+	host = http_header(r, "Host");
+	if (host && !host_ok(host)) {
+		error_reply(c, RC_INVALID, "malformed Host header");
+		return;
+	}
+	te = te_unsupported(r, tebuf, sizeof(tebuf));
+	if (te) {
+		char msg[160];
+		snprintf(msg, sizeof(msg), "transfer coding '%s' is not supported (only chunked)",
+		         te);
+		reply_not_implemented(c, msg);
+		return;
+	}
+	/* HTTP/1.0 has no chunked framing: a sender using it anyway cannot
+	 * be trusted to delimit the next request (RFC 9112 §6.1) */
+	if (c->parser.http_minor == 0 && http_header(r, "Transfer-Encoding"))
+		c->keep_alive = 0;
 	if (c->srv->opts.proxy_match && c->srv->opts.proxy_match(r)) {
 		/* another origin: the reverse proxy decides, not the router */
 		r->route = c->srv->opts.proxy_route;
-		limit = r->route->max_body ? r->route->max_body : cfg.max_body;
-		if (r->content_length > limit) {
-			error_reply(c, RC_TOOLARGE, "request body is too large");
-			return;
+		hook = c->srv->opts.proxy_begin;
+	} else {
+		r->route = router_match(r->method, r->path, &r->params, &why);
+		if (!r->route) {
+			if (why == RC_NOTFOUND &&
+			    (r->method == HTTP_GET || r->method == HTTP_HEAD) &&
+			    c->srv->opts.fallback && strncmp(r->path, "/api/", 5) != 0) {
+				r->route = &fallback_route;
+			} else {
+				r->phase = PH_ERROR;
+				r->close_after = 1;
+				if (why == RC_METHOD) {
+					char allow[128];
+					router_allowed(r->path, allow, sizeof(allow));
+					http_add_header(r, "Allow", allow);
+					http_reply_error(
+					        r, RC_METHOD, NULL,
+					        "method %s is not allowed on '%s'",
+					        http_method_str((enum http_method)r->method),
+					        r->path);
+				} else if (why == RC_INVALID)
+					http_reply_error(
+					        r, RC_INVALID,
+					        "encode path segments as UTF-8 with %%XX escapes",
+					        "malformed path '%s'", r->path);
+				else
+					http_reply_error(r, RC_NOTFOUND, NULL,
+					                 "no such endpoint '%s'", r->path);
+				return;
+			}
 		}
-		expect = http_header(r, "Expect");
-		if (expect && strcasecmp(expect, "100-continue") != 0) {
-			error_reply(c, RC_INVALID, "unsupported Expect header");
-			return;
-		}
-		r->phase = PH_AUTH;
-		set_read_timeout(c, 0);
-		c->srv->opts.proxy_begin(r);
-		return;
-	}
-	r->route = router_match(r->method, r->path, &r->params, &why);
-	if (!r->route) {
-		if (why == RC_NOTFOUND && (r->method == HTTP_GET || r->method == HTTP_HEAD) &&
-		    c->srv->opts.fallback && strncmp(r->path, "/api/", 5) != 0) {
-			r->route = &fallback_route;
-		} else {
-			r->phase = PH_ERROR;
-			r->close_after = 1;
-			if (why == RC_METHOD) {
-				char allow[128];
-				router_allowed(r->path, allow, sizeof(allow));
-				http_add_header(r, "Allow", allow);
-				http_reply_error(
-				        r, RC_METHOD, NULL, "method %s is not allowed on '%s'",
-				        http_method_str((enum http_method)r->method), r->path);
-			} else if (why == RC_INVALID)
-				http_reply_error(r, RC_INVALID,
-				                 "encode path segments as UTF-8 with %%XX escapes",
-				                 "malformed path '%s'", r->path);
-			else
-				http_reply_error(r, RC_NOTFOUND, NULL, "no such endpoint '%s'",
-				                 r->path);
-			return;
-		}
+		if (r->route->roles != ROLES_PUBLIC)
+			hook = c->srv->opts.auth;
 	}
 	limit = r->route->max_body ? r->route->max_body : cfg.max_body;
 	if (r->content_length > limit) {
 		error_reply(c, RC_TOOLARGE, "request body is larger than this endpoint accepts");
+		return;
+	}
+	expect = http_header(r, "Expect");
+	if (expect && strcasecmp(expect, "100-continue") != 0) {
+		error_reply(c, RC_INVALID, "unsupported Expect header");
 		return;
 	}
 	if (!(r->route->flags & ROUTE_STREAM)) {
@@ -985,24 +1150,36 @@ static void headers_ready(struct http_conn *c)
 			return;
 		}
 	}
-	expect = http_header(r, "Expect");
-	if (expect && strcasecmp(expect, "100-continue") != 0) {
-		error_reply(c, RC_INVALID, "unsupported Expect header");
-		return;
-	}
-	if (r->route->roles != ROLES_PUBLIC && c->srv->opts.auth) {
+	if (hook) {
 		r->phase = PH_AUTH;
 		set_read_timeout(c, 0);
-		c->srv->opts.auth(r);
+		hook(r);
 		return;
 	}
 	http_resume(r);
 }
 
+/* Lets the body in: "100 Continue" first when the client waits for it. */
+static void body_open(struct http_req *r)
+{
+	struct http_conn *c = r->conn;
+
+	if (!r->continued && http_header(r, "Expect") && r->content_length != 0) {
+		evbuffer_add_printf(bufferevent_get_output(c->bev),
+		                    "HTTP/1.1 100 Continue\r\n\r\n");
+		conn_flush(c);
+	}
+	r->continued = 1;
+	r->held = 0;
+	set_read_timeout(c, cfg.body_timeout);
+	c->paused = 0;
+	http_parser_pause(&c->parser, 0);
+	kick(c);
+}
+
 void http_resume(struct http_req *r)
 {
 	struct http_conn *c = r->conn;
-	const char *expect;
 
 	if (!c || r->closed) {
 		/* the client left while the hook ran */
@@ -1010,16 +1187,20 @@ void http_resume(struct http_req *r)
 		return;
 	}
 	r->phase = PH_BODY;
-	expect = http_header(r, "Expect");
-	if (expect && r->content_length != 0) {
-		evbuffer_add_printf(bufferevent_get_output(c->bev),
-		                    "HTTP/1.1 100 Continue\r\n\r\n");
-		conn_flush(c);
+	if (r->route->flags & ROUTE_PREPARE) {
+		/* the route decides before the client sends its body (a 507
+		 * for a file over quota comes before "100 Continue") */
+		enum rc rc = r->route->on_body(r, NULL, 0);
+		if (rc != RC_OK) {
+			error_reply(c, rc, "upload rejected");
+			return;
+		}
+		if (r->held) {
+			set_read_timeout(c, 0); /* the route's own work: no client timeout */
+			return;                 /* http_body_resume() lets the body in */
+		}
 	}
-	set_read_timeout(c, cfg.body_timeout);
-	c->paused = 0;
-	http_parser_pause(&c->parser, 0);
-	kick(c);
+	body_open(r);
 }
 
 static void run_handler(struct http_conn *c)
@@ -1038,6 +1219,57 @@ static enum rc parser_rc(enum http_errno e)
 	return RC_INVALID;
 }
 
+long http_scan_cr(const char *buf, size_t len)
+{
+	const char *p = buf, *end = buf + len;
+
+	while ((p = memchr(p, '\r', (size_t)(end - p))) != NULL) {
+		if (p + 1 == end)
+			return p > buf ? p - buf : -2;
+		if (p[1] != '\n')
+			return p > buf ? p - buf : -1;
+		p += 2;
+	}
+	return (long)len;
+}
+
+/* How many of the len bytes at buf the parser may be given now, -1 for
+ * bad framing, -2 when the next byte decides.  http-parser (built without
+ * HTTP_PARSER_STRICT) takes a CR followed by anything as a line end and
+ * eats that byte, and takes any two bytes after a chunk's data as its
+ * CRLF: a front proxy that reads the same bytes differently would see
+ * other requests than we do.  So the request line, headers, chunk-size
+ * lines and trailers go to it only where every CR is followed by LF
+ * (RFC 9112 §2.2), a chunk's data ends with exactly CRLF, and a chunked
+ * body goes one line at a time outside its data, so that the data is
+ * counted exactly (on_chunk_header, on_body). */
+static long feed_limit(struct http_conn *c, const char *buf, size_t len)
+{
+	struct http_req *r = c->req;
+	long n;
+
+	if (!r || r->phase != PH_BODY)
+		return http_scan_cr(buf, len); /* request line and headers */
+	if (!(c->parser.flags & F_CHUNKED))
+		return (long)len; /* Content-Length framing, or no body */
+	if (c->chunk_left > 0)
+		return (long)(len < c->chunk_left ? len : c->chunk_left);
+	if (c->chunk_crlf) {
+		if (len < 2)
+			return buf[0] == '\r' ? -2 : -1;
+		if (buf[0] != '\r' || buf[1] != '\n')
+			return -1;
+		c->chunk_crlf = 0;
+	}
+	n = http_scan_cr(buf, len);
+	if (n > 0) {
+		const char *lf = memchr(buf, '\n', (size_t)n);
+		if (lf)
+			n = lf - buf + 1;
+	}
+	return n;
+}
+
 static void drive(struct http_conn *c)
 {
 	struct evbuffer *in = bufferevent_get_input(c->bev);
@@ -1045,6 +1277,7 @@ static void drive(struct http_conn *c)
 	while (!c->paused && !c->closing) {
 		struct evbuffer_iovec v;
 		size_t nparsed;
+		long feed;
 		enum http_errno e;
 
 		if (!c->req &&
@@ -1055,7 +1288,22 @@ static void drive(struct http_conn *c)
 		}
 		if (evbuffer_peek(in, -1, NULL, &v, 1) < 1 || v.iov_len == 0)
 			break;
-		nparsed = http_parser_execute(&c->parser, &settings, v.iov_base, v.iov_len);
+		feed = feed_limit(c, v.iov_base, v.iov_len);
+		if (feed == -2) {
+			/* a CR ends this piece of the buffer: join it to the next */
+			if (evbuffer_get_length(in) < 2 || !evbuffer_pullup(in, 2))
+				break;
+			continue;
+		}
+		if (feed < 0) {
+			error_reply(c, RC_INVALID,
+			            c->req && c->req->phase == PH_BODY
+			                    ? "malformed chunked body: a CR not followed by LF, "
+			                      "or a chunk not ended by CRLF"
+			                    : "malformed request: a CR not followed by LF");
+			return;
+		}
+		nparsed = http_parser_execute(&c->parser, &settings, v.iov_base, (size_t)feed);
 		evbuffer_drain(in, nparsed);
 		e = HTTP_PARSER_ERRNO(&c->parser);
 		if (e == HPE_PAUSED) {
@@ -1083,10 +1331,19 @@ static void drive(struct http_conn *c)
 			error_reply(c, rc, msg);
 			return;
 		}
-		if (nparsed < v.iov_len) {
+		if (nparsed < (size_t)feed) {
 			error_reply(c, RC_INVALID, "unexpected data after the request");
 			return;
 		}
+	}
+	if (c->eof && !c->paused && !c->closing && !c->out_blocked) {
+		/* the client half-closed and what it sent is all handled: a
+		 * request it did not finish is dropped */
+		c->closing = 1;
+		c->linger = 0;
+		if (evbuffer_get_length(in))
+			log_msg(LOG_DEBUG, "http", c->req ? c->req->reqid : NULL,
+			        "client closed mid-request (peer=%s)", c->peer);
 	}
 }
 
@@ -1233,11 +1490,20 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
 			return;
 		}
 	}
-	if ((what & BEV_EVENT_EOF) && r && (r->phase == PH_HANDLER || r->phase == PH_AUTH) &&
-	    !(what & BEV_EVENT_ERROR) && !c->closing) {
-		/* half-closed client: finish this response, then close */
-		r->close_after = 1;
+	if ((what & BEV_EVENT_EOF) && !(what & BEV_EVENT_ERROR) && !c->lingering) {
+		/* The client half-closed (shutdown(SHUT_WR)): what it sent
+		 * may still wait in the input buffer — a body paused while
+		 * the route's consumer catches up, pipelined requests.  Handle
+		 * all of it and answer, then close (drive() decides when). */
+		c->eof = 1;
+		c->linger = 0;
 		bufferevent_disable(c->bev, EV_READ);
+		if (r && (r->phase == PH_HANDLER || r->phase == PH_AUTH))
+			r->close_after = 1;
+		if (!c->closing)
+			drive(c);
+		if (c->closing)
+			maybe_close(c);
 		return;
 	}
 	conn_free(c);
@@ -1365,8 +1631,14 @@ static void init_settings(void)
 	settings.on_header_value = on_header_value;
 	settings.on_headers_complete = on_headers_complete;
 	settings.on_body = on_body;
+	settings.on_chunk_header = on_chunk_header;
 	settings.on_message_complete = on_message_complete;
 }
+
+#define TLS12_CIPHERS                                                \
+	"ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:" \
+	"ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:" \
+	"ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
 
 static SSL_CTX *tls_context(void)
 {
@@ -1376,6 +1648,14 @@ static SSL_CTX *tls_context(void)
 		return NULL;
 	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
 	SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE);
+	/* TLS 1.2: only AEAD suites with forward secrecy (no static RSA key
+	 * exchange, no CBC: LUCKY13); TLS 1.3 keeps OpenSSL's defaults, all
+	 * of which are both */
+	if (SSL_CTX_set_cipher_list(ctx, TLS12_CIPHERS) != 1) {
+		log_msg(LOG_ERROR, "http", NULL, "cannot set the TLS 1.2 cipher list");
+		SSL_CTX_free(ctx);
+		return NULL;
+	}
 	if (SSL_CTX_use_certificate_chain_file(ctx, cfg.tls_cert) != 1 ||
 	    SSL_CTX_use_PrivateKey_file(ctx, cfg.tls_key, SSL_FILETYPE_PEM) != 1 ||
 	    SSL_CTX_check_private_key(ctx) != 1) {
@@ -1396,6 +1676,21 @@ struct http_server *http_server_new_unbound(struct event_base *base,
 
 	if (!s)
 		return NULL;
+	if (!cfg.access_log || !strcmp(cfg.access_log, "changes"))
+		access_mode = ACCESS_CHANGES;
+	else if (!strcmp(cfg.access_log, "all"))
+		access_mode = ACCESS_ALL;
+	else if (!strcmp(cfg.access_log, "errors"))
+		access_mode = ACCESS_ERRORS;
+	else if (!strcmp(cfg.access_log, "none"))
+		access_mode = ACCESS_NONE;
+	else {
+		log_msg(LOG_ERROR, "http", NULL,
+		        "access_log must be all, changes, errors or none, not '%s'",
+		        cfg.access_log);
+		free(s);
+		return NULL;
+	}
 	init_settings();
 	s->base = base;
 	s->opts = *opts;

@@ -40,7 +40,7 @@ struct http_header {
 
 struct http_req {
 	struct http_conn *conn; /* NULL once the client is gone */
-	int method;             /* enum http_method */
+	int method;             /* enum http_method; -1 before it is parsed */
 	char *url;              /* request target as sent */
 	char *path;             /* path part of url, raw (not decoded) */
 	char *query;            /* query part without '?', or NULL */
@@ -67,6 +67,8 @@ struct http_req {
 	int streaming;
 	int stream_chunked;
 	int64_t body_bytes;
+	int held;      /* the route paused the body (http_body_pause) */
+	int continued; /* "100 Continue" sent, or not needed */
 	uint64_t out_bytes;
 	double t_start;
 	char *hname; /* header being parsed */
@@ -172,7 +174,14 @@ void http_stream_abort(struct http_req *r);
 /* Request bodies of ROUTE_STREAM routes: stop handing body bytes to
  * on_body (the next piece waits in the connection, and reading stops at
  * the read watermark) until http_body_resume().  For a consumer that is
- * slower than the client (the reverse proxy's upstream). */
+ * slower than the client (the reverse proxy's upstream).
+ * ROUTE_PREPARE routes get on_body(r, NULL, 0) once after the auth hook,
+ * before any body byte is read and before "100 Continue" is sent; it must
+ * not reply there (a non-OK rc is replied with), but may call
+ * http_body_pause(r) and decide later: reply with an error (the client
+ * never sent its body), or http_body_resume(r) (Continue goes out then).
+ * A client that half-closes after sending its whole body still gets its
+ * answer: what it sent is handled first. */
 void http_body_pause(struct http_req *r);
 void http_body_resume(struct http_req *r);
 
@@ -196,6 +205,17 @@ int http_stream_file(struct http_req *r, int fd, int64_t off, int64_t len);
  * owns it (bufferevent_free closes the client).  Returns NULL, and finishes
  * r, when the client is already gone.  Only from a handler (PH_HANDLER). */
 struct bufferevent *http_upgrade_take(struct http_req *r);
+
+/* Method name for logs and metrics: "-" before the request line named
+ * one (r->method is -1 then). */
+const char *http_method_name(int method);
+
+/* Bare-CR scan of request framing bytes (RFC 9112 §2.2), in the parser
+ * shape: returns how many leading bytes of buf are safe for http-parser
+ * (every CR among them is followed by LF), -1 when buf starts with a CR
+ * followed by something else, -2 when buf is a lone CR (the next byte
+ * decides).  No allocation, no state. */
+long http_scan_cr(const char *buf, size_t len);
 
 /* Status reason phrase. */
 const char *http_reason(int status);

@@ -87,8 +87,7 @@ void metrics_render(struct evbuffer *out)
 		evbuffer_add_printf(out,
 		                    "gpucloud_http_requests_total{route=\"%s\",method=\"%s\","
 		                    "status=\"%d\"} %llu\n",
-		                    counters[i].pattern,
-		                    http_method_str((enum http_method)counters[i].method),
+		                    counters[i].pattern, http_method_name(counters[i].method),
 		                    counters[i].status, counters[i].n);
 	evbuffer_add_printf(
 	        out,

@@ -160,6 +160,13 @@ long paths_clean(const char *raw, size_t len, char *out, size_t outlen, const ch
 	return check(dec, n, out, outlen, why);
 }
 
+int paths_trailing_slash(const char *raw, size_t len)
+{
+	return (len >= 1 && raw[len - 1] == '/') ||
+	       (len >= 3 && raw[len - 3] == '%' && raw[len - 2] == '2' &&
+	        (raw[len - 1] == 'f' || raw[len - 1] == 'F'));
+}
+
 long paths_clean_decoded(const char *path, char *out, size_t outlen, const char **why)
 {
 	size_t n = strnlen(path, PATHS_MAX + 1);

@@ -25,6 +25,11 @@
  * Returns its length, or -1 with a reason (static string) in *why. */
 long paths_clean(const char *raw, size_t len, char *out, size_t outlen, const char **why);
 
+/* 1 when raw[0..len) ends with '/' (or its escape %2F): the path names a
+ * folder, which paths_clean() does not keep.  A file operation given one
+ * must refuse a file there (POSIX: "a/" is ENOTDIR for a regular file). */
+int paths_trailing_slash(const char *raw, size_t len);
+
 /* Same checks on an already-decoded path (JSON bodies): no decoding. */
 long paths_clean_decoded(const char *path, char *out, size_t outlen, const char **why);
 

@@ -11,7 +11,8 @@
  * caller and reaches admin handlers directly (their JSON and CSV decoding).
  *
  * The first input byte also selects one of the JSON specs, and the rest is
- * fed to api_json_decode() alone, to fuzz that decoder without HTTP around.
+ * fed to api_json_decode() alone, to fuzz that decoder without HTTP around;
+ * the whole input also goes through http_scan_cr() alone (bare CRs).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -110,6 +111,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char err[256], sink[65536];
 	json_t *j;
 
+	{
+		/* the bare-CR scanner alone: what it lets through never holds
+		 * a CR that is not followed by LF */
+		long n = http_scan_cr((const char *)data, size);
+		if (n < -2 || n > (long)size || (n == -2 && !(size == 1 && data[0] == '\r')) ||
+		    (n == -1 && (size < 2 || data[0] != '\r' || data[1] == '\n')))
+			abort();
+		for (long i = 0; i < n; i++)
+			if (data[i] == '\r' && (i + 1 >= n || data[i + 1] != '\n'))
+				abort();
+	}
 	if (size > 0) {
 		j = api_json_decode((const char *)data + 1, size - 1, data[0] & 1 ? spec_a : spec_b,
 				    err, sizeof(err));

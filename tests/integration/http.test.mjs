@@ -8,7 +8,8 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startServer, ADMIN_PASSWORD } from '../lib/server.mjs';
+import net from 'node:net';
+import { startServer, Client, ADMIN_PASSWORD } from '../lib/server.mjs';
 import {
   RawConn, rawOnce, parseResponse, assertErrorShape, assertAlive, metric, sleep, eventually, stopClean,
 } from '../lib/itest.mjs';
@@ -326,7 +327,6 @@ describe('HTTP connection layer', () => {
     'two different Content-Lengths': `POST ${LOGIN} HTTP/1.1\r\n${H}Content-Length: 5\r\nContent-Length: 6\r\n\r\nabcdef`,
     'non-numeric Content-Length': `POST ${LOGIN} HTTP/1.1\r\n${H}Content-Length: 12abc\r\n\r\n`,
     'negative Content-Length': `POST ${LOGIN} HTTP/1.1\r\n${H}Content-Length: -1\r\n\r\n`,
-    'unknown Transfer-Encoding': `POST ${LOGIN} HTTP/1.1\r\n${H}Transfer-Encoding: gzip\r\n\r\n`,
     'bad chunk size': `POST ${LOGIN} HTTP/1.1\r\n${H}Transfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\nzz\r\n`,
     'unsupported Expect': `POST ${LOGIN} HTTP/1.1\r\n${H}Expect: something\r\nContent-Length: 2\r\n\r\n{}`,
   };
@@ -575,5 +575,138 @@ describe('pipelining backpressure', () => {
     assert.ok(peak < 24 * 1024, `server memory grew by ${Math.round(peak / 1024)} MiB for one client that does not read`);
     assert.ok(freed, 'a client that stopped reading was not dropped after write_timeout');
     await assertAlive(srv);
+  });
+});
+
+// issue 10: framing a front proxy could read differently, half-closed
+// uploads, header checks, 507 before "100 Continue", method labels.
+describe('HTTP protocol hardening', () => {
+  let srv, token, dataRoot;
+
+  before(async () => {
+    srv = await startServer({ args: ['--header-timeout=3', '--body-timeout=3'] });
+    dataRoot = join(srv.dir, 'data');
+    const admin = new Client(srv.base);
+    assert.equal((await admin.login('admin', ADMIN_PASSWORD)).status, 200);
+    const r = await admin.post('/api/v1/tokens', { name: 'raw', scopes: ['read', 'write'], expires_in_days: 1 });
+    assert.equal(r.status, 201, r.text);
+    token = r.json.token;
+    const q = await admin.req('PUT', '/api/v1/storage/quotas/home:admin', { bytes_hard: 64 << 20 });
+    assert.equal(q.status, 200, q.text);
+  });
+  after(async () => { await stopClean(srv); });
+
+  // every byte until the server closes, with a deadline
+  function exchange(parts, { halfClose = false, ms = 5000 } = {}) {
+    return new Promise((resolve, reject) => {
+      const s = net.connect(srv.port, '127.0.0.1');
+      const got = [];
+      const t = setTimeout(() => { s.destroy(); resolve({ buf: Buffer.concat(got), timedOut: true }); }, ms);
+      s.on('data', (d) => got.push(d));
+      s.on('error', (e) => { clearTimeout(t); reject(e); });
+      s.on('close', () => { clearTimeout(t); resolve({ buf: Buffer.concat(got), timedOut: false }); });
+      s.on('connect', async () => {
+        for (const p of parts) { s.write(p); await sleep(30); }
+        if (halfClose) s.end();
+      });
+    });
+  }
+  const statuses = (buf) => [...buf.toString('latin1').matchAll(/^HTTP\/1\.1 (\d{3})/gm)].map((m) => Number(m[1]));
+
+  it('rejects a bare CR anywhere in the framing with 400 (RFC 9112 §2.2)', async () => {
+    const cases = [
+      ['end of headers', Buffer.from(`GET /healthz HTTP/1.1\r\n${H}\r\x8a`, 'latin1')],
+      ['before a pipelined GET', `GET /healthz HTTP/1.1\r\n${H}\rGET /healthz HTTP/1.1\r\n${H}\r\n`],
+      ['in a header line', `GET /healthz HTTP/1.1\r\n${H}X-A: 1\rX-B: 2\r\n\r\n`],
+      ['chunk-size line', `POST ${LOGIN} HTTP/1.1\r\n${H}Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n2\rZ{}\r\n0\r\n\r\n`],
+      ['last chunk', `POST ${LOGIN} HTTP/1.1\r\n${H}Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\rZ`],
+      ['chunk data not ended by CRLF', `POST ${LOGIN} HTTP/1.1\r\n${H}Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}XY0\r\n\r\n`],
+    ];
+    for (const [name, bytes] of cases) {
+      const { buf } = await exchange([bytes]);
+      const st = statuses(buf);
+      assert.deepEqual(st, [400], `${name}: ${buf.toString('latin1').slice(0, 200)}`);
+    }
+    // CRs split across writes still pass when they are followed by LF
+    const ok = await exchange([`GET /healthz HTTP/1.1\r`, `\n${H}\r`, `\n`], { halfClose: true });
+    assert.deepEqual(statuses(ok.buf), [200]);
+    const ch = await exchange([`POST ${LOGIN} HTTP/1.1\r\n${H}Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n2\r`,
+      `\n{}\r`, `\n0\r`, `\n\r`, `\n`], { halfClose: true });
+    assert.equal(statuses(ch.buf)[0], 400, 'the login itself fails on {}, but not as framing');
+    assert.match(ch.buf.toString(), /username|password|field/i);
+    // chunk data may hold bare CRs
+    const d = await exchange([`POST ${LOGIN} HTTP/1.1\r\n${H}Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n{\r}\r\n0\r\n\r\n`], { halfClose: true });
+    assert.ok(!/CR not followed/.test(d.buf.toString()), d.buf.toString());
+    await assertAlive(srv);
+  });
+
+  it('refuses malformed Host values, duplicate Authorization and transfer codings other than chunked', async () => {
+    for (const h of ['a@b', 'a b', 'a/b', 'a:xx', 'a:99999', '[::1']) {
+      const { res } = await rawOnce(srv.port, `GET /healthz HTTP/1.1\r\nHost: ${h}\r\n\r\n`);
+      assert.equal(res.status, 400, `Host: ${h}`);
+    }
+    for (const h of ['localhost:8080', '127.0.0.1', '[::1]:80', 'x.example']) {
+      const { res } = await rawOnce(srv.port, `GET /healthz HTTP/1.1\r\nHost: ${h}\r\n\r\n`);
+      assert.equal(res.status, 200, `Host: ${h}`);
+    }
+    const two = await rawOnce(srv.port, `GET /api/v1/me HTTP/1.1\r\n${H}Authorization: Bearer ${token}\r\nAuthorization: Bearer x\r\n\r\n`);
+    assert.equal(two.res.status, 400);
+    assert.match(two.res.json.error.message, /Authorization/);
+    const gz = await rawOnce(srv.port, `POST ${LOGIN} HTTP/1.1\r\n${H}Content-Type: application/json\r\nTransfer-Encoding: gzip, chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n`);
+    assert.equal(gz.res.status, 501);
+    assertErrorShape(gz.res.json, 'not_implemented');
+    // a coding not understood is 501 (RFC 9112 §6.1), and the connection closes
+    const g1 = await rawOnce(srv.port, `POST ${LOGIN} HTTP/1.1\r\n${H}Transfer-Encoding: gzip\r\n\r\n`);
+    assert.equal(g1.res.status, 501);
+    assert.ok(await g1.conn.closedWithin(2000));
+  });
+
+  it('closes an HTTP/1.0 connection that used Transfer-Encoding', async () => {
+    const { buf, timedOut } = await exchange([`POST ${LOGIN} HTTP/1.0\r\nConnection: keep-alive\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n`], { ms: 3000 });
+    assert.equal(statuses(buf).length, 1);
+    assert.equal(timedOut, false, 'the server closed the connection after the response');
+  });
+
+  it('counts requests that fail before the method is known as method "-"', async () => {
+    await rawOnce(srv.port, '\x01\x02 garbage\r\n\r\n').catch(() => {});
+    const m = await fetch(`${srv.base}/metrics`, { headers: { authorization: `Bearer ${token}` } }).then((r) => r.text());
+    assert.match(m, /gpucloud_http_requests_total\{[^}]*method="-"[^}]*status="400"\}/);
+    assert.doesNotMatch(m, /route="unmatched",method="DELETE"/);
+  });
+
+  const putHead = (path, len, extra = '') =>
+    `PUT /api/v1/files/home/${path} HTTP/1.1\r\n${H}Authorization: Bearer ${token}\r\nContent-Type: application/octet-stream\r\nContent-Length: ${len}\r\n${extra}\r\n`;
+
+  it('answers a streamed PUT whose client half-closes after the body (50 in a row, then 4 at once)', async () => {
+    const one = async (name) => {
+      const body = Buffer.from(`contents of ${name}\n`.repeat(50));
+      const { buf } = await exchange([putHead(`hc-${name}`, body.length), body], { halfClose: true, ms: 10000 });
+      assert.deepEqual(statuses(buf), [201], `${name}: ${buf.toString().slice(0, 300)}`);
+      assert.deepEqual(readFileSync(join(dataRoot, `home/admin/hc-${name}`)), body);
+    };
+    for (let i = 0; i < 50; i++) await one(`seq${i}.txt`);
+    for (let round = 0; round < 10; round++)
+      await Promise.all([0, 1, 2, 3].map((k) => one(`par${round}-${k}.txt`)));
+  });
+
+  it('refuses a PUT over the quota with 507 before "100 Continue"', async () => {
+    const { buf, timedOut } = await exchange([putHead('huge.bin', 1 << 30, 'Expect: 100-continue\r\n')], { ms: 5000 });
+    const text = buf.toString('latin1');
+    assert.equal(timedOut, false, text);
+    assert.doesNotMatch(text, /100 Continue/);
+    assert.deepEqual(statuses(buf), [507], text);
+  });
+
+  it('refuses a trailing slash on a file path', async () => {
+    const { buf } = await exchange([putHead('adir/', 2), 'hi'], { halfClose: true });
+    assert.deepEqual(statuses(buf), [400], buf.toString());
+    assert.match(buf.toString(), /names a folder/);
+    const ok = await exchange([putHead('plain.txt', 2), 'hi'], { halfClose: true });
+    assert.deepEqual(statuses(ok.buf), [201]);
+    for (const m of ['GET', 'DELETE']) {
+      const { res } = await rawOnce(srv.port, `${m} /api/v1/files/home/plain.txt/ HTTP/1.1\r\n${H}Authorization: Bearer ${token}\r\n\r\n`);
+      assert.equal(res.status, 400, `${m} plain.txt/: ${res.text}`);
+    }
+    assert.ok(readFileSync(join(dataRoot, 'home/admin/plain.txt')).equals(Buffer.from('hi')));
   });
 });

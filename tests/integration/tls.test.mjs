@@ -75,3 +75,28 @@ test('plain HTTP to the TLS port gets no HTTP answer and the server stays up', a
   const r = await request('GET', '/healthz');
   assert.equal(r.status, 200);
 });
+
+// TLS 1.2 offers only AEAD suites with forward secrecy: the CBC suites
+// (LUCKY13) and static key exchange are refused, ECDHE-GCM/ChaCha20 work.
+function handshake(args) {
+  try {
+    execFileSync('openssl', ['s_client', '-connect', `127.0.0.1:${srv.port}`, '-servername', 'localhost', ...args],
+      { input: '', stdio: ['pipe', 'pipe', 'pipe'], timeout: 10000 });
+    return true;
+  } catch { return false; }
+}
+
+test('TLS 1.2 refuses CBC and non-forward-secret suites, accepts ECDHE with GCM or ChaCha20', () => {
+  for (const c of ['ECDHE-ECDSA-AES128-SHA', 'ECDHE-ECDSA-AES256-SHA384', 'ECDHE-ECDSA-AES128-SHA256', 'AES128-SHA', 'AES128-GCM-SHA256'])
+    assert.equal(handshake(['-tls1_2', '-cipher', c]), false, `${c} must be refused`);
+  for (const c of ['ECDHE-ECDSA-AES128-GCM-SHA256', 'ECDHE-ECDSA-AES256-GCM-SHA384', 'ECDHE-ECDSA-CHACHA20-POLY1305'])
+    assert.equal(handshake(['-tls1_2', '-cipher', c]), true, `${c} must be accepted`);
+  assert.equal(handshake(['-tls1_3']), true, 'TLS 1.3 with its defaults');
+});
+
+test('responses under TLS carry Strict-Transport-Security', async () => {
+  for (const p of ['/healthz', '/api/v1/me', '/no-such-page']) {
+    const r = await request('GET', p);
+    assert.match(r.headers['strict-transport-security'] || '', /^max-age=\d{7,}/, p);
+  }
+});
