@@ -758,11 +758,15 @@ static void finish_unauthenticated(struct preq *p)
  *    a non-browser client (curl, a script holding its own route cookie)
  *    sends none of them; it cannot be driven by a web page and is let
  *    through.
- *  - Safe methods: a subresource request another site or route makes
- *    (Sec-Fetch-Site same-site or cross-site, Sec-Fetch-Mode not
- *    "navigate") is refused too, so no other route's page can read or
+ *  - Safe methods: a CORS request from another origin (an Origin header
+ *    that is not ours) and a subresource request another site or route
+ *    makes (Sec-Fetch-Site same-site or cross-site, Sec-Fetch-Mode not
+ *    "navigate") are refused too, so no other route's page can read or
  *    trigger GET side effects of this one (resource isolation).  Top-level
- *    navigations (links from the gpucloud UI, the handshake) pass.
+ *    navigations (links from the gpucloud UI, the handshake) carry no
+ *    Origin and pass.
+ * Browsers send Sec-Fetch-* only to https (and localhost) origins, so on a
+ * plain-http apps domain the Origin rule is what holds; both are checked. 
  * Refusals are 403 with the JSON error shape. */
 static int same_origin(const char *v, const char *own)
 {
@@ -792,6 +796,8 @@ static const char *cross_origin_refusal(const struct http_req *r, const char *ro
 			return "request referer is not this app's own origin";
 		return NULL;
 	}
+	if (origin && strcmp(origin, own) != 0)
+		return "another site may not read this app"; /* a CORS read */
 	if (site && (strcmp(site, "same-site") == 0 || strcmp(site, "cross-site") == 0) &&
 	    (!mode || strcmp(mode, "navigate") != 0))
 		return "another site may not load this app's resources";
