@@ -142,11 +142,12 @@ static void open_route(struct http_req *r, const char *path, const char *state)
 		return;
 	}
 	if (!state_ok(state)) {
-		http_reply_error(r, RC_INVALID,
-		                 "open the app's own address in the browser (it starts the sign-in), "
-		                 "or send the sha256 hex of a random secret and present the secret "
-		                 "as the gc_state cookie to the handshake",
-		                 "state must be 64 lower-case hex digits");
+		http_reply_error(
+		        r, RC_INVALID,
+		        "open the app's own address in the browser (it starts the sign-in), "
+		        "or send the sha256 hex of a random secret and present the secret "
+		        "as the gc_state cookie to the handshake",
+		        "state must be 64 lower-case hex digits");
 		return;
 	}
 	st = api_state(r, sizeof(*st), NULL);
@@ -212,9 +213,8 @@ static void open_post(struct http_req *r)
 	         json_object_get(body, "path") ? json_string_value(json_object_get(body, "path"))
 	                                       : "/");
 	snprintf(state, sizeof(state), "%s",
-	         json_object_get(body, "state")
-	                 ? json_string_value(json_object_get(body, "state"))
-	                 : "");
+	         json_object_get(body, "state") ? json_string_value(json_object_get(body, "state"))
+	                                        : "");
 	json_decref(body);
 	open_route(r, path, state);
 }

@@ -1394,8 +1394,10 @@ static void connect_upstream(struct preq *p)
 
 static int is_our_cookie(const char *name, size_t len)
 {
-	static const char *const ours[] = { "gc_session", "__Host-gc_session", "gc_route",
-		                            "__Host-gc_route", "gc_state", "__Host-gc_state", NULL };
+	static const char *const ours[] = { "gc_session", "__Host-gc_session",
+		                            "gc_route",   "__Host-gc_route",
+		                            "gc_state",   "__Host-gc_state",
+		                            NULL };
 
 	for (int i = 0; ours[i]; i++)
 		if (strlen(ours[i]) == len && strncmp(name, ours[i], len) == 0)
@@ -1736,11 +1738,12 @@ void proxy_begin(struct http_req *r)
 	}
 	p->websocket = is_websocket(r);
 	{
-		const char *why = cross_origin_refusal(r, p->route, p->websocket ||
-		                                                          http_header(r, "Upgrade"));
+		const char *why = cross_origin_refusal(r, p->route,
+		                                       p->websocket || http_header(r, "Upgrade"));
 		if (why) {
 			log_msg(LOG_INFO, "proxy", r->reqid, "refused %s %s on route %s: %s",
-			        http_method_str((enum http_method)r->method), r->path, p->route, why);
+			        http_method_str((enum http_method)r->method), r->path, p->route,
+			        why);
 			preq_free(p);
 			r->data = NULL;
 			http_add_header(r, "Cache-Control", "no-store");
@@ -2090,7 +2093,8 @@ static void start_tunnel(struct preq *p)
 	for (int i = 0; i < p->nrh; i++) {
 		const char *n = p->rh[i].name, *v = p->rh[i].value;
 		if (!n || !header_value_ok(v) || hop_by_hop(n) ||
-		    listed_in_connection(p->rh, p->nrh, n) || strcasecmp(n, "Content-Length") == 0 ||
+		    listed_in_connection(p->rh, p->nrh, n) ||
+		    strcasecmp(n, "Content-Length") == 0 ||
 		    (strcasecmp(n, "Set-Cookie") == 0 && !proxy_set_cookie_ok(v)))
 			continue;
 		evbuffer_add_printf(out, "%s: %s\r\n", n, v);

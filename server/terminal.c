@@ -709,17 +709,18 @@ static void on_recheck(evutil_socket_t fd, short what, void *arg)
 		snprintf(uid, sizeof(uid), "%lld", t->user_id);
 		snprintf(tid, sizeof(tid), "%lld", t->token_id);
 		/* the session, or the token, that opened it must still be live */
-		db_query("SELECT i.state = 'running' AND EXISTS (SELECT 1 FROM users u WHERE u.id "
-		         "= $3"
-		         "  AND NOT u.disabled AND (u.id = i.user_id OR u.role = 'admin'))"
-		         " AND ($2::bigint IS NULL OR EXISTS (SELECT 1 FROM sessions s WHERE s.id "
-		         "= $2"
-		         "  AND s.revoked_at IS NULL AND s.expires_at > now()))"
-		         " AND ($4::bigint IS NULL OR EXISTS (SELECT 1 FROM api_tokens k WHERE k.id "
-		         "= $4"
-		         "  AND k.revoked_at IS NULL AND k.expires_at > now()))"
-		         " FROM instances i WHERE i.id = $1",
-		         4, params, recheck_done, serial);
+		db_query(
+		        "SELECT i.state = 'running' AND EXISTS (SELECT 1 FROM users u WHERE u.id "
+		        "= $3"
+		        "  AND NOT u.disabled AND (u.id = i.user_id OR u.role = 'admin'))"
+		        " AND ($2::bigint IS NULL OR EXISTS (SELECT 1 FROM sessions s WHERE s.id "
+		        "= $2"
+		        "  AND s.revoked_at IS NULL AND s.expires_at > now()))"
+		        " AND ($4::bigint IS NULL OR EXISTS (SELECT 1 FROM api_tokens k WHERE k.id "
+		        "= $4"
+		        "  AND k.revoked_at IS NULL AND k.expires_at > now()))"
+		        " FROM instances i WHERE i.id = $1",
+		        4, params, recheck_done, serial);
 	}
 }
 
