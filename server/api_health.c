@@ -1,17 +1,21 @@
 /* api_health.c — /healthz (the process answers), /readyz (its dependencies
- * answer), /metrics (Prometheus) and the OpenAPI document.
+ * answer, ok or not per check, nothing more), /metrics (Prometheus: for the
+ * scrape addresses of metrics_allow or an admin's API token) and the OpenAPI
+ * document.
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <strings.h>
 
 #include <event2/buffer.h>
 #include <http_parser.h>
 
 #include "api.h"
 #include "config.h"
+#include "crypto.h"
 #include "db.h"
 #include "metrics.h"
-#include "storage.h"
 
 static void healthz(struct http_req *r)
 {
@@ -20,25 +24,39 @@ static void healthz(struct http_req *r)
 	http_reply(r, 200, "application/json", ok, sizeof(ok) - 1);
 }
 
+/* ok / not ok per check, nothing else: no paths, no counts (the endpoint
+ * is public, for load balancers). */
 static void readyz(struct http_req *r)
 {
-	struct db_stats st;
 	int ready = db_ready();
 
-	json_t *out;
-
-	db_get_stats(&st);
-	out = json_pack("{s:s, s:{s:{s:s, s:i, s:i}}}", "status", ready ? "ready" : "not_ready",
-	                "checks", "database", "status", ready ? "ok" : "unavailable",
-	                "connections_up", st.up, "connections", st.size);
 	/* storage never makes the server unready: software quotas always hold */
-	json_t *storage = storage_support_json();
-	json_object_set_new(storage, "status", json_string("ok"));
-	json_object_set_new(json_object_get(out, "checks"), "storage", storage);
-	http_reply_json(r, ready ? 200 : 503, out);
+	http_reply_json(r, ready ? 200 : 503,
+	                json_pack("{s:s, s:{s:{s:s}, s:{s:s}}}", "status",
+	                          ready ? "ready" : "not_ready", "checks", "database", "status",
+	                          ready ? "ok" : "unavailable", "storage", "status", "ok"));
 }
 
-static void metrics(struct http_req *r)
+/* 1 when r's peer address is listed in cfg.metrics_allow (comma- or
+ * space-separated addresses of Prometheus scrapers). */
+static int scrape_address(const struct http_req *r)
+{
+	const char *s = cfg.metrics_allow;
+	size_t plen = strlen(r->peer);
+
+	while (s && *s) {
+		size_t n;
+		while (*s == ',' || *s == ' ')
+			s++;
+		n = strcspn(s, ", ");
+		if (n && n == plen && strncmp(s, r->peer, n) == 0)
+			return 1;
+		s += n;
+	}
+	return 0;
+}
+
+static void metrics_render_reply(struct http_req *r)
 {
 	struct evbuffer *b = evbuffer_new();
 
@@ -49,6 +67,53 @@ static void metrics(struct http_req *r)
 	metrics_render(b);
 	http_reply_evbuffer(r, 200, "text/plain; version=0.0.4", b);
 	evbuffer_free(b);
+}
+
+static void metrics_token_done(PGresult *res, enum rc rc, void *arg)
+{
+	struct http_req *r = arg;
+
+	if (rc != RC_OK) {
+		api_reply_db_error(r, rc, "cannot check the token");
+		return;
+	}
+	if (PQntuples(res) != 1) {
+		http_reply_error(r, RC_FORBIDDEN,
+		                 "use an admin's API token, or list the scraper's address in "
+		                 "metrics_allow",
+		                 "/metrics needs an admin's API token");
+		return;
+	}
+	metrics_render_reply(r);
+}
+
+/* /metrics: for the scrape addresses of cfg.metrics_allow, and otherwise
+ * for an admin's API token (Authorization: Bearer, any scope). */
+static void metrics(struct http_req *r)
+{
+	const char *authz = http_header(r, "Authorization");
+	const char *tok;
+	char hash[65];
+	const char *params[1] = { hash };
+
+	if (scrape_address(r)) {
+		metrics_render_reply(r);
+		return;
+	}
+	if (!authz || strncasecmp(authz, "Bearer ", 7) != 0) {
+		http_add_header(r, "WWW-Authenticate", "Bearer");
+		http_reply_error(r, RC_UNAUTHORIZED,
+		                 "send an admin's API token as 'Authorization: Bearer <token>'",
+		                 "/metrics needs an admin's API token");
+		return;
+	}
+	for (tok = authz + 7; *tok == ' '; tok++)
+		;
+	crypto_sha256_hex(tok, strlen(tok), hash);
+	db_query("SELECT 1 FROM api_tokens t JOIN users u ON u.id = t.user_id"
+	         " WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND t.expires_at > now()"
+	         " AND NOT u.disabled AND u.role = 'admin'",
+	         1, params, metrics_token_done, r);
 }
 
 /* The API description, served so clients and the docs test read the same. */

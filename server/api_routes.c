@@ -1,6 +1,8 @@
 /* api_routes.c — /routes: the app ports of a user's instances, each on its
  * own origin, and opening one (a one-time ticket for the handshake on the
- * route's origin, which sets the route cookie there).
+ * route's origin, which sets the route cookie there).  The ticket is bound
+ * to the browser's sign-in state (the hash of the gc_state cookie the
+ * route's origin set, proxy.c) and minted only by POST (CSRF-checked).
  *
  * Routes themselves are made by database triggers (0010_proxy.sql) when an
  * instance is created or publishes a port; the proxy (proxy.c) serves them.
@@ -80,7 +82,7 @@ static void list(struct http_req *r)
 struct open_state {
 	char ticket[64];
 	char path[2048];
-	int redirect; /* GET: answer with a redirect; POST: with JSON */
+	char state[65]; /* sha256 hex of the browser's sign-in state cookie */
 };
 
 static int path_ok(const char *s)
@@ -110,23 +112,22 @@ static void open_done(PGresult *res, enum rc rc, void *arg)
 	}
 	proxy_route_origin(http_param(r, "id"), origin, sizeof(origin));
 	snprintf(url, sizeof(url), "%s/__gpucloud/handshake?ticket=%s", origin, st->ticket);
-	if (st->redirect) {
-		http_add_header(r, "Location", url);
-		http_add_header(r, "Cache-Control", "no-store");
-		http_add_header(r, "Referrer-Policy", "no-referrer");
-		http_reply(r, 302, "text/plain", "opening\n", 8);
-		return;
-	}
+	http_add_header(r, "Cache-Control", "no-store");
 	http_reply_json(r, 200,
 	                json_pack("{s:s, s:s, s:i}", "url", url, "route", http_param(r, "id"),
 	                          "expires_in", TICKET_SECONDS));
 }
 
-static void open_route(struct http_req *r, const char *path)
+static int state_ok(const char *s)
+{
+	return strlen(s) == 64 && strspn(s, "0123456789abcdef") == 64;
+}
+
+static void open_route(struct http_req *r, const char *path, const char *state)
 {
 	struct open_state *st;
 	char hash[65], uid[24], sid[24], tid[24];
-	const char *params[7];
+	const char *params[8];
 	const char *id = http_param(r, "id");
 
 	if (!proxy_route_id_ok(id)) {
@@ -140,11 +141,20 @@ static void open_route(struct http_req *r, const char *path)
 		                 "characters");
 		return;
 	}
+	if (!state_ok(state)) {
+		http_reply_error(
+		        r, RC_INVALID,
+		        "open the app's own address in the browser (it starts the sign-in), "
+		        "or send the sha256 hex of a random secret and present the secret "
+		        "as the gc_state cookie to the handshake",
+		        "state must be 64 lower-case hex digits");
+		return;
+	}
 	st = api_state(r, sizeof(*st), NULL);
 	if (!st)
 		return;
-	st->redirect = r->method == HTTP_GET;
 	snprintf(st->path, sizeof(st->path), "%s", path);
+	snprintf(st->state, sizeof(st->state), "%s", state);
 	if (crypto_token(st->ticket, sizeof(st->ticket), 32) < 0) {
 		http_reply_error(r, RC_INTERNAL, NULL, "cannot make a ticket");
 		return;
@@ -160,48 +170,58 @@ static void open_route(struct http_req *r, const char *path)
 	params[4] = r->auth->token_id ? tid : NULL;
 	params[5] = st->path;
 	params[6] = r->auth->role == ROLE_ADMIN ? "t" : "f";
+	params[7] = st->state;
 	/* expired tickets and sessions are swept on the way */
 	db_query("WITH gc1 AS (DELETE FROM route_tickets WHERE expires_at < now()),"
 	         " gc2 AS (DELETE FROM route_sessions WHERE expires_at < now() - interval '1 hour')"
 	         " INSERT INTO route_tickets (token_hash, route_id, user_id, session_id, token_id,"
-	         "  path, expires_at)"
-	         " SELECT $1, r.id, $3, $4, $5, $6, now() + interval '" STR(
+	         "  path, state_hash, expires_at)"
+	         " SELECT $1, r.id, $3, $4, $5, $6, $8, now() + interval '" STR(
 	                 TICKET_SECONDS) " seconds'"
 	                                 " FROM routes r JOIN instances i ON i.id = r.instance_id"
 	                                 " WHERE r.id = $2 AND i.state <> 'deleted' AND (i.user_id "
 	                                 "= $3 OR $7::boolean)"
 	                                 " RETURNING route_id",
-	         7, params, open_done, r);
+	         8, params, open_done, r);
 }
 
+/* Minting a ticket is a POST: for cookie sessions the auth layer checks the
+ * CSRF token and the Origin (a cross-site page cannot make a victim's
+ * browser mint one), and a token needs the 'write' scope (an app session is
+ * full control of the app).  GET, which once minted with a redirect,
+ * answers 405. */
 static void open_get(struct http_req *r)
 {
-	char path[2048];
-	long n = api_query(r, "path", path, sizeof(path));
-
-	if (n == -2)
-		return;
-	open_route(r, n > 0 ? path : "/");
+	http_add_header(r, "Allow", "POST");
+	http_reply_error(r, RC_METHOD,
+	                 "POST /api/v1/routes/{id}/open with {\"path\",\"state\"} (and "
+	                 "X-CSRF-Token for a browser session)",
+	                 "opening an app is a POST");
 }
 
 static void open_post(struct http_req *r)
 {
-	static const struct jfield spec[] = { { "path", J_STRING, 0, 2000 }, { NULL, 0, 0, 0 } };
+	static const struct jfield spec[] = { { "path", J_STRING, 0, 2000 },
+		                              { "state", J_STRING, 0, 64 },
+		                              { NULL, 0, 0, 0 } };
 	json_t *body = api_json_body(r, spec);
-	char path[2048];
+	char path[2048], state[72];
 
 	if (!body)
 		return;
 	snprintf(path, sizeof(path), "%s",
 	         json_object_get(body, "path") ? json_string_value(json_object_get(body, "path"))
 	                                       : "/");
+	snprintf(state, sizeof(state), "%s",
+	         json_object_get(body, "state") ? json_string_value(json_object_get(body, "state"))
+	                                        : "");
 	json_decref(body);
-	open_route(r, path);
+	open_route(r, path, state);
 }
 
 const struct route api_routes_routes[] = {
 	{ HTTP_GET, "/api/v1/routes", list, ROLES_ALL, 0, 0, NULL },
-	{ HTTP_GET, "/api/v1/routes/{id}/open", open_get, ROLES_ALL, 0, 0, NULL },
+	{ HTTP_GET, "/api/v1/routes/{id}/open", open_get, ROLES_PUBLIC, 0, 0, NULL },
 	{ HTTP_POST, "/api/v1/routes/{id}/open", open_post, ROLES_ALL, 0, 16384, NULL },
 	{ 0, NULL, NULL, 0, 0, 0, NULL },
 };

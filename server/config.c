@@ -155,6 +155,9 @@ static const struct setting table[] = {
 	  "'tensorboard'; empty: POST /tensorboards is refused"),
 	I(proxy_cache_ms, "1000", 0, 60000,
 	  "milliseconds a route and session check is reused before the database is asked again"),
+	S(metrics_allow, "",
+	  "client addresses (comma-separated IPs, e.g. a Prometheus scraper) that may read "
+	  "/metrics without a token; everyone else needs an admin's API token"),
 	S(log_level, "info", "debug, info, warn or error"),
 };
 

@@ -93,6 +93,7 @@ struct config {
 	int proxy_connect_timeout; /* seconds */
 	int proxy_timeout;         /* seconds an upstream may stay silent mid-response */
 	int proxy_recheck;         /* seconds between re-checks of open tunnels */
+	char *metrics_allow;       /* addresses that may scrape /metrics without a token */
 	int proxy_cache_ms;        /* how long a route/session check is reused */
 	char *tensorboard_image;   /* catalog image started by POST /tensorboards */
 	/* logging */

@@ -90,6 +90,14 @@ static int tls_on(void)
 	return cfg.tls_cert && *cfg.tls_cert;
 }
 
+/* The sign-in state cookie the route's origin sets before sending a browser
+ * to the API to mint a ticket (api_routes.c binds the ticket to its hash):
+ * __Host- under TLS, so no other origin can toss one in. */
+const char *proxy_state_cookie_name(void)
+{
+	return tls_on() ? "__Host-gc_state" : "gc_state";
+}
+
 static int url_port(void)
 {
 	return cfg.apps_port ? cfg.apps_port : listen_port;
@@ -335,7 +343,7 @@ static struct rstat rstats[RSTATS_MAX];
 static int nrstats;
 
 static struct {
-	unsigned long long requests, tunnels_total, upstream_new, upstream_reused, errors;
+	unsigned long long requests, tunnels_total, upstream_new, upstream_reused, errors, bytes;
 	long long tunnels_open, idle_open;
 } pstats;
 
@@ -345,6 +353,7 @@ static void activity(const char *route, long long instance_id, size_t bytes)
 	struct rstat *s = NULL;
 	double t = now_s();
 
+	pstats.bytes += bytes;
 	for (int i = 0; i < RSTATS_MAX; i++) {
 		struct rstat *c = &rstats[(b + (unsigned)i) % RSTATS_MAX];
 		if (!c->route[0] || strcmp(c->route, route) == 0) {
@@ -393,24 +402,12 @@ void proxy_metrics(struct evbuffer *out)
 	                    "gpucloud_proxy_errors_total %llu\n",
 	                    pstats.requests, pstats.upstream_new, pstats.upstream_reused,
 	                    pstats.idle_open, pstats.tunnels_open, pstats.errors);
-	evbuffer_add_printf(out, "# HELP gpucloud_proxy_route_bytes_total Bytes proxied per route"
-	                         " (both directions).\n"
-	                         "# TYPE gpucloud_proxy_route_bytes_total counter\n");
-	for (int i = 0; i < RSTATS_MAX; i++)
-		if (rstats[i].route[0])
-			evbuffer_add_printf(
-			        out,
-			        "gpucloud_proxy_route_bytes_total{route=\"%s\",instance="
-			        "\"%lld\"} %llu\n",
-			        rstats[i].route, rstats[i].instance_id, rstats[i].bytes);
-	evbuffer_add_printf(out, "# HELP gpucloud_proxy_route_last_seen_seconds Unix time of the"
-	                         " last proxied traffic per route.\n"
-	                         "# TYPE gpucloud_proxy_route_last_seen_seconds gauge\n");
-	for (int i = 0; i < RSTATS_MAX; i++)
-		if (rstats[i].route[0])
-			evbuffer_add_printf(
-			        out, "gpucloud_proxy_route_last_seen_seconds{route=\"%s\"} %lld\n",
-			        rstats[i].route, (long long)rstats[i].last_seen);
+	evbuffer_add_printf(out,
+	                    "# HELP gpucloud_proxy_bytes_total Bytes proxied to and from apps"
+	                    " (both directions, all routes).\n"
+	                    "# TYPE gpucloud_proxy_bytes_total counter\n"
+	                    "gpucloud_proxy_bytes_total %llu\n",
+	                    pstats.bytes);
 }
 
 /* ---- upstream connections and their idle pool ---- */
@@ -688,48 +685,123 @@ static void finish_page(struct preq *p, int status, const char *code, const char
 	}
 }
 
-/* Not logged in to this route: browsers go to the API origin's login, which
- * leads back through /open and the handshake; API clients get 401. */
+static void pct_encode(const char *s, char *out, size_t outlen)
+{
+	size_t o = 0;
+
+	for (; *s && o + 4 < outlen; s++) {
+		unsigned char ch = (unsigned char)*s;
+		if (isalnum(ch) || strchr("-._~/", ch))
+			out[o++] = (char)ch;
+		else
+			o += (size_t)snprintf(out + o, outlen - o, "%%%02X", ch);
+	}
+	out[o] = '\0';
+}
+
+/* Not logged in to this route: browsers get a fresh random sign-in state
+ * cookie on this origin and go to the API origin's page
+ * #/login?open=<route>&state=<sha256 of the state>&path=<where to come
+ * back>, which (signed in) POSTs /routes/{id}/open with that state and
+ * follows the ticket back to the handshake; API clients get 401. */
 static void finish_unauthenticated(struct preq *p)
 {
 	struct http_req *r = p->r;
-	char api[512], next[3072], enc[3072 * 3], loc[512 + 3072 * 3 + 32];
-	size_t o = 0;
+	char api[512], next[256], path[8192 * 3], state[64], shash[65], set[256];
+	char loc[512 + sizeof(path) + 256];
 
 	if (!wants_html(r) || r->method != HTTP_GET) {
-		snprintf(next, sizeof(next), "GET /api/v1/routes/%s/open, then follow the URL",
-		         p->route);
+		snprintf(next, sizeof(next),
+		         "POST /api/v1/routes/%s/open with a state, then follow the URL", p->route);
 		finish_page(p, 401, "unauthorized", "Not signed in",
 		            "open this app through gpucloud first", next, 0);
 		return;
 	}
+	if (crypto_token(state, sizeof(state), 32) < 0) {
+		finish_page(p, 503, "unavailable", "Busy", "out of memory", NULL, 2);
+		return;
+	}
+	crypto_sha256_hex(state, strlen(state), shash);
 	proxy_api_origin(api, sizeof(api));
-	snprintf(next, sizeof(next), "/api/v1/routes/%s/open?path=", p->route);
-	o = strlen(next);
-	/* the path (and query) to come back to, percent-encoded */
-	for (const char *s = r->url; *s && o + 4 < sizeof(next); s++) {
-		unsigned char ch = (unsigned char)*s;
-		if (isalnum(ch) || strchr("-._~/", ch))
-			next[o++] = (char)ch;
-		else
-			o += (size_t)snprintf(next + o, sizeof(next) - o, "%%%02X", ch);
-	}
-	next[o] = '\0';
-	o = 0;
-	for (const char *s = next; *s && o + 4 < sizeof(enc); s++) {
-		unsigned char ch = (unsigned char)*s;
-		if (isalnum(ch) || strchr("-._~/", ch))
-			enc[o++] = (char)ch;
-		else
-			o += (size_t)snprintf(enc + o, sizeof(enc) - o, "%%%02X", ch);
-	}
-	enc[o] = '\0';
-	snprintf(loc, sizeof(loc), "%s/#/login?next=%s", api, enc);
+	pct_encode(r->url, path, sizeof(path));
+	snprintf(loc, sizeof(loc), "%s/#/login?open=%s&state=%s&path=%s", api, p->route, shash,
+	         path);
+	snprintf(set, sizeof(set), "%s=%s; Path=/; HttpOnly; SameSite=Lax; Max-Age=600%s",
+	         proxy_state_cookie_name(), state, tls_on() ? "; Secure" : "");
 	drop_upstream(p, 0);
 	preq_free(p);
+	http_add_header(r, "Set-Cookie", set);
 	http_add_header(r, "Location", loc);
 	http_add_header(r, "Cache-Control", "no-store");
+	http_add_header(r, "Referrer-Policy", "no-referrer");
 	http_reply(r, 302, "text/plain", "sign in first\n", 14);
+}
+
+/* ---- cross-origin requests ----
+ *
+ * Why: the proxy authenticates every request to the app with the app's own
+ * token (Authorization: token ...), so apps such as Jupyter believe each
+ * request is token-authenticated and skip their own CSRF and websocket-
+ * Origin checks.  All <route>.<apps_domain> origins are same-site with each
+ * other on a real apps domain, so the route cookie (SameSite=Lax) rides
+ * along on requests that another route's page makes: an attacker's app on
+ * route A, open in the victim's browser, could POST to the victim's route B
+ * or open its websockets (a shell).  The rule, as an attacker would probe it:
+ *
+ *  - Unsafe methods (anything but GET, HEAD, OPTIONS) and websocket
+ *    upgrades: an Origin header must be this route's own origin
+ *    (cfg scheme://<route>.<apps_domain>[:port]); "null" and every other
+ *    origin are refused.  A Sec-Fetch-Site header, when present, must be
+ *    "same-origin".  Without Origin, a Referer, when present, must be on
+ *    this origin.  Browsers send Origin on every websocket handshake and on
+ *    every cross-origin POST, and Sec-Fetch-Site on every request, so only
+ *    a non-browser client (curl, a script holding its own route cookie)
+ *    sends none of them; it cannot be driven by a web page and is let
+ *    through.
+ *  - Safe methods: a CORS request from another origin (an Origin header
+ *    that is not ours) and a subresource request another site or route
+ *    makes (Sec-Fetch-Site same-site or cross-site, Sec-Fetch-Mode not
+ *    "navigate") are refused too, so no other route's page can read or
+ *    trigger GET side effects of this one (resource isolation).  Top-level
+ *    navigations (links from the gpucloud UI, the handshake) carry no
+ *    Origin and pass.
+ * Browsers send Sec-Fetch-* only to https (and localhost) origins, so on a
+ * plain-http apps domain the Origin rule is what holds; both are checked. 
+ * Refusals are 403 with the JSON error shape. */
+static int same_origin(const char *v, const char *own)
+{
+	size_t n = strlen(own);
+
+	return strncmp(v, own, n) == 0 && (v[n] == '\0' || v[n] == '/');
+}
+
+/* NULL when r may reach route; else why not. */
+static const char *cross_origin_refusal(const struct http_req *r, const char *route, int upgrade)
+{
+	const char *origin = http_header(r, "Origin");
+	const char *site = http_header(r, "Sec-Fetch-Site");
+	const char *mode = http_header(r, "Sec-Fetch-Mode");
+	const char *referer = http_header(r, "Referer");
+	int unsafe = upgrade || !(r->method == HTTP_GET || r->method == HTTP_HEAD ||
+	                          r->method == HTTP_OPTIONS);
+	char own[512];
+
+	proxy_route_origin(route, own, sizeof(own));
+	if (unsafe) {
+		if (origin && strcmp(origin, own) != 0)
+			return "request origin is not this app's own origin";
+		if (site && strcmp(site, "same-origin") != 0)
+			return "cross-site requests may not change an app or open its websockets";
+		if (!origin && referer && !same_origin(referer, own))
+			return "request referer is not this app's own origin";
+		return NULL;
+	}
+	if (origin && strcmp(origin, own) != 0)
+		return "another site may not read this app"; /* a CORS read */
+	if (site && (strcmp(site, "same-site") == 0 || strcmp(site, "cross-site") == 0) &&
+	    (!mode || strcmp(mode, "navigate") != 0))
+		return "another site may not load this app's resources";
+	return NULL;
 }
 
 /* The client went away while we waited; only the reply frees r. */
@@ -860,6 +932,50 @@ static int header_value_ok(const char *v)
 	return v && !strpbrk(v, "\r\n");
 }
 
+/* 1 when an app's Set-Cookie value may reach the browser: host-only
+ * cookies only.  A Domain attribute would toss the cookie onto every other
+ * route (and the API) under a parent domain; a cookie named like
+ * gpucloud's own (gc_*, with or without a __Host-/__Secure- prefix) could
+ * shadow the route cookie or the sign-in state.  (Browsers themselves drop
+ * __Host-/__Secure- cookies that break their prefix rules.) */
+int proxy_set_cookie_ok(const char *v)
+{
+	const char *name = v, *a;
+	size_t nlen;
+
+	while (*name == ' ' || *name == '\t')
+		name++;
+	nlen = strcspn(name, "=;");
+	if (name[nlen] != '=' || nlen == 0)
+		return 0; /* not a cookie at all */
+	{
+		const char *n = name;
+		size_t l = nlen;
+		if (l > 7 && strncasecmp(n, "__Host-", 7) == 0) {
+			n += 7;
+			l -= 7;
+		} else if (l > 9 && strncasecmp(n, "__Secure-", 9) == 0) {
+			n += 9;
+			l -= 9;
+		}
+		if (l >= 3 && strncasecmp(n, "gc_", 3) == 0)
+			return 0;
+	}
+	for (a = strchr(name, ';'); a; a = strchr(a + 1, ';')) {
+		const char *k = a + 1;
+		while (*k == ' ' || *k == '\t')
+			k++;
+		if (strncasecmp(k, "domain", 6) == 0) {
+			const char *e = k + 6;
+			while (*e == ' ' || *e == '\t')
+				e++;
+			if (*e == '=' || *e == ';' || *e == '\0')
+				return 0;
+		}
+	}
+	return 1;
+}
+
 static int up_headers_complete(http_parser *hp)
 {
 	struct upconn *u = hp->data;
@@ -878,7 +994,8 @@ static int up_headers_complete(http_parser *hp)
 		if (!n || !header_value_ok(v) || hop_by_hop(n) ||
 		    listed_in_connection(p->rh, p->nrh, n) ||
 		    strcasecmp(n, "Content-Length") == 0 || strcasecmp(n, "Date") == 0 ||
-		    strcasecmp(n, "X-Request-Id") == 0)
+		    strcasecmp(n, "X-Request-Id") == 0 ||
+		    (strcasecmp(n, "Set-Cookie") == 0 && !proxy_set_cookie_ok(v)))
 			continue;
 		http_add_header(r, n, v);
 	}
@@ -1277,8 +1394,10 @@ static void connect_upstream(struct preq *p)
 
 static int is_our_cookie(const char *name, size_t len)
 {
-	static const char *const ours[] = { "gc_session", "__Host-gc_session", "gc_route",
-		                            "__Host-gc_route", NULL };
+	static const char *const ours[] = { "gc_session", "__Host-gc_session",
+		                            "gc_route",   "__Host-gc_route",
+		                            "gc_state",   "__Host-gc_state",
+		                            NULL };
 
 	for (int i = 0; ours[i]; i++)
 		if (strlen(ours[i]) == len && strncmp(name, ours[i], len) == 0)
@@ -1435,11 +1554,12 @@ static void check_done(PGresult *res, enum rc rc, void *arg)
 	checked(p);
 }
 
-/* The value of the route cookie, or "" */
-static void route_cookie(const struct http_req *r, char *out, size_t outlen)
+/* The value of cookie name in r into out ("" when absent); returns how many
+ * cookies of that name r carries (more than one: someone tossed one in). */
+static int cookie_value(const struct http_req *r, const char *name, char *out, size_t outlen)
 {
-	const char *name = proxy_cookie_name();
 	size_t nlen = strlen(name);
+	int count = 0;
 
 	out[0] = '\0';
 	for (int i = 0; i < r->nhdr; i++) {
@@ -1451,15 +1571,22 @@ static void route_cookie(const struct http_req *r, char *out, size_t outlen)
 			while (*v == ' ' || *v == ';')
 				v++;
 			len = strcspn(v, ";");
-			if (len > nlen && strncmp(v, name, nlen) == 0 && v[nlen] == '=' &&
-			    len - nlen - 1 < outlen) {
-				memcpy(out, v + nlen + 1, len - nlen - 1);
-				out[len - nlen - 1] = '\0';
-				return;
+			if (len > nlen && strncmp(v, name, nlen) == 0 && v[nlen] == '=') {
+				if (!count++ && len - nlen - 1 < outlen) {
+					memcpy(out, v + nlen + 1, len - nlen - 1);
+					out[len - nlen - 1] = '\0';
+				}
 			}
 			v += len;
 		}
 	}
+	return count;
+}
+
+/* The value of the route cookie, or "" */
+static void route_cookie(const struct http_req *r, char *out, size_t outlen)
+{
+	cookie_value(r, proxy_cookie_name(), out, outlen);
 }
 
 /* ---- the handshake: ticket → route cookie ---- */
@@ -1497,7 +1624,8 @@ static void handshake_done(PGresult *res, enum rc rc, void *arg)
 	if (PQntuples(res) != 1) {
 		free(h);
 		finish_page(p, 403, "forbidden", "This link has expired",
-		            "the sign-in link was already used or has expired",
+		            "the sign-in link was already used, has expired or was made for "
+		            "another browser",
 		            "open the app again from gpucloud", 0);
 		return;
 	}
@@ -1505,6 +1633,9 @@ static void handshake_done(PGresult *res, enum rc rc, void *arg)
 	snprintf(set, sizeof(set), "%s=%s; Path=/; HttpOnly; SameSite=Lax; Max-Age=%d%s",
 	         proxy_cookie_name(), h->cookie, cfg.route_session_ttl, tls_on() ? "; Secure" : "");
 	free(h);
+	http_add_header(r, "Set-Cookie", set);
+	snprintf(set, sizeof(set), "%s=; Path=/; HttpOnly; SameSite=Lax; Max-Age=0%s",
+	         proxy_state_cookie_name(), tls_on() ? "; Secure" : "");
 	http_add_header(r, "Set-Cookie", set);
 	http_add_header(r, "Location", local_path_ok(path) ? path : "/");
 	http_add_header(r, "Cache-Control", "no-store");
@@ -1516,7 +1647,7 @@ static void handshake_done(PGresult *res, enum rc rc, void *arg)
 static void handshake(struct preq *p)
 {
 	struct http_req *r = p->r;
-	char ticket[128], thash[65], chash[65], ttl[24];
+	char ticket[128], thash[65], chash[65], ttl[24], state[128], shash[65];
 	struct hs *h;
 	const char *params[5];
 
@@ -1544,16 +1675,27 @@ static void handshake(struct preq *p)
 	params[1] = p->route;
 	params[2] = chash;
 	params[3] = ttl;
+	/* the browser that asked for the ticket holds the state cookie whose
+	 * hash the ticket carries; exactly one (two: one was tossed in from a
+	 * parent domain) */
+	if (cookie_value(r, proxy_state_cookie_name(), state, sizeof(state)) == 1 && state[0]) {
+		crypto_sha256_hex(state, strlen(state), shash);
+		params[4] = shash;
+	} else {
+		params[4] = NULL;
+	}
 	/* spend the ticket and make the session in one statement: a ticket
-	 * works once, on its own route only, within its lifetime */
+	 * works once, on its own route only, within its lifetime, in the
+	 * browser it was minted for; a ticket presented without its state is
+	 * spent all the same (it was seen by the wrong browser) */
 	db_query("WITH t AS (DELETE FROM route_tickets WHERE token_hash = $1 AND route_id = $2"
 	         "  AND expires_at > now() RETURNING *)"
 	         " INSERT INTO route_sessions (token_hash, route_id, user_id, session_id, token_id,"
 	         "  expires_at)"
 	         " SELECT $3, t.route_id, t.user_id, t.session_id, t.token_id,"
-	         "  now() + make_interval(secs => $4::int) FROM t"
+	         "  now() + make_interval(secs => $4::int) FROM t WHERE t.state_hash = $5"
 	         " RETURNING (SELECT path FROM t)",
-	         4, params, handshake_done, h);
+	         5, params, handshake_done, h);
 }
 
 /* ---- the http hooks ---- */
@@ -1594,11 +1736,28 @@ void proxy_begin(struct http_req *r)
 		            "CONNECT is not proxied", NULL, 0);
 		return;
 	}
+	p->websocket = is_websocket(r);
+	{
+		const char *why = cross_origin_refusal(r, p->route,
+		                                       p->websocket || http_header(r, "Upgrade"));
+		if (why) {
+			log_msg(LOG_INFO, "proxy", r->reqid, "refused %s %s on route %s: %s",
+			        http_method_str((enum http_method)r->method), r->path, p->route,
+			        why);
+			preq_free(p);
+			r->data = NULL;
+			http_add_header(r, "Cache-Control", "no-store");
+			http_reply_error(r, RC_FORBIDDEN,
+			                 "open the app from its own page; other sites and apps may "
+			                 "not drive it",
+			                 "%s", why);
+			return;
+		}
+	}
 	if (strcmp(r->path, HANDSHAKE_PATH) == 0) {
 		handshake(p);
 		return;
 	}
-	p->websocket = is_websocket(r);
 	p->chunked = r->content_length < 0 && http_header(r, "Transfer-Encoding") != NULL;
 	p->head_only = r->method == HTTP_HEAD;
 	route_cookie(r, cookie, sizeof(cookie));
@@ -1934,7 +2093,9 @@ static void start_tunnel(struct preq *p)
 	for (int i = 0; i < p->nrh; i++) {
 		const char *n = p->rh[i].name, *v = p->rh[i].value;
 		if (!n || !header_value_ok(v) || hop_by_hop(n) ||
-		    listed_in_connection(p->rh, p->nrh, n) || strcasecmp(n, "Content-Length") == 0)
+		    listed_in_connection(p->rh, p->nrh, n) ||
+		    strcasecmp(n, "Content-Length") == 0 ||
+		    (strcasecmp(n, "Set-Cookie") == 0 && !proxy_set_cookie_ok(v)))
 			continue;
 		evbuffer_add_printf(out, "%s: %s\r\n", n, v);
 	}

@@ -45,11 +45,22 @@ void proxy_api_origin(char *out, size_t outlen);
 /* Name of the route cookie: "__Host-gc_route" under TLS, else "gc_route". */
 const char *proxy_cookie_name(void);
 
+/* Name of the sign-in state cookie a route's origin sets before a ticket is
+ * minted (the ticket carries its sha256): "__Host-gc_state" under TLS, else
+ * "gc_state". */
+const char *proxy_state_cookie_name(void);
+
 /* 1 when s is a well-formed route id (a lowercase DNS label). */
 int proxy_route_id_ok(const char *s);
 
-/* Appends the proxy's counters (per-route bytes and last activity, open
- * tunnels, idle upstream connections) in Prometheus text to out. */
+/* 1 when an app's Set-Cookie header value may pass to the browser: a
+ * host-only cookie (no Domain attribute) whose name is not gpucloud's own
+ * (gc_*, also behind a __Host-/__Secure- prefix). */
+int proxy_set_cookie_ok(const char *value);
+
+/* Appends the proxy's counters (requests, bytes, open tunnels, idle
+ * upstream connections; no per-route or per-instance labels, which would
+ * list other users' routes) in Prometheus text to out. */
 void proxy_metrics(struct evbuffer *out);
 
 #endif

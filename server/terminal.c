@@ -8,7 +8,7 @@
  * "Upgrade: tcp": libcurl does not hand over upgraded streams), the frame
  * loop (ws.c parses; input, resize, ping/pong, close), backpressure both
  * ways, and a periodic re-check that closes terminals whose instance stopped
- * or whose session ended.
+ * or whose session or API token ended.
  * Does not own: instances, nodes' engines (nodes_engine), sessions.
  */
 #include "terminal.h"
@@ -47,7 +47,7 @@
 struct term {
 	unsigned long long serial;
 	struct http_req *r; /* until the upgrade */
-	long long instance_id, node_id, session_id, user_id;
+	long long instance_id, node_id, session_id, token_id, user_id;
 	char container[96];
 	char exec_id[96];
 	char key[32]; /* Sec-WebSocket-Key */
@@ -646,6 +646,13 @@ static void open_terminal(struct http_req *r)
 		http_reply_error(r, RC_FORBIDDEN, NULL, "request origin does not match this site");
 		return;
 	}
+	/* a shell changes everything a token can reach: read is not enough,
+	 * whatever the HTTP method says */
+	if (r->auth->token_id && !(r->auth->scopes & SCOPE_WRITE)) {
+		http_reply_error(r, RC_FORBIDDEN, "create a token with the 'write' scope",
+		                 "this token lacks the 'write' scope a terminal needs");
+		return;
+	}
 	t = calloc(1, sizeof(*t));
 	if (!t) {
 		http_reply_error(r, RC_NOMEM, NULL, "out of memory");
@@ -656,6 +663,7 @@ static void open_terminal(struct http_req *r)
 	t->instance_id = id;
 	t->user_id = r->auth->user_id;
 	t->session_id = r->auth->session_id;
+	t->token_id = r->auth->token_id;
 	snprintf(t->key, sizeof(t->key), "%s", key);
 	snprintf(ids, sizeof(ids), "%lld", id);
 	db_query("SELECT i.user_id, i.state, i.container_id, i.node_id, n.url"
@@ -686,8 +694,9 @@ static void on_recheck(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	(void)arg;
 	for (struct term *t = terms; t; t = t->next) {
-		char iid[24], sid[24], uid[24];
-		const char *params[3] = { iid, t->session_id ? sid : NULL, uid };
+		char iid[24], sid[24], uid[24], tid[24];
+		const char *params[4] = { iid, t->session_id ? sid : NULL, uid,
+			                  t->token_id ? tid : NULL };
 		unsigned long long *serial;
 		if (t->closing)
 			continue;
@@ -698,14 +707,20 @@ static void on_recheck(evutil_socket_t fd, short what, void *arg)
 		snprintf(iid, sizeof(iid), "%lld", t->instance_id);
 		snprintf(sid, sizeof(sid), "%lld", t->session_id);
 		snprintf(uid, sizeof(uid), "%lld", t->user_id);
-		db_query("SELECT i.state = 'running' AND EXISTS (SELECT 1 FROM users u WHERE u.id "
-		         "= $3"
-		         "  AND NOT u.disabled AND (u.id = i.user_id OR u.role = 'admin'))"
-		         " AND ($2::bigint IS NULL OR EXISTS (SELECT 1 FROM sessions s WHERE s.id "
-		         "= $2"
-		         "  AND s.revoked_at IS NULL AND s.expires_at > now()))"
-		         " FROM instances i WHERE i.id = $1",
-		         3, params, recheck_done, serial);
+		snprintf(tid, sizeof(tid), "%lld", t->token_id);
+		/* the session, or the token, that opened it must still be live */
+		db_query(
+		        "SELECT i.state = 'running' AND EXISTS (SELECT 1 FROM users u WHERE u.id "
+		        "= $3"
+		        "  AND NOT u.disabled AND (u.id = i.user_id OR u.role = 'admin'))"
+		        " AND ($2::bigint IS NULL OR EXISTS (SELECT 1 FROM sessions s WHERE s.id "
+		        "= $2"
+		        "  AND s.revoked_at IS NULL AND s.expires_at > now()))"
+		        " AND ($4::bigint IS NULL OR EXISTS (SELECT 1 FROM api_tokens k WHERE k.id "
+		        "= $4"
+		        "  AND k.revoked_at IS NULL AND k.expires_at > now()))"
+		        " FROM instances i WHERE i.id = $1",
+		        4, params, recheck_done, serial);
 	}
 }
 

@@ -8,7 +8,8 @@
  * input (UTF-8), binary frames from the browser are control messages
  * ({"cols":N,"rows":N} resizes the TTY); binary frames to the browser are
  * the terminal's output.  Closed when the shell exits, the instance stops
- * or the session ends (checked every cfg.proxy_recheck seconds).
+ * or the session or API token that opened it ends (checked every
+ * cfg.proxy_recheck seconds).  A token needs the 'write' scope.
  */
 #ifndef GPUCLOUD_TERMINAL_H
 #define GPUCLOUD_TERMINAL_H

@@ -85,11 +85,25 @@ function currentPath() {
   return raw.split('?')[0] || '/';
 }
 
-// An app (route) sent the browser here to sign in first: #/login?next=
-// /api/v1/routes/<id>/open?path=...  Only that API path is followed.
-function routeNext() {
-  const next = new URLSearchParams(location.hash.split('?').slice(1).join('?')).get('next') || '';
-  return /^\/api\/v1\/routes\/[a-z0-9]{16,63}\/open(\?[^#\\]*)?$/.test(next) ? next : null;
+// An app (route) sent the browser here to sign in first:
+// #/login?open=<route>&state=<sha256 of its sign-in cookie>&path=<path>.
+// Signed in, the page asks for a ticket bound to that state (a POST with the
+// CSRF token) and follows it back to the app's handshake.
+function routeOpen() {
+  const q = new URLSearchParams(location.hash.split('?').slice(1).join('?'));
+  const route = q.get('open') || '', state = q.get('state') || '', path = q.get('path') || '/';
+  if (!/^[a-z0-9]{16,63}$/.test(route) || !/^[0-9a-f]{64}$/.test(state)) return null;
+  if (!/^\/(?![\/\\])/.test(path)) return null;
+  return { route, state, path };
+}
+
+async function openRoute(o) {
+  try {
+    const res = await api.post(`/routes/${o.route}/open`, { path: o.path, state: o.state });
+    location.replace(res.url);
+  } catch {
+    go('/home');
+  }
 }
 
 function go(path) {
@@ -144,7 +158,7 @@ const ctx = {
     const wanted = ROUTES[afterLogin];
     const next = wanted && wanted.roles.includes(session.user.role) ? afterLogin : '/home';
     afterLogin = '/home';
-    if (routeNext()) { location.assign(routeNext()); return; }
+    if (routeOpen()) { openRoute(routeOpen()); return; }
     go(next);
   },
 };
@@ -260,7 +274,7 @@ async function render(opts = {}) {
   }
 
   if (path === '/login') {
-    if (session.user && routeNext()) { location.assign(routeNext()); return; }
+    if (session.user && routeOpen()) { openRoute(routeOpen()); return; }
     if (session.user) { go('/home'); return; }
     renderLogin(loginNotice);
     loginNotice = '';

@@ -58,7 +58,7 @@ describe('Jupyter through the proxy, and the web terminal', () => {
   it('signs in from the app\'s own link and lands in Jupyter', async () => {
     // not signed in: the app sends the browser to log in, then back through the handshake
     await page.goto(`http://${route.id}.localhost:${w.srv.port}/tree`);
-    await page.waitForURL(/#\/login\?next=/);
+    await page.waitForURL(/#\/login\?open=/);
     await shot(page, 'jupyter-login');
     await page.getByLabel('Username', { exact: true }).fill('alice');
     await page.getByLabel('Password', { exact: true }).fill('alice-pass-1');
@@ -94,7 +94,7 @@ describe('Jupyter through the proxy, and the web terminal', () => {
     await page.goto(`${origin}/#/instance?id=${inst.id}`);
     const open = page.locator(`[data-route-buttons="${inst.id}"] [data-action=open-jupyter]`).first();
     await open.waitFor();
-    assert.equal(await open.getAttribute('href'), `/api/v1/routes/${route.id}/open`);
+    assert.equal(await open.getAttribute('href'), route.url);
     assert.equal((await open.textContent()).trim(), 'Open Jupyter');
     // the button opens Jupyter in a new tab, signed in through the handshake
     const [tab] = await Promise.all([context.waitForEvent('page'), open.click()]);

@@ -14,7 +14,7 @@ import net from 'node:net';
 import { createHash, randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { startServer, Client, ADMIN_PASSWORD } from '../lib/server.mjs';
-import { sql, sleep, eventually, assertErrorShape, stopClean, RawConn, assertAlive } from '../lib/itest.mjs';
+import { sql, sleep, eventually, assertErrorShape, stopClean, RawConn, assertAlive, call } from '../lib/itest.mjs';
 
 // ---- the app: echoes what it received; /big streams 100 MB; websockets echo raw bytes
 const seen = { upgrades: [] };
@@ -82,20 +82,22 @@ function appReq(route, path, { method = 'GET', headers = {}, body, hostHeader } 
   });
 }
 
-// The route cookie for route, through /open and the handshake.
+// The route cookie for route, through POST /open (bound to a sign-in
+// state, as the route's origin sets for browsers) and the handshake.
 async function openRoute(client, route, path = '/') {
-  const o = await client.get(`/api/v1/routes/${route}/open?path=${encodeURIComponent(path)}`);
-  assert.equal(o.status, 302, o.text);
-  const loc = new URL(o.headers.get('location'));
+  const state = randomBytes(32).toString('hex');
+  const o = await client.post(`/api/v1/routes/${route}/open`, { path, state: createHash('sha256').update(state).digest('hex') });
+  assert.equal(o.status, 200, o.text);
+  const loc = new URL(o.json.url);
   assert.equal(loc.host, host(route));
   assert.equal(loc.pathname, '/__gpucloud/handshake');
-  const hs = await appReq(route, loc.pathname + loc.search);
+  const hs = await appReq(route, loc.pathname + loc.search, { headers: { cookie: `gc_state=${state}` } });
   assert.equal(hs.status, 302, hs.text);
   assert.equal(hs.headers.location, path);
   const sc = hs.headers['set-cookie'][0];
   assert.match(sc, /^gc_route=[A-Za-z0-9_-]{40,}; Path=\/; HttpOnly; SameSite=Lax; Max-Age=\d+$/);
   assert.doesNotMatch(sc, /Domain/i, 'the route cookie is host-only');
-  return { cookie: sc.split(';')[0], ticketUrl: loc.pathname + loc.search };
+  return { cookie: sc.split(';')[0], ticketUrl: loc.pathname + loc.search, state };
 }
 
 function wsRequest(route, cookie, { hostHeader } = {}) {
@@ -180,10 +182,13 @@ describe('app proxy', () => {
     assert.equal(html.status, 302);
     const loc = new URL(html.headers.location);
     assert.equal(loc.origin, `http://localhost:${srv.port}`);
-    const next = decodeURIComponent(loc.hash.replace(/^#\/login\?next=/, ''));
-    const nu = new URL(next, 'http://x');
-    assert.equal(nu.pathname, `/api/v1/routes/${aRoute}/open`);
-    assert.equal(nu.searchParams.get('path'), '/tree?a=b');
+    const q = new URLSearchParams(loc.hash.replace(/^#\/login\?/, ''));
+    assert.equal(q.get('open'), aRoute);
+    assert.equal(q.get('path'), '/tree?a=b');
+    // the sign-in state: a fresh random cookie on the app's origin, its hash in the link
+    const st = html.headers['set-cookie'].find((c) => c.startsWith('gc_state='));
+    assert.match(st, /^gc_state=[A-Za-z0-9_-]{40,}; Path=\/; HttpOnly; SameSite=Lax; Max-Age=600$/);
+    assert.equal(q.get('state'), createHash('sha256').update(st.split(';')[0].slice(9)).digest('hex'));
     const api = await appReq(aRoute, '/api/contents');
     assert.equal(api.status, 401);
     assertErrorShape(api.json, 'unauthorized');
@@ -192,19 +197,75 @@ describe('app proxy', () => {
     assert.equal(withApi.status, 401);
   });
 
-  it('spends a ticket once, on its own route only', async () => {
-    const o = await alice.post(`/api/v1/routes/${aRoute}/open`, { path: '/p' });
+  it('spends a ticket once, on its own route only, in the browser it was made for', async () => {
+    const state = randomBytes(32).toString('hex');
+    const shash = createHash('sha256').update(state).digest('hex');
+    const withState = { headers: { cookie: `gc_state=${state}` } };
+    const o = await alice.post(`/api/v1/routes/${aRoute}/open`, { path: '/p', state: shash });
     assert.equal(o.status, 200, o.text);
     const u = new URL(o.json.url);
     assert.equal(o.json.expires_in, 60);
-    const other = await appReq(bRoute, u.pathname + u.search);   // on bob's origin
+    const other = await appReq(bRoute, u.pathname + u.search, withState);   // on bob's origin
     assert.equal(other.status, 403);
-    const good = await appReq(aRoute, u.pathname + u.search);
+    const good = await appReq(aRoute, u.pathname + u.search, withState);
     assert.equal(good.status, 302);
-    const again = await appReq(aRoute, u.pathname + u.search);
+    assert.ok(good.headers['set-cookie'].some((c) => /^gc_state=; .*Max-Age=0/.test(c)), 'the state is cleared');
+    const again = await appReq(aRoute, u.pathname + u.search, withState);
     assert.equal(again.status, 403);
     for (const bad of ['//evil.example/', '/\\evil', 'http://evil/', '/a b'])
-      assert.equal((await alice.post(`/api/v1/routes/${aRoute}/open`, { path: bad })).status, 400, bad);
+      assert.equal((await alice.post(`/api/v1/routes/${aRoute}/open`, { path: bad, state: shash })).status, 400, bad);
+  });
+
+  it('binds a ticket to its browser: another browser, or a victim, cannot redeem it', async () => {
+    const mine = randomBytes(32).toString('hex');
+    const mint = async () => {
+      const o = await alice.post(`/api/v1/routes/${aRoute}/open`, { state: createHash('sha256').update(mine).digest('hex') });
+      assert.equal(o.status, 200, o.text);
+      const u = new URL(o.json.url);
+      return u.pathname + u.search;
+    };
+    // a leaked ticket URL in a browser without the state cookie, or with another one
+    for (const cookie of [undefined, `gc_state=${randomBytes(32).toString('hex')}`, `gc_state=${mine}; gc_state=${mine}`]) {
+      const url = await mint();
+      const r = await appReq(aRoute, url, { headers: cookie ? { cookie } : {} });
+      assert.equal(r.status, 403, `redeemed with ${cookie}`);
+      assertErrorShape(r.json, 'forbidden');
+      // and the ticket is spent: not even its own browser can use it now
+      assert.equal((await appReq(aRoute, url, { headers: { cookie: `gc_state=${mine}` } })).status, 403);
+    }
+    // no state, a malformed one: no ticket at all
+    assert.equal((await alice.post(`/api/v1/routes/${aRoute}/open`, {})).status, 400);
+    assert.equal((await alice.post(`/api/v1/routes/${aRoute}/open`, { state: 'x'.repeat(64) })).status, 400);
+  });
+
+  it('mints tickets only by POST with the CSRF token (cookie sessions)', async () => {
+    const state = createHash('sha256').update('s').digest('hex');
+    // the old GET redirect is gone: a cross-site link cannot mint one
+    const g = await alice.get(`/api/v1/routes/${aRoute}/open?path=/x`);
+    assert.equal(g.status, 405, g.text);
+    assertErrorShape(g.json);
+    assert.equal(g.headers.get('location'), null);
+    // POST without the CSRF token, or from another origin
+    const noCsrf = await call(srv.base, 'POST', `/api/v1/routes/${aRoute}/open`, { cookie: alice.cookieHeader(), origin: srv.base, body: { state } });
+    assert.equal(noCsrf.status, 403, noCsrf.text);
+    const evil = await call(srv.base, 'POST', `/api/v1/routes/${aRoute}/open`, { cookie: alice.cookieHeader(), csrf: alice.csrf, origin: `http://${aRoute}.localhost:${srv.port}`, body: { state } });
+    assert.equal(evil.status, 403, evil.text);
+  });
+
+  it('needs a write token to open an app session; a read-only token gets 403', async () => {
+    const mk = async (scopes) => {
+      const t = await alice.post('/api/v1/tokens', { name: `t-${scopes.join('-')}-${Date.now()}`, scopes });
+      assert.equal(t.status, 201, t.text);
+      return t.json.token;
+    };
+    const state = createHash('sha256').update('s').digest('hex');
+    const ro = await mk(['read']);
+    const r1 = await call(srv.base, 'POST', `/api/v1/routes/${aRoute}/open`, { bearer: ro, body: { state } });
+    assert.equal(r1.status, 403, r1.text);
+    assert.equal((await call(srv.base, 'GET', `/api/v1/routes/${aRoute}/open`, { bearer: ro })).status, 405);
+    const rw = await mk(['read', 'write']);
+    const r2 = await call(srv.base, 'POST', `/api/v1/routes/${aRoute}/open`, { bearer: rw, body: { state } });
+    assert.equal(r2.status, 200, r2.text);
   });
 
   it('forwards exactly the headers an app should see', async () => {
@@ -244,8 +305,9 @@ describe('app proxy', () => {
     assert.equal(ws.status, 401);
     c.destroy();
     // bob cannot open alice's route, nor a guessed one
-    assert.equal((await bob.get(`/api/v1/routes/${aRoute}/open`)).status, 404);
-    assert.equal((await bob.get(`/api/v1/routes/${'0'.repeat(32)}/open`)).status, 404);
+    const st = { state: createHash('sha256').update('s').digest('hex') };
+    assert.equal((await bob.post(`/api/v1/routes/${aRoute}/open`, st)).status, 404);
+    assert.equal((await bob.post(`/api/v1/routes/${'0'.repeat(32)}/open`, st)).status, 404);
     assert.equal((await appReq('0'.repeat(32), '/', { headers: { cookie: bobCookie } })).status, 404);
     // path tricks reach the same (bob's own) app, never alice's, never the API
     for (const p of ['/..%2f..%2fapi/v1/me', '/%2e%2e/%2e%2e/', '/..%252f', `/../${aRoute}/`]) {
@@ -253,7 +315,7 @@ describe('app proxy', () => {
       assert.equal(r.status, 200, p);
       assert.equal(r.json.url, p, 'forwarded as sent, to bob\'s own app');
     }
-    assert.equal((await bob.get(`/api/v1/routes/..%2f${aRoute}/open`)).status >= 400, true);
+    assert.equal((await bob.post(`/api/v1/routes/..%2f${aRoute}/open`, st)).status >= 400, true);
     // Host tricks
     const upper = await appReq(aRoute, '/', { hostHeader: `${aRoute.toUpperCase()}.LOCALHOST:${srv.port}`, headers: { cookie: bobCookie } });
     assert.equal(upper.status, 401);
@@ -426,9 +488,12 @@ describe('app proxy', () => {
     assert.ok(await eventually(async () => (await appReq(bRoute, '/', { headers: { cookie: bobCookie } })).status === 404, 1500, 50));
   });
 
-  it('counts traffic per route in /metrics', async () => {
-    const m = await (await fetch(`${srv.base}/metrics`)).text();
-    assert.match(m, new RegExp(`gpucloud_proxy_route_bytes_total\\{route="${aRoute}",instance="${aInst}"\\} [1-9]`));
+  it('counts traffic in /metrics without naming routes or instances', async () => {
+    const m = await (await fetch(`${srv.base}/metrics`)).text();  // 127.0.0.1 is a scrape address in tests
+    assert.match(m, /gpucloud_proxy_bytes_total [1-9]/);
+    assert.doesNotMatch(m, new RegExp(aRoute));
+    assert.doesNotMatch(m, /instance="/);
+    assert.doesNotMatch(m, /gpucloud_proxy_route_/);
     assert.match(m, /gpucloud_proxy_upstream_connections_total\{kind="reused"\} [1-9]/);
     const act = sql(srv, `SELECT last_activity_at > now() - interval '1 minute' FROM instances WHERE id = ${aInst}`);
     assert.equal(act, 't');

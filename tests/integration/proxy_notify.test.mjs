@@ -76,12 +76,14 @@ describe('route invalidation by NOTIFY', () => {
     inst = sql(one, `INSERT INTO instances (user_id, name, image_id, state, desired) SELECT id, 'n1', ${img}, 'running', 'running' FROM users WHERE username = 'admin' RETURNING id`);
     route = sql(one, `SELECT id FROM routes WHERE instance_id = ${inst} AND port_name = 'web'`);
     sql(one, `INSERT INTO instance_ports VALUES (${inst}, 'web', 80, '127.0.0.1', ${appPort})`);
-    const o = await admin.get(`/api/v1/routes/${route}/open`);
-    assert.equal(o.status, 302, o.text);
-    const loc = new URL(o.headers.get('location'));
+    // a ticket bound to a sign-in state (the secret goes to the handshake as gc_state)
+    const state = 'notify-state-secret';
+    const o = await admin.post(`/api/v1/routes/${route}/open`, { state: createHash('sha256').update(state).digest('hex') });
+    assert.equal(o.status, 200, o.text);
+    const loc = new URL(o.json.url);
     const hs = await new Promise((resolve, reject) => {
       http.get({ host: '127.0.0.1', port: one.port, path: loc.pathname + loc.search, agent: false,
-        headers: { host: loc.host } }, (res) => { res.resume(); resolve(res); }).on('error', reject);
+        headers: { host: loc.host, cookie: `gc_state=${state}` } }, (res) => { res.resume(); resolve(res); }).on('error', reject);
     });
     assert.equal(hs.statusCode, 302);
     cookie = hs.headers['set-cookie'][0].split(';')[0];

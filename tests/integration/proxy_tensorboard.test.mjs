@@ -5,6 +5,7 @@
 // the world's stand-in image is the Jupyter image under another name running
 // Python's http.server over $GPUCLOUD_LOGDIR: the test checks the mechanism
 // (the log folder served through the route), not TensorBoard itself.
+import { createHash } from 'node:crypto';
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
@@ -53,9 +54,10 @@ describe('TensorBoard from a folder', () => {
     assert.equal(routes[0].port_name, 'tensorboard');
     assert.equal(routes[0].kind, 'tensorboard');
     // through the proxy, with the handshake's cookie
-    const o = await alice.c.get(`/api/v1/routes/${routes[0].id}/open`);
-    assert.equal(o.status, 302);
-    const loc = new URL(o.headers.get('location'));
+    const state = 'tensorboard-state-secret';
+    const o = await alice.c.post(`/api/v1/routes/${routes[0].id}/open`, { state: createHash('sha256').update(state).digest('hex') });
+    assert.equal(o.status, 200, o.text);
+    const loc = new URL(o.json.url);
     const get = (path, cookie) => new Promise((resolve, reject) => {
       http.get({ host: '127.0.0.1', port: w.srv.port, path, headers: { host: loc.host, ...(cookie ? { cookie } : {}) } }, (res) => {
         let b = '';
@@ -63,7 +65,7 @@ describe('TensorBoard from a folder', () => {
         res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body: b }));
       }).on('error', reject);
     });
-    const hs = await get(loc.pathname + loc.search);
+    const hs = await get(loc.pathname + loc.search, `gc_state=${state}`);
     const cookie = hs.headers['set-cookie'][0].split(';')[0];
     let page;
     for (let i = 0; i < 50; i++) { // the server inside may take a moment to listen
@@ -74,7 +76,7 @@ describe('TensorBoard from a folder', () => {
     assert.equal(page.status, 200, page.body);
     assert.match(page.body, /events\.out\.tfevents\.1/);
     // bob: not his instance, not his route
-    assert.equal((await bob.c.get(`/api/v1/routes/${routes[0].id}/open`)).status, 404);
+    assert.equal((await bob.c.post(`/api/v1/routes/${routes[0].id}/open`, { state: createHash('sha256').update('x').digest('hex') })).status, 404);
     assert.equal((await bob.c.get(`/api/v1/instances/${inst.id}`)).status, 404);
   });
 

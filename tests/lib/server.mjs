@@ -54,7 +54,8 @@ export async function startServer(opts = {}) {
     '--listen=127.0.0.1', '--port=0', `--port-file=${portFile}`,
     `--db-url=${db.url}`, `--web-root=${join(ROOT, 'web')}`,
     `--migrations-dir=${join(ROOT, 'db/migrations')}`, `--state-dir=${dir}`,
-    '--log-level=info', ...(opts.args || []),
+    // 127.0.0.1 may scrape /metrics (itest.mjs's metric()); tests override it
+    '--log-level=info', '--metrics-allow=127.0.0.1', ...(opts.args || []),
   ];
   const proc = spawn(BIN, args, {
     env: { ...process.env, GPUCLOUD_ADMIN_PASSWORD: ADMIN_PASSWORD, ...(opts.env || {}) },

@@ -108,8 +108,25 @@ TEST(redirect_paths)
 	CHECK(!local_path_ok(NULL));
 }
 
+/* apps may set host-only cookies only: no Domain (cookie tossing onto other
+ * routes), nothing named like gpucloud's own */
+TEST(app_set_cookie)
+{
+	CHECK(proxy_set_cookie_ok("a=1; Path=/; HttpOnly"));
+	CHECK(proxy_set_cookie_ok("_xsrf=2|abc; expires=Tue, 01 Dec 2026 10:00:00 GMT; Path=/"));
+	CHECK(!proxy_set_cookie_ok("a=1; Domain=apps.gpucloud.test; Path=/"));
+	CHECK(!proxy_set_cookie_ok("a=1; path=/;domain=.localhost"));
+	CHECK(!proxy_set_cookie_ok("a=1; DOMAIN = x"));
+	CHECK(!proxy_set_cookie_ok("gc_route=x; Path=/"));
+	CHECK(!proxy_set_cookie_ok("__Host-gc_state=x; Path=/; Secure"));
+	CHECK(!proxy_set_cookie_ok("__Secure-gc_session=x"));
+	CHECK(!proxy_set_cookie_ok("noequals"));
+	CHECK(proxy_set_cookie_ok("domainish=1; Path=/"));
+}
+
 int main(void)
 {
+	RUN(app_set_cookie);
 	RUN(app_hosts);
 	RUN(route_ids);
 	RUN(hop_headers);

@@ -4,8 +4,10 @@
 //   import { routeButtons } from './route-buttons.js';
 //   cell.append(routeButtons(instance));   // instance: {id, state}
 //
-// Apps open on their own origin in a new tab, through the one-time handshake
-// (GET /api/v1/routes/{id}/open redirects there).
+// Apps open on their own origin in a new tab: the app's address itself.  Not
+// signed in there yet, the app's origin sets a sign-in state cookie and sends
+// the tab to #/login?open=..., which mints a ticket bound to that state
+// (POST /api/v1/routes/{id}/open) and follows it to the handshake.
 import { api } from '../api.js';
 import { t, tMaybe } from '../i18n.js';
 import { h } from '../ui.js';
@@ -21,7 +23,7 @@ export function routeButtons(instance) {
   api.get('/routes', { query: { instance_id: instance.id } }).then((res) => {
     for (const r of res.items || []) {
       box.prepend(h('a', {
-        class: 'btn btn-small', href: `/api/v1/routes/${r.id}/open`, target: '_blank', rel: 'noopener',
+        class: 'btn btn-small', href: r.url, target: '_blank', rel: 'noopener',
         'data-action': `open-${r.port_name}`, 'data-route': r.id,
       }, label(r.port_name)));
     }
