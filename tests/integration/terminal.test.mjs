@@ -129,6 +129,35 @@ describe('web terminal', () => {
     assert.ok(frames(c).some((f) => f.opcode === 8 && f.data.readUInt16BE(0) === 1002));
   });
 
+  it('needs a write token, and a token revoked meanwhile closes the terminal', async () => {
+    const mk = async (scopes) => {
+      const t = await alice.c.post('/api/v1/tokens', { name: `t-${scopes.join('-')}-${Date.now()}`, scopes });
+      assert.equal(t.status, 201, t.text);
+      return t.json;
+    };
+    const viaToken = (tok) => `GET /api/v1/instances/${inst.id}/terminal HTTP/1.1\r\nHost: 127.0.0.1:${w.srv.port}\r\n` +
+      'Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n' +
+      `Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nAuthorization: Bearer ${tok}\r\n\r\n`;
+    // a read-only token reads; it does not open a shell
+    const ro = await mk(['read']);
+    const c1 = await RawConn.open(w.srv.port);
+    c1.write(viaToken(ro.token));
+    const r1 = await c1.response();
+    assert.equal(r1.status, 403, r1.head + r1.text);
+    assertErrorShape(r1.json);
+    c1.sock?.destroy?.();
+    // a write token opens it; revoking the token ends it at the next re-check (1 s here)
+    const rw = await mk(['read', 'write']);
+    const c2 = await RawConn.open(w.srv.port);
+    c2.write(viaToken(rw.token));
+    const r2 = await c2.response();
+    assert.equal(r2.status, 101, r2.head + r2.text);
+    c2.write(frame(1, 'echo tok-ok\n'));
+    await output(c2, /tok-ok/);
+    assert.equal((await alice.c.del(`/api/v1/tokens/${rw.id}`)).status, 204);
+    assert.ok(await c2.closedWithin(5000), 'the terminal outlived its revoked token');
+  });
+
   it('closes when the shell exits and when the instance stops', async () => {
     const c = await open(inst.id, alice);
     c.write(frame(1, 'exit\n'));
