@@ -202,7 +202,7 @@ describe('file API', () => {
     assert.equal(sha256hex(out), sha256hex(big));
   });
 
-  it('reports storage usage in /me and kernel quota support in /readyz and /storage', async () => {
+  it('reports storage usage in /me, storage readiness in /readyz and kernel quota support in /storage', async () => {
     const ok = async () => {
       const me = await alice.get('/api/v1/me');
       return me.json.storage && me.json.storage.bytes > 3 * 1024 * 1024 ? me : null;
@@ -213,13 +213,16 @@ describe('file API', () => {
     assert.equal(me.json.storage.bytes_hard, 50 * 2 ** 30);
     assert.equal(me.json.storage.over_hard, false);
     assert.equal(me.json.storage.block_reason, null);
-    const rz = await (await fetch(`${srv.base}/readyz`)).json();
-    assert.equal(rz.checks.storage.project_quotas, false);
-    assert.equal(rz.checks.storage.enforcement, 'software');
-    assert.match(rz.checks.storage.reason, /quota/);
+    // /readyz is public: ok or not per check, no paths or details
+    const rzText = await (await fetch(`${srv.base}/readyz`)).text();
+    const rz = JSON.parse(rzText);
+    assert.deepEqual(rz.checks.storage, { status: 'ok' });
+    assert.doesNotMatch(rzText, /data_root|\/tmp|quota/);
     const st = await admin.get('/api/v1/storage');
     assert.equal(st.status, 200, st.text);
     assert.equal(st.json.support.project_quotas, false);
+    assert.equal(st.json.support.enforcement, 'software');
+    assert.match(st.json.support.reason, /quota/);
     assert.ok(st.json.areas.some((a) => a.area === `home:${alice.id}` && a.name === 'alice'));
     assert.equal((await alice.get('/api/v1/storage')).status, 403);
   });

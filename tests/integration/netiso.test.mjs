@@ -6,13 +6,14 @@
 // second container on the same node does (per-user networks) and the proxy
 // still reaches bob's app.  Then the reconciler removes a user's network
 // once it is empty, and never a network labelled with another cluster id.
+import { createHash, randomBytes } from 'node:crypto';
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import { readFileSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { stopClean } from '../lib/itest.mjs';
-import { world, mkUser, create, waitState, cleanup, inspect, docker, clusterId, env, eventually } from './instances_lib.mjs';
+import { world, openPool, mkUser, create, waitState, cleanup, inspect, docker, clusterId, env, eventually } from './instances_lib.mjs';
 
 const engine = (node) => (node === 'node1' ? env.GPUCLOUD_WORLD_DOCKER1 : env.GPUCLOUD_WORLD_DOCKER2);
 
@@ -40,9 +41,10 @@ function hostPort(ci) {
 
 function proxyGet(srv, c, routeId) {
   return (async () => {
-    const o = await c.get(`/api/v1/routes/${routeId}/open`);
-    assert.equal(o.status, 302, o.text);
-    const loc = new URL(o.headers.get('location'));
+    const state = randomBytes(32).toString('hex');
+    const o = await c.post(`/api/v1/routes/${routeId}/open`, { state: createHash('sha256').update(state).digest('hex') });
+    assert.equal(o.status, 200, o.text);
+    const loc = new URL(o.json.url);
     const get = (path, cookie) => new Promise((resolve, reject) => {
       http.get({ host: '127.0.0.1', port: srv.port, path, headers: { host: loc.host, ...(cookie ? { cookie } : {}) } }, (res) => {
         let b = '';
@@ -50,8 +52,8 @@ function proxyGet(srv, c, routeId) {
         res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body: b }));
       }).on('error', reject);
     });
-    const hs = await get(loc.pathname + loc.search);
-    const cookie = hs.headers['set-cookie'][0].split(';')[0];
+    const hs = await get(loc.pathname + loc.search, `gc_state=${state}`);
+    const cookie = hs.headers['set-cookie'].find((c) => c.startsWith('gc_route=')).split(';')[0];
     let page;
     for (let i = 0; i < 50; i++) {
       page = await get('/', cookie);
@@ -74,6 +76,7 @@ describe('network isolation between tenants', () => {
     assert.equal(p.status, 201, p.text);
     const gp = await w.admin.req('PUT', `/api/v1/pools/${p.json.id}/gpus`, { gpu_ids: w.n2.gpus.map((g) => g.id) });
     assert.equal(gp.status, 200, gp.text);
+    await openPool(w, 'n2');
     pools.node2 = 'n2';
   });
   after(async () => { try { await stopClean(w?.srv); } finally { cleanup(w?.srv); } });
@@ -169,6 +172,7 @@ describe('network isolation on a tcp:// node with node_app_bind', () => {
     assert.equal(p.status, 201, p.text);
     const gp = await w.admin.req('PUT', `/api/v1/pools/${p.json.id}/gpus`, { gpu_ids: r.json.gpus.map((g) => g.id) });
     assert.equal(gp.status, 200, gp.text);
+    await openPool(w, 'tls');
   });
   after(async () => { try { await stopClean(w?.srv); } finally { cleanup(w?.srv); } });
 

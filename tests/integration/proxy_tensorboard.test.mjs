@@ -66,7 +66,7 @@ describe('TensorBoard from a folder', () => {
       }).on('error', reject);
     });
     const hs = await get(loc.pathname + loc.search, `gc_state=${state}`);
-    const cookie = hs.headers['set-cookie'][0].split(';')[0];
+    const cookie = hs.headers['set-cookie'].find((c) => c.startsWith('gc_route=')).split(';')[0];
     let page;
     for (let i = 0; i < 50; i++) { // the server inside may take a moment to listen
       page = await get('/', cookie);
