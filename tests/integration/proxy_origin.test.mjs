@@ -30,8 +30,11 @@ const victimApp = http.createServer((req, res) => {
     res.end('<!doctype html><title>victim app</title><p>victim</p>');
   });
 });
+const upgraded = new Set(); // detached from the server: closed by hand in after()
 victimApp.on('upgrade', (req, sock) => {
   victimSeen.push(`UPGRADE ${req.url}`);
+  upgraded.add(sock);
+  sock.on('close', () => upgraded.delete(sock));
   sock.write('HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n' +
     'Sec-WebSocket-Accept: ' + createHash('sha1').update(req.headers['sec-websocket-key'] + '258EAFA5-E914-47DA-95CA-C5AB0DC85B11').digest('base64') + '\r\n\r\n');
   sock.on('error', () => {});
@@ -101,6 +104,7 @@ describe('cross-route takeover through a real browser', () => {
   after(async () => {
     await browser?.close();
     await stopClean(srv);
+    for (const s of upgraded) s.destroy();
     for (const a of [victimApp, attackerApp]) { a.closeAllConnections?.(); await new Promise((r) => a.close(r)); }
   });
 
