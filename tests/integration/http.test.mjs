@@ -677,7 +677,7 @@ describe('HTTP protocol hardening', () => {
   const putHead = (path, len, extra = '') =>
     `PUT /api/v1/files/home/${path} HTTP/1.1\r\n${H}Authorization: Bearer ${token}\r\nContent-Type: application/octet-stream\r\nContent-Length: ${len}\r\n${extra}\r\n`;
 
-  it('answers a streamed PUT whose client half-closes after the body (50 in a row, then 4 at once)', async () => {
+  it('answers a streamed PUT whose client half-closes after the body (50 in a row)', async () => {
     const one = async (name) => {
       const body = Buffer.from(`contents of ${name}\n`.repeat(50));
       const { buf } = await exchange([putHead(`hc-${name}`, body.length), body], { halfClose: true, ms: 10000 });
@@ -685,8 +685,6 @@ describe('HTTP protocol hardening', () => {
       assert.deepEqual(readFileSync(join(dataRoot, `home/admin/hc-${name}`)), body);
     };
     for (let i = 0; i < 50; i++) await one(`seq${i}.txt`);
-    for (let round = 0; round < 10; round++)
-      await Promise.all([0, 1, 2, 3].map((k) => one(`par${round}-${k}.txt`)));
   });
 
   it('refuses a PUT over the quota with 507 before "100 Continue"', async () => {
