@@ -30,23 +30,28 @@ endif
 LIBS    = -levent -levent_openssl -levent_pthreads -lpq -ljansson -lssl -lcrypto \
           -lhttp_parser -lcurl -lz -lpthread
 
-# One source list.
-SRCS = server/rc.c server/log.c server/config.c server/crypto.c server/worker.c \
-       server/csv.c server/db.c server/router.c server/http.c server/static.c \
-       server/metrics.c server/auth.c server/api.c server/api_health.c \
-       server/api_auth.c server/api_users.c server/api_tokens.c server/api_audit.c \
-       server/docker.c server/nodes.c server/api_nodes.c server/api_pools.c server/nvsmi.c server/place.c server/scheduler.c server/api_allocations.c \
-       server/storage.c server/paths.c server/files.c server/quota.c server/api_files.c server/api_uploads.c \
-       server/images.c server/api_images.c server/api_registries.c \
-       server/proxy.c server/notify.c server/api_routes.c server/ws.c server/terminal.c server/api_tensorboards.c \
-       server/instances.c server/api_instances.c server/reconcile.c server/reclaim.c
+# One source list, folder by folder, lowest layer first (the folder rule:
+# deploy/check-layers.sh, run by `make check`).
+SRCS = $(addprefix server/base/,rc.c log.c config.c crypto.c worker.c csv.c) \
+       $(addprefix server/net/,router.c http.c static.c ws.c) \
+       $(addprefix server/db/,db.c notify.c) \
+       $(addprefix server/engine/,docker.c nodes.c nvsmi.c images.c) \
+       $(addprefix server/storage/,storage.c paths.c files.c quota.c) \
+       $(addprefix server/auth/,auth.c) \
+       $(addprefix server/sched/,place.c scheduler.c) \
+       $(addprefix server/work/,instances.c reconcile.c reclaim.c) \
+       $(addprefix server/apps/,proxy.c terminal.c) \
+       $(addprefix server/api/,api.c metrics.c api_health.c api_auth.c api_users.c \
+         api_tokens.c api_audit.c api_nodes.c api_pools.c api_allocations.c \
+         api_files.c api_uploads.c api_images.c api_registries.c api_routes.c \
+         api_tensorboards.c api_instances.c)
 MAIN = server/main.c
 
 OBJS      = $(SRCS:server/%.c=$(BUILD)/obj/%.o)
 MAIN_OBJ  = $(BUILD)/obj/main.o
 LIB       = $(BUILD)/libgpucloud.a
-UNIT_SRCS = $(wildcard tests/unit/test_*.c)
-UNIT_BINS = $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/%)
+UNIT_SRCS = $(wildcard tests/unit/*/test_*.c)
+UNIT_BINS = $(addprefix $(BUILD)/,$(notdir $(UNIT_SRCS:.c=)))
 FUZZ_SRCS = $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS = $(FUZZ_SRCS:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 FUZZ_LIB  = $(BUILD)/fuzz/libgpucloud.a
@@ -70,8 +75,10 @@ $(BUILD)/gpucloudd: $(MAIN_OBJ) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $(MAIN_OBJ) $(LIB) $(LIBS)
 
 # Unit tests #include the .c under test and take the rest from the archive.
-$(BUILD)/test_%: tests/unit/test_%.c $(LIB) tests/unit/harness.h
-	$(CC) $(CFLAGS_BASE) $(CFLAGS) -MMD -MP $(LDFLAGS) -o $@ $< $(LIB) $(LIBS)
+# tests/unit/<folder>/test_x.c mirrors server/<folder>/x.c.
+vpath test_%.c $(sort $(dir $(UNIT_SRCS)))
+$(BUILD)/test_%: test_%.c $(LIB) tests/unit/harness.h
+	$(CC) $(CFLAGS_BASE) -Itests/unit $(CFLAGS) -MMD -MP $(LDFLAGS) -o $@ $< $(LIB) $(LIBS)
 
 # Fuzz targets: clang, libFuzzer, ASan+UBSan, over the same sources.
 $(BUILD)/fuzz/obj/%.o: server/%.c
@@ -140,8 +147,9 @@ world-down:
 
 BANNED = '\b(sprintf|vsprintf|strcpy|strcat|atoi|atol|strtok|gets|system)[[:space:]]*\('
 check:
-	@echo "== banned calls"; ! grep -nE $(BANNED) server/*.c server/*.h tests/unit/*.c tests/fuzz/*.c
-	@echo "== clang-format"; clang-format --dry-run --Werror server/*.c server/*.h
+	@echo "== folder rule"; bash tests/lint/layers.sh
+	@echo "== banned calls"; ! grep -rnE $(BANNED) --include='*.[ch]' server tests/unit tests/fuzz
+	@echo "== clang-format"; clang-format --dry-run --Werror $(shell find server -name '*.[ch]')
 	@echo "== cppcheck"; cppcheck --quiet --error-exitcode=1 --enable=warning,portability \
 	  --std=c11 -D_GNU_SOURCE --suppress=missingIncludeSystem --include=/usr/include/jansson.h \
 	  -I server server/

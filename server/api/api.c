@@ -2,7 +2,7 @@
  * fields, wrong types and bad UTF-8 are 400s), database error replies,
  * pagination and ids, and the registration of all route tables.
  */
-#include "api.h"
+#include "api/api.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -11,8 +11,8 @@
 
 #include <event2/buffer.h>
 
-#include "db.h"
-#include "log.h"
+#include "db/db.h"
+#include "base/log.h"
 
 static const char *type_name(enum jtype t)
 {

@@ -7,7 +7,7 @@
 
 #include <libpq-fe.h>
 #include <jansson.h>
-#include "http.h"
+#include "net/http.h"
 
 enum jtype { J_STRING, J_INT, J_BOOL, J_STRINGS, J_OBJECT, J_ARRAY };
 

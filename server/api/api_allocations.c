@@ -9,12 +9,12 @@
 
 #include <http_parser.h>
 
-#include "api.h"
-#include "auth.h"
-#include "db.h"
-#include "config.h"
-#include "images.h"
-#include "scheduler.h"
+#include "api/api.h"
+#include "auth/auth.h"
+#include "db/db.h"
+#include "base/config.h"
+#include "engine/images.h"
+#include "sched/scheduler.h"
 
 #define TS(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
 

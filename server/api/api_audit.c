@@ -5,8 +5,8 @@
 
 #include <http_parser.h>
 
-#include "api.h"
-#include "db.h"
+#include "api/api.h"
+#include "db/db.h"
 
 static void list_done(PGresult *res, enum rc rc, void *arg)
 {

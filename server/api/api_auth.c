@@ -41,14 +41,14 @@
 
 #include <http_parser.h>
 
-#include "api.h"
-#include "auth.h"
-#include "config.h"
-#include "crypto.h"
-#include "db.h"
-#include "files.h"
-#include "log.h"
-#include "worker.h"
+#include "api/api.h"
+#include "auth/auth.h"
+#include "base/config.h"
+#include "base/crypto.h"
+#include "db/db.h"
+#include "storage/files.h"
+#include "base/log.h"
+#include "base/worker.h"
 
 /* ---- per-address throttling ---- */
 

@@ -21,16 +21,16 @@
 #include <event2/buffer.h>
 #include <http_parser.h>
 
-#include "api.h"
-#include "auth.h"
-#include "config.h"
-#include "db.h"
-#include "files.h"
-#include "log.h"
-#include "paths.h"
-#include "quota.h"
-#include "router.h"
-#include "worker.h"
+#include "api/api.h"
+#include "auth/auth.h"
+#include "base/config.h"
+#include "db/db.h"
+#include "storage/files.h"
+#include "base/log.h"
+#include "storage/paths.h"
+#include "storage/quota.h"
+#include "net/router.h"
+#include "base/worker.h"
 
 /* ---- areas ---- */
 

@@ -11,11 +11,11 @@
 #include <event2/buffer.h>
 #include <http_parser.h>
 
-#include "api.h"
-#include "config.h"
-#include "crypto.h"
-#include "db.h"
-#include "metrics.h"
+#include "api/api.h"
+#include "base/config.h"
+#include "base/crypto.h"
+#include "db/db.h"
+#include "api/metrics.h"
 
 static void healthz(struct http_req *r)
 {

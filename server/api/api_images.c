@@ -13,11 +13,11 @@
 
 #include <http_parser.h>
 
-#include "api.h"
-#include "auth.h"
-#include "db.h"
-#include "images.h"
-#include "log.h"
+#include "api/api.h"
+#include "auth/auth.h"
+#include "db/db.h"
+#include "engine/images.h"
+#include "base/log.h"
 
 #define TS(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
 

@@ -15,17 +15,17 @@
 #include <curl/curl.h>
 #include <http_parser.h>
 
-#include "api.h"
-#include "auth.h"
-#include "config.h"
-#include "db.h"
-#include "docker.h"
-#include "images.h"
-#include "instances.h"
-#include "log.h"
-#include "nodes.h"
-#include "reclaim.h"
-#include "scheduler.h"
+#include "api/api.h"
+#include "auth/auth.h"
+#include "base/config.h"
+#include "db/db.h"
+#include "engine/docker.h"
+#include "engine/images.h"
+#include "work/instances.h"
+#include "base/log.h"
+#include "engine/nodes.h"
+#include "work/reclaim.h"
+#include "sched/scheduler.h"
 
 #define TS(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
 

@@ -15,14 +15,14 @@
 
 #include <http_parser.h>
 
-#include "api.h"
-#include "images.h"
-#include "auth.h"
-#include "config.h"
-#include "crypto.h"
-#include "db.h"
-#include "docker.h"
-#include "nodes.h"
+#include "api/api.h"
+#include "engine/images.h"
+#include "auth/auth.h"
+#include "base/config.h"
+#include "base/crypto.h"
+#include "db/db.h"
+#include "engine/docker.h"
+#include "engine/nodes.h"
 
 #define MAX_DECLARED_GPUS 16
 #define MAX_DEVICES       8

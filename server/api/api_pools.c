@@ -11,10 +11,10 @@
 
 #include <http_parser.h>
 
-#include "api.h"
-#include "auth.h"
-#include "db.h"
-#include "scheduler.h"
+#include "api/api.h"
+#include "auth/auth.h"
+#include "db/db.h"
+#include "sched/scheduler.h"
 
 #define MAX_POOL_GPUS 4096
 

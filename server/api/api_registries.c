@@ -14,11 +14,11 @@
 
 #include <http_parser.h>
 
-#include "api.h"
-#include "auth.h"
-#include "crypto.h"
-#include "db.h"
-#include "images.h"
+#include "api/api.h"
+#include "auth/auth.h"
+#include "base/crypto.h"
+#include "db/db.h"
+#include "engine/images.h"
 
 #define REG_SELECT                                                                   \
 	"SELECT id, name, server, username, secret_sealed IS NOT NULL, personal,"    \

@@ -13,11 +13,11 @@
 
 #include <http_parser.h>
 
-#include "api.h"
-#include "auth.h"
-#include "crypto.h"
-#include "db.h"
-#include "proxy.h"
+#include "api/api.h"
+#include "auth/auth.h"
+#include "base/crypto.h"
+#include "db/db.h"
+#include "apps/proxy.h"
 
 #define TICKET_SECONDS 60
 #define STR_(x)        #x

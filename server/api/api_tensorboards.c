@@ -14,12 +14,12 @@
 
 #include <http_parser.h>
 
-#include "api.h"
-#include "auth.h"
-#include "config.h"
-#include "db.h"
-#include "instances.h"
-#include "scheduler.h"
+#include "api/api.h"
+#include "auth/auth.h"
+#include "base/config.h"
+#include "db/db.h"
+#include "work/instances.h"
+#include "sched/scheduler.h"
 
 #define TB_CPU_MILLIS "500"
 #define TB_MEM_MIB    "512"

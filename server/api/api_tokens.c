@@ -10,10 +10,10 @@
 
 #include <http_parser.h>
 
-#include "api.h"
-#include "auth.h"
-#include "crypto.h"
-#include "db.h"
+#include "api/api.h"
+#include "auth/auth.h"
+#include "base/crypto.h"
+#include "db/db.h"
 
 #define TOKEN_COLS                                                                   \
 	"id, name, array_to_json(scopes)::text, prefix,"                             \

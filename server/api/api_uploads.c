@@ -23,15 +23,15 @@
 #include <http_parser.h>
 #include <openssl/evp.h>
 
-#include "api.h"
-#include "auth.h"
-#include "config.h"
-#include "db.h"
-#include "files.h"
-#include "log.h"
-#include "paths.h"
-#include "quota.h"
-#include "worker.h"
+#include "api/api.h"
+#include "auth/auth.h"
+#include "base/config.h"
+#include "db/db.h"
+#include "storage/files.h"
+#include "base/log.h"
+#include "storage/paths.h"
+#include "storage/quota.h"
+#include "base/worker.h"
 
 #define WBUF        (1u << 20)
 #define MAX_BODY    (1LL << 50)

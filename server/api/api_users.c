@@ -18,13 +18,13 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "api.h"
-#include "auth.h"
-#include "config.h"
-#include "crypto.h"
-#include "csv.h"
-#include "db.h"
-#include "log.h"
+#include "api/api.h"
+#include "auth/auth.h"
+#include "base/config.h"
+#include "base/crypto.h"
+#include "base/csv.h"
+#include "db/db.h"
+#include "base/log.h"
 
 #define IMPORT_MAX_ROWS 1000
 

@@ -4,15 +4,15 @@
  * latency histogram per route pattern.  Reads gauges from the http layer,
  * the database pool and the worker pool when rendering.
  */
-#include "metrics.h"
+#include "api/metrics.h"
 
 #include <string.h>
 
 #include <http_parser.h>
 
-#include "db.h"
-#include "proxy.h"
-#include "worker.h"
+#include "db/db.h"
+#include "apps/proxy.h"
+#include "base/worker.h"
 
 #define MAX_COUNTERS 1024
 #define MAX_ROUTES   256

@@ -8,7 +8,7 @@
 #define GPUCLOUD_METRICS_H
 
 #include <event2/buffer.h>
-#include "http.h"
+#include "net/http.h"
 
 /* The http observe hook. */
 void metrics_observe(const struct http_req *r, int status, double seconds);

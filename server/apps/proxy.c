@@ -19,7 +19,7 @@
  * upstream parser, which reads only while the client keeps up.
  * A preq lives until its one final reply; every path ends in finish_*().
  */
-#include "proxy.h"
+#include "apps/proxy.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -40,12 +40,12 @@
 #include <event2/util.h>
 #include <http_parser.h>
 
-#include "api.h"
-#include "config.h"
-#include "crypto.h"
-#include "db.h"
-#include "log.h"
-#include "notify.h"
+#include "api/api.h"
+#include "base/config.h"
+#include "base/crypto.h"
+#include "db/db.h"
+#include "base/log.h"
+#include "db/notify.h"
 
 #define UP_HIGH        (256 * 1024) /* request bytes queued upstream before the client is paused */
 #define UP_LOW         (64 * 1024)

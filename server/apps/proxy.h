@@ -23,7 +23,7 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 
-#include "http.h"
+#include "net/http.h"
 
 /* Starts the proxy's timers.  port: the port the server listens on (for
  * route URLs when cfg.apps_port is 0).  Returns 0 or -1. */

@@ -11,7 +11,7 @@
  * or whose session or API token ended.
  * Does not own: instances, nodes' engines (nodes_engine), sessions.
  */
-#include "terminal.h"
+#include "apps/terminal.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -29,14 +29,14 @@
 #include <jansson.h>
 #include <openssl/ssl.h>
 
-#include "api.h"
-#include "auth.h"
-#include "config.h"
-#include "db.h"
-#include "docker.h"
-#include "log.h"
-#include "nodes.h"
-#include "ws.h"
+#include "api/api.h"
+#include "auth/auth.h"
+#include "base/config.h"
+#include "db/db.h"
+#include "engine/docker.h"
+#include "base/log.h"
+#include "engine/nodes.h"
+#include "net/ws.h"
 
 #define MAX_FRAME (1 << 20)
 #define OUT_HIGH  (256 * 1024)

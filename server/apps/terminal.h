@@ -16,7 +16,7 @@
 
 #include <event2/event.h>
 
-#include "router.h"
+#include "net/router.h"
 
 extern const struct route api_terminal_routes[];
 

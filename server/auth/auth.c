@@ -8,7 +8,7 @@
  * Login, logout and password changes live in api_auth.c; this file only
  * reads credentials.
  */
-#include "auth.h"
+#include "auth/auth.h"
 
 #include <arpa/inet.h>
 #include <stdlib.h>
@@ -17,13 +17,13 @@
 
 #include <http_parser.h>
 
-#include "api.h"
-#include "config.h"
-#include "crypto.h"
-#include "db.h"
-#include "files.h"
-#include "log.h"
-#include "worker.h"
+#include "api/api.h"
+#include "base/config.h"
+#include "base/crypto.h"
+#include "db/db.h"
+#include "storage/files.h"
+#include "base/log.h"
+#include "base/worker.h"
 
 #include <openssl/crypto.h>
 

@@ -11,7 +11,7 @@
 
 #include <stdint.h>
 #include <jansson.h>
-#include "http.h"
+#include "net/http.h"
 
 enum auth_scope { SCOPE_READ = 1 << 0, SCOPE_WRITE = 1 << 1 };
 

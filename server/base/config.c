@@ -3,7 +3,7 @@
  * Owns struct config cfg and its parsing; does not interpret the values.
  * Adding a setting means one field in config.h and one row below.
  */
-#include "config.h"
+#include "base/config.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -65,7 +65,7 @@ static const struct setting table[] = {
 	I(shutdown_timeout, "10", 0, 3600, "seconds in-flight requests get on SIGTERM"),
 	S(web_root, "web", "directory of the static frontend"),
 	S(migrations_dir, "db/migrations", "directory of NNNN_*.sql migrations"),
-	S(openapi_file, "server/openapi.yaml",
+	S(openapi_file, "server/api/openapi.yaml",
 	  "the API description served at /api/v1/openapi.yaml"),
 	S(state_dir, "var/state", "writable directory for generated state (admin password file)"),
 	SECRET(db_url, "postgresql:///gpucloud", "libpq connection URL (may hold a password)"),

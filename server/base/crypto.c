@@ -4,7 +4,7 @@
  * Owns the PHC encoding and its strict parser.  Does not own where hashes or
  * tokens are stored, nor which thread runs the slow scrypt calls (worker.c).
  */
-#include "crypto.h"
+#include "base/crypto.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -10,7 +10,7 @@
  * field, anything but ',' or a record end after a closing quote, a CR not
  * followed by LF outside quotes, an unterminated quote at eof.
  */
-#include "csv.h"
+#include "base/csv.h"
 
 #include <limits.h>
 #include <string.h>

@@ -4,7 +4,7 @@
  * beyond the id string it is handed.  One write(2) per line so lines from
  * worker threads never interleave.
  */
-#include "log.h"
+#include "base/log.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /* rc.c — maps enum rc to HTTP status and error code; the only such table. */
-#include "rc.h"
+#include "base/rc.h"
 
 static const struct {
 	int status;

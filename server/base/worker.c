@@ -10,7 +10,7 @@
  * thread, so libevent needs no locking (no evthread_use_pthreads).
  * Does not own what the jobs do or the memory behind their arguments.
  */
-#include "worker.h"
+#include "base/worker.h"
 
 #include <errno.h>
 #include <pthread.h>

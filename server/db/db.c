@@ -14,7 +14,7 @@
  * event, so failing a job never needs memory; running out of memory while
  * creating one aborts.
  */
-#include "db.h"
+#include "db/db.h"
 
 #include <assert.h>
 #include <dirent.h>
@@ -31,7 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "base/log.h"
 
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 2000

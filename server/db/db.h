@@ -14,7 +14,7 @@
 
 #include <libpq-fe.h>
 #include <event2/event.h>
-#include "rc.h"
+#include "base/rc.h"
 
 /* Completion of a query.  Always fires exactly once, on the loop thread, never
  * from inside db_query() itself (failures are deferred to the loop).

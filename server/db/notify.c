@@ -10,7 +10,7 @@
  * back to DOWN.  The callback runs from the socket event; it must not free
  * the listener.
  */
-#include "notify.h"
+#include "db/notify.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +18,7 @@
 
 #include <libpq-fe.h>
 
-#include "log.h"
+#include "base/log.h"
 
 #define BACKOFF_MIN_MS     250
 #define BACKOFF_MAX_MS     2000

@@ -19,7 +19,7 @@
  * curl_multi_socket_action() returns.  Only docker_shutdown() must not be
  * called from on_data.
  */
-#include "docker.h"
+#include "engine/docker.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -33,7 +33,7 @@
 
 #include <curl/curl.h>
 
-#include "log.h"
+#include "base/log.h"
 
 /* curl's own default (300 s) is far too patient for a local engine. */
 #define CONNECT_TIMEOUT_MS 10000

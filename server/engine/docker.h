@@ -13,7 +13,7 @@
 
 #include <stddef.h>
 #include <event2/event.h>
-#include "rc.h"
+#include "base/rc.h"
 
 #define DOCKER_API_VERSION "v1.41"
 

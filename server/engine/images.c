@@ -13,7 +13,7 @@
  * ({"error": ...} lines), so success is only believed after the stream ended
  * clean and the image inspects as present.
  */
-#include "images.h"
+#include "engine/images.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
@@ -24,11 +24,11 @@
 #include <event2/event.h>
 #include <jansson.h>
 
-#include "crypto.h"
-#include "db.h"
-#include "docker.h"
-#include "log.h"
-#include "nodes.h"
+#include "base/crypto.h"
+#include "db/db.h"
+#include "engine/docker.h"
+#include "base/log.h"
+#include "engine/nodes.h"
 
 #define INSPECT_TIMEOUT_MS 30000
 #define PULL_TIMEOUT_MS    (2 * 3600 * 1000) /* NGC images are tens of GB */

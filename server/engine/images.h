@@ -12,7 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "rc.h"
+#include "base/rc.h"
 
 /* Completion of images_ensure(): rc RC_OK when the image is present on the
  * node; otherwise err is a message a user can act on (the registry's own

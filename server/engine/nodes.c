@@ -9,7 +9,7 @@
  * becomes down; one answer makes it up again.
  * Does not own: the API (api_nodes.c) or what runs on the nodes.
  */
-#include "nodes.h"
+#include "engine/nodes.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -22,12 +22,12 @@
 #include <event2/buffer.h>
 #include <jansson.h>
 
-#include "config.h"
-#include "crypto.h"
-#include "db.h"
-#include "docker.h"
-#include "log.h"
-#include "nvsmi.h"
+#include "base/config.h"
+#include "base/crypto.h"
+#include "db/db.h"
+#include "engine/docker.h"
+#include "base/log.h"
+#include "engine/nvsmi.h"
 
 #define MAX_NODES 4096
 

@@ -29,7 +29,7 @@
  *   error message is reported only when no header is found: a GPU that fell
  *   off the bus prints one above a header that is still right.
  */
-#include "nvsmi.h"
+#include "engine/nvsmi.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -16,7 +16,7 @@
  * http_parser_execute returns, so nothing re-enters the parser.
  * Connections are freed only from event callbacks, never inside a handler.
  */
-#include "http.h"
+#include "net/http.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -40,9 +40,9 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
-#include "config.h"
-#include "crypto.h"
-#include "log.h"
+#include "base/config.h"
+#include "base/crypto.h"
+#include "base/log.h"
 
 enum phase {
 	PH_HEADERS = 0,  /* reading request line and headers */

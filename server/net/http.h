@@ -24,8 +24,8 @@
 #include <event2/event.h>
 #include <jansson.h>
 
-#include "rc.h"
-#include "router.h"
+#include "base/rc.h"
+#include "net/router.h"
 
 struct http_server;
 struct http_conn;

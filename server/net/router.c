@@ -5,7 +5,7 @@
  * pattern; there are few enough routes that a linear scan costs less than
  * the request parsing around it.
  */
-#include "router.h"
+#include "net/router.h"
 
 #include <http_parser.h>
 #include <stdlib.h>

@@ -11,7 +11,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
-#include "rc.h"
+#include "base/rc.h"
 
 struct http_req;
 

@@ -6,7 +6,7 @@
  * made once.  Paths are decoded once; anything with "..", a dot-file, a
  * backslash or a NUL is refused before the filesystem is touched.
  */
-#include "static.h"
+#include "net/static.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -19,9 +19,9 @@
 
 #include <http_parser.h>
 
-#include "config.h"
-#include "crypto.h"
-#include "log.h"
+#include "base/config.h"
+#include "base/crypto.h"
+#include "base/log.h"
 
 #define MAX_FILE    (8 << 20)
 #define CACHE_SLOTS 256

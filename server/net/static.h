@@ -3,7 +3,7 @@
 #ifndef GPUCLOUD_STATIC_H
 #define GPUCLOUD_STATIC_H
 
-#include "http.h"
+#include "net/http.h"
 
 /* The http fallback hook. */
 void static_serve(struct http_req *r);

@@ -3,7 +3,7 @@
  * Owns only framing arithmetic; reading, buffering and reassembling
  * fragmented messages is the caller's (terminal.c).
  */
-#include "ws.h"
+#include "net/ws.h"
 
 #include <string.h>
 

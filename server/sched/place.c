@@ -38,7 +38,7 @@
  *    free" in a message and "has room" count reserved nodes too.
  *  - A placed request has an empty message and position 0.
  */
-#include "place.h"
+#include "sched/place.h"
 
 #include <limits.h>
 #include <stdio.h>

@@ -10,7 +10,7 @@
  * second grant of a slice impossible even if two replicas ever both ran.
  * Does not own: the policy (place.c) or the API (api_allocations.c).
  */
-#include "scheduler.h"
+#include "sched/scheduler.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -19,11 +19,11 @@
 
 #include <jansson.h>
 
-#include "config.h"
-#include "db.h"
-#include "log.h"
-#include "instances.h"
-#include "place.h"
+#include "base/config.h"
+#include "db/db.h"
+#include "base/log.h"
+#include "work/instances.h"
+#include "sched/place.h"
 
 #define LOCK_KEY "1735553635" /* "gpuc" + 's' */
 

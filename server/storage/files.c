@@ -9,7 +9,7 @@
  * handled as a link, never followed.
  * Does not own: HTTP (api_files.c, api_uploads.c) or quotas (quota.c).
  */
-#include "files.h"
+#include "storage/files.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -25,8 +25,8 @@
 
 #include <openssl/rand.h>
 
-#include "csv.h"
-#include "paths.h"
+#include "base/csv.h"
+#include "storage/paths.h"
 
 enum rc files_fail(struct files_result *res, int err, const char *path)
 {

@@ -13,8 +13,8 @@
 #include <sys/stat.h>
 #include <jansson.h>
 
-#include "rc.h"
-#include "storage.h"
+#include "base/rc.h"
+#include "storage/storage.h"
 
 struct files_result {
 	enum rc rc;

@@ -6,7 +6,7 @@
  * which the kernel enforces at every step of the walk, symlinks and races
  * included.  Does not own: what is done with the descriptors (files.c).
  */
-#include "paths.h"
+#include "storage/paths.h"
 
 #include <errno.h>
 #include <fcntl.h>

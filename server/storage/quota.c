@@ -10,7 +10,7 @@
  * whose owner died.
  * Does not own: limits and reservations (SQL in 0009_storage.sql).
  */
-#include "quota.h"
+#include "storage/quota.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -20,11 +20,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "db.h"
-#include "files.h"
-#include "log.h"
-#include "worker.h"
+#include "base/config.h"
+#include "db/db.h"
+#include "storage/files.h"
+#include "base/log.h"
+#include "base/worker.h"
 
 #define DIRTY_MAX 64
 

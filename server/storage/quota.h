@@ -10,7 +10,7 @@
 
 #include <event2/event.h>
 
-#include "storage.h"
+#include "storage/storage.h"
 
 /* Starts the once-a-second timer.  Returns 0 or -1. */
 int quota_init(struct event_base *base);

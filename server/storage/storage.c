@@ -6,7 +6,7 @@
  * Does not own: the file operations (files.c), the file API (api_files.c)
  * or quota accounting (quota.c).
  */
-#include "storage.h"
+#include "storage/storage.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,8 +16,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "log.h"
+#include "base/config.h"
+#include "base/log.h"
 
 static char root[1100];
 static int prj_supported;

@@ -19,7 +19,7 @@
  * Does not own: the API (api_instances.c), listing engines against records
  * (reconcile.c) or idle policy (reclaim.c).
  */
-#include "instances.h"
+#include "work/instances.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -30,16 +30,16 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
-#include "config.h"
-#include "db.h"
-#include "docker.h"
-#include "images.h"
-#include "log.h"
-#include "nodes.h"
-#include "reclaim.h"
-#include "reconcile.h"
-#include "scheduler.h"
-#include "storage.h"
+#include "base/config.h"
+#include "db/db.h"
+#include "engine/docker.h"
+#include "engine/images.h"
+#include "base/log.h"
+#include "engine/nodes.h"
+#include "work/reclaim.h"
+#include "work/reconcile.h"
+#include "sched/scheduler.h"
+#include "storage/storage.h"
 
 enum op_kind { OP_LAUNCH, OP_STOP, OP_DELETE };
 

@@ -7,19 +7,19 @@
  * warned ones still idle after warn_seconds and those past their maximum
  * lifetime (desired = stopped; the driver does the stopping).
  */
-#include "reclaim.h"
+#include "work/reclaim.h"
 
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "db.h"
-#include "docker.h"
-#include "instances.h"
-#include "log.h"
-#include "nodes.h"
+#include "base/config.h"
+#include "db/db.h"
+#include "engine/docker.h"
+#include "work/instances.h"
+#include "base/log.h"
+#include "engine/nodes.h"
 
 static int busy, pending;
 static json_t *active; /* ids with CPU activity this round */

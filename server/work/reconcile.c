@@ -8,7 +8,7 @@
  * process are skipped: the operation owns them until it ends.
  * Does not own: the transitions themselves (instances_set_state).
  */
-#include "reconcile.h"
+#include "work/reconcile.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -18,11 +18,11 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
-#include "db.h"
-#include "docker.h"
-#include "instances.h"
-#include "log.h"
-#include "nodes.h"
+#include "db/db.h"
+#include "engine/docker.h"
+#include "work/instances.h"
+#include "base/log.h"
+#include "engine/nodes.h"
 
 #define MAX_NODES 256
 

@@ -143,7 +143,7 @@ gc_start() {
 	GPUCLOUD_ADMIN_PASSWORD=$ADMIN_PASSWORD taskset -c "$SERVER_CPU" "$BIN" \
 		--listen=127.0.0.1 --port=0 --port-file="$port_file" \
 		--db-url="$(db_url "$db")" --state-dir="$state" \
-		--migrations-dir="$ROOT/db/migrations" --openapi-file="$ROOT/server/openapi.yaml" \
+		--migrations-dir="$ROOT/db/migrations" --openapi-file="$ROOT/server/api/openapi.yaml" \
 		--web-root="$ROOT/web" "$@" </dev/null >>"$log" 2>&1 &
 	GC_PID=$!
 	PIDS+=("$GC_PID")

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# place.sh — the placement engine (server/place.c) on a synthetic cluster:
+# place.sh — the placement engine (server/sched/place.c) on a synthetic cluster:
 # 1,000 nodes x 8 exclusive A100 slices plus 100 nodes x 8 GPUs x 7 shared
 # slots, ~30% held, 10,000 queued requests of mixed sizes and priorities
 # (tests/bench/place_bench.c says exactly what). Baseline: a deliberately

@@ -53,7 +53,7 @@ static int64_t now_ns(void)
 			bench_lat[bench_nlat++] = now_ns() - bench_t0; \
 	} while (0)
 
-#include "../../server/place.c"
+#include "sched/place.c"
 
 #include <sys/resource.h>
 

@@ -5,7 +5,7 @@
  * the buffer, copies that fit and unescape, and that more input never
  * changes a decided answer.
  */
-#include "../../server/csv.c"
+#include "base/csv.c"
 
 #include <assert.h>
 #include <stdint.h>

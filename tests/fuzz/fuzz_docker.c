@@ -9,7 +9,7 @@
  * the held header, an emit that says stop is the last one, and the header
  * parser is consistent on every prefix.
  */
-#include "../../server/docker.c"
+#include "engine/docker.c"
 
 #include <assert.h>
 #include <stdint.h>

@@ -15,8 +15,8 @@
 
 #include <jansson.h>
 
-#include "../../server/reclaim.h"
-#include "../../server/reconcile.h"
+#include "work/reclaim.h"
+#include "work/reconcile.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -23,14 +23,14 @@
 
 #include <event2/event.h>
 
-#include "api.h"
-#include "auth.h"
-#include "config.h"
-#include "db.h"
-#include "http.h"
-#include "log.h"
-#include "metrics.h"
-#include "static.h"
+#include "api/api.h"
+#include "auth/auth.h"
+#include "base/config.h"
+#include "db/db.h"
+#include "net/http.h"
+#include "base/log.h"
+#include "api/metrics.h"
+#include "net/static.h"
 
 static struct event_base *base;
 static struct http_server *srv;

@@ -11,7 +11,7 @@
  * buffer or on a roomier GPU array; a CUDA version in range and encoded as
  * nodes.cuda_max holds it, 0 unless read.
  */
-#include "../../server/nvsmi.c"
+#include "engine/nvsmi.c"
 
 #include <assert.h>
 #include <stdint.h>

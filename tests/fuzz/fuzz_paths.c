@@ -5,7 +5,7 @@
  * leading or doubled '/', valid UTF-8, and that cleaning is idempotent on
  * the decoded form (cleaning the result again gives the same result).
  */
-#include "../../server/paths.c"
+#include "storage/paths.c"
 
 #include <assert.h>
 #include <stdint.h>

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "images.h"
+#include "engine/images.h"
 
 static struct images_progress whole, cut;
 

@@ -6,7 +6,7 @@
  * input never changing a decided answer, control frames short and final,
  * the payload length within max, and that masking twice restores data.
  */
-#include "../../server/ws.c"
+#include "net/ws.c"
 
 #include <assert.h>
 #include <stdint.h>

@@ -1,4 +1,4 @@
-// server/openapi.yaml stays true: it documents every routed path and
+// server/api/openapi.yaml stays true: it documents every routed path and
 // method (from `gpucloudd --print-routes`) and nothing else, marks exactly
 // the public routes as needing no credentials, declares every path
 // parameter, resolves every $ref, and is what the server serves.
@@ -11,7 +11,7 @@ import YAML from 'yaml';
 import { startServer, BIN, ROOT } from '../lib/server.mjs';
 import { stopClean } from '../lib/itest.mjs';
 
-const FILE = join(ROOT, 'server/openapi.yaml');
+const FILE = join(ROOT, 'server/api/openapi.yaml');
 const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'];
 
 function routes() {
@@ -26,7 +26,7 @@ function routes() {
 }
 
 function load() {
-  assert.ok(existsSync(FILE), 'server/openapi.yaml is missing');
+  assert.ok(existsSync(FILE), 'server/api/openapi.yaml is missing');
   const doc = YAML.parse(readFileSync(FILE, 'utf8'));
   assert.ok(doc && typeof doc === 'object', 'openapi.yaml is not a mapping');
   assert.match(String(doc.openapi), /^3\./, 'not an OpenAPI 3 document');
@@ -59,7 +59,7 @@ function resolve(doc, node) {
   return n;
 }
 
-describe('API documentation (server/openapi.yaml)', () => {
+describe('API documentation (server/api/openapi.yaml)', () => {
   let doc, ops, rts;
   before(() => {
     rts = routes();

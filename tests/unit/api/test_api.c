@@ -1,7 +1,7 @@
 /* test_api.c — strict JSON body decoding, static path safety, gzip
  * negotiation and the error-code table. */
-#include "../../server/api.c"
-#include "../../server/static.c"
+#include "api/api.c"
+#include "net/static.c"
 #include "harness.h"
 
 static const struct jfield spec[] = {

@@ -1,7 +1,7 @@
 /* test_proxy.c — the proxy's pure parts: which hosts are app origins and
  * which route they name, route ids, hop-by-hop headers and the Connection
  * list, gpucloud's cookies stripped from what the app sees, redirect paths. */
-#include "../../server/proxy.c"
+#include "apps/proxy.c"
 
 #include "harness.h"
 

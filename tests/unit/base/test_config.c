@@ -1,5 +1,5 @@
 /* test_config.c — defaults, file, environment and flag precedence, bounds. */
-#include "../../server/config.c"
+#include "base/config.c"
 #include "harness.h"
 
 #include <unistd.h>

@@ -1,5 +1,5 @@
 /* test_crypto.c — PHC password strings, tokens, digests, base64url. */
-#include "../../server/crypto.c"
+#include "base/crypto.c"
 
 #include "harness.h"
 

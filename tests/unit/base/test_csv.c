@@ -1,6 +1,6 @@
 /* test_csv.c — the CSV record parser: records, quoting, errors, and the
  * incremental (-2) contract. */
-#include "../../server/csv.c"
+#include "base/csv.c"
 
 #include "harness.h"
 

@@ -1,6 +1,6 @@
 /* test_seal.c — secrets at rest: the master key file and AES-256-GCM
  * sealing (round trip, tampering, wrong context, wrong key). */
-#include "../../server/crypto.c"
+#include "base/crypto.c"
 #include "harness.h"
 
 #include <sys/stat.h>

@@ -1,6 +1,6 @@
 /* test_worker.c — the worker pool: every job runs once off the loop, every
  * completion once on it; bounds, shutdown and restart. */
-#include "../../server/worker.c"
+#include "base/worker.c"
 
 #include "harness.h"
 

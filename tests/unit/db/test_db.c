@@ -7,7 +7,7 @@
  * "runuser -u postgres -- pg_ctl -D DIR -m fast -w restart").  Without them the
  * suite fails rather than skips: the restart test is the point of it.
  */
-#include "../../server/db.c"
+#include "db/db.c"
 
 #include "harness.h"
 

@@ -9,7 +9,7 @@
  * gctest-docker-* and removed again; leftovers of an earlier run are removed
  * first.  Uses the openssl command to make a throwaway CA and certificate.
  */
-#include "../../server/docker.c"
+#include "engine/docker.c"
 
 #include "harness.h"
 

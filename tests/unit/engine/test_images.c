@@ -1,7 +1,7 @@
 /* test_images.c — the pure parts of images.c: the engine's pull/push
  * progress stream (a real capture from the world's engine, cut at every
  * byte), error lines, CUDA versions and image references. */
-#include "../../server/images.c"
+#include "engine/images.c"
 
 #include "harness.h"
 

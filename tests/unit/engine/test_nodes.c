@@ -1,6 +1,6 @@
 /* test_nodes.c — version comparison behind the runc/toolkit flags, and the
  * TLS files written for tcp:// nodes. */
-#include "../../server/nodes.c"
+#include "engine/nodes.c"
 #include "harness.h"
 
 #include <sys/stat.h>

@@ -3,7 +3,7 @@
  * with exact values, the tolerances, and malformed output of the commands
  * (--query-gpu, -L, and plain nvidia-smi's "CUDA Version" header).
  * Runs from the repository root. */
-#include "../../server/nvsmi.c"
+#include "engine/nvsmi.c"
 
 #include "harness.h"
 

@@ -6,7 +6,7 @@
  * header has no line break (it could not smuggle a second header); the
  * copies are wiped; and a sealed secret bound to another registry name is
  * refused rather than sent. */
-#include "../../server/images.c"
+#include "engine/images.c"
 
 #include <stdlib.h>
 #include <sys/stat.h>

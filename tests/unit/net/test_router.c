@@ -1,5 +1,5 @@
 /* test_router.c — path patterns, captures, decoding, 404 vs 405. */
-#include "../../server/router.c"
+#include "net/router.c"
 #include "harness.h"
 
 static void h(struct http_req *r) { (void)r; }

@@ -1,6 +1,6 @@
 /* test_ws.c — websocket framing: RFC 6455 examples, limits, masking, the
  * accept key, UTF-8. */
-#include "../../server/ws.c"
+#include "net/ws.c"
 
 #include "harness.h"
 

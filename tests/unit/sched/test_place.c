@@ -1,7 +1,7 @@
 /* test_place.c — the placement engine: ordering, quota, packing, gangs,
  * cpu/memory, reasons, backfill with reservations, preemption, positions
  * and determinism, each with an exact outcome. */
-#include "../../server/place.c"
+#include "sched/place.c"
 
 #include "harness.h"
 

@@ -2,7 +2,7 @@
  * name cache (invalidated by changes), usage (sparse files by their
  * blocks, hard links once), mkdir/move/copy/trash/restore/purge, previews,
  * and the tar producer (read back by tar(1)). */
-#include "../../server/files.c"
+#include "storage/files.c"
 
 #include <stdlib.h>
 #include <sys/stat.h>

@@ -9,7 +9,7 @@
  * read as tar headers: entries the user forged, for whoever downloads); a
  * listing of a folder with millions of entries is refused instead of held
  * in memory. */
-#include "../../server/files.c"
+#include "storage/files.c"
 
 #include <signal.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 /* test_paths.c — the safe-path module: textual refusals of paths_clean()
  * and openat2() resolution beneath a root against real symlinks. */
-#include "../../server/paths.c"
+#include "storage/paths.c"
 
 #include <fcntl.h>
 #include <stdlib.h>

@@ -3,7 +3,7 @@
  * the answer must say software alone even where the kernel could enforce
  * (it said "kernel+software" and the admin page promised limits inside
  * containers that nothing applied). */
-#include "../../server/storage.c"
+#include "storage/storage.c"
 
 #include "harness.h"
 

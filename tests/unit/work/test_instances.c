@@ -5,9 +5,9 @@
 #include <jansson.h>
 
 #include "harness.h"
-#include "instances.h"
-#include "reclaim.h"
-#include "reconcile.h"
+#include "work/instances.h"
+#include "work/reclaim.h"
+#include "work/reconcile.h"
 
 TEST(edges)
 {
