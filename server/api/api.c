@@ -11,6 +11,7 @@
 
 #include <event2/buffer.h>
 
+#include "auth/auth.h"
 #include "db/db.h"
 #include "base/log.h"
 
@@ -279,10 +280,18 @@ json_t *api_user_row(const PGresult *res, int row, int col)
 	                 db_val(res, row, col + 6));
 }
 
+void api_area_resolve(const struct auth_info *auth, const char *name, int want_write, areas_cb cb,
+                      void *arg)
+{
+	struct areas_caller who = { auth->user_id, auth->username, auth->role == ROLE_ADMIN };
+
+	areas_resolve(&who, name, want_write, cb, arg);
+}
+
 void api_register_all(void)
 {
 	router_add(api_health_routes);
-	router_add(api_auth_routes);
+	api_auth_register();
 	router_add(api_users_routes);
 	router_add(api_tokens_routes);
 	router_add(api_audit_routes);

@@ -8,6 +8,7 @@
 #include <libpq-fe.h>
 #include <jansson.h>
 #include "net/http.h"
+#include "storage/areas.h"
 
 enum jtype { J_STRING, J_INT, J_BOOL, J_STRINGS, J_OBJECT, J_ARRAY };
 
@@ -65,7 +66,7 @@ json_t *api_user_row(const PGresult *res, int row, int col);
 void api_register_all(void);
 
 /* Route tables, one per api_<resource>.c. */
-extern const struct route api_auth_routes[];
+int api_auth_register(void); /* its routes, and /me's caller extension */
 extern const struct route api_users_routes[];
 extern const struct route api_tokens_routes[];
 extern const struct route api_health_routes[];
@@ -85,5 +86,10 @@ extern const struct route api_instances_routes[];
 /* Seeds the first admin when no admin exists (blocking, start-up only).
  * Returns 0 or -1. */
 int api_users_seed_admin(const char *db_url);
+
+/* storage/areas.c's areas_resolve() for the request's caller. */
+struct auth_info;
+void api_area_resolve(const struct auth_info *auth, const char *name, int want_write, areas_cb cb,
+                      void *arg);
 
 #endif

@@ -46,7 +46,7 @@
 #include "base/config.h"
 #include "base/crypto.h"
 #include "db/db.h"
-#include "storage/files.h"
+#include "storage/areas.h"
 #include "base/log.h"
 #include "base/worker.h"
 
@@ -449,16 +449,75 @@ static void logout(struct http_req *r)
 
 /* Who I am, my quotas per pool, and what I use: slices held now,
  * allocated GPU-seconds over the last 7 days and my home's storage, all read
- * by the caller lookup (the route has ROUTE_USAGE): one query per /me. */
+ * by the caller lookup (the route's caller extension): one query per /me. */
+
+/* Per pool the caller's quota, slices held and GPU-seconds of the last 7
+ * days. */
+#define ME_USAGE_COL                                                                                   \
+	", (SELECT COALESCE(json_agg(json_build_object('pool', p.name, 'quota',"                       \
+	"  (SELECT json_build_object('max_slices', q.max_slices, 'max_cpu_millis',"                    \
+	"  q.max_cpu_millis, 'max_mem_mib', q.max_mem_mib, 'gpu_hours_per_week',"                      \
+	"  q.gpu_hours_per_week, 'max_runtime_s', q.max_runtime_s) FROM quotas q"                      \
+	"  WHERE q.user_id = u.id AND q.pool_id = p.id),"                                              \
+	"  'slices_in_use', (SELECT count(*) FROM alloc_requests r JOIN allocations a"                 \
+	"  ON a.request_id = r.id AND a.released_at IS NULL WHERE r.user_id = u.id"                    \
+	"  AND r.pool_id = p.id AND r.state = 'allocated'),"                                           \
+	"  'gpu_seconds_7d', (SELECT COALESCE(sum(gpu_seconds), 0) FROM gpu_usage g"                   \
+	"  WHERE g.user_id = u.id AND g.pool_id = p.id AND g.day > current_date - 7))"                 \
+	"  ORDER BY p.name), '[]')" /* only the pools this user has anything in: three index probes */ \
+	"  FROM pools p WHERE p.id IN (SELECT pool_id FROM quotas WHERE user_id = u.id"                \
+	"  UNION SELECT pool_id FROM gpu_usage WHERE user_id = u.id"                                   \
+	"   AND day > current_date - 7"                                                                \
+	"  UNION SELECT pool_id FROM alloc_requests WHERE user_id = u.id"                              \
+	"   AND state = 'allocated'))::text"
+
+/* What the caller extension decodes: the usage column, then the storage. */
+struct me_ext {
+	char *usage_json;
+	json_t *storage;
+	int storage_missing;
+};
+
+static void me_ext_free(void *p)
+{
+	struct me_ext *m = p;
+
+	free(m->usage_json);
+	json_decref(m->storage);
+	free(m);
+}
+
+static void *me_ext_decode(const PGresult *res, int col)
+{
+	struct me_ext *m = calloc(1, sizeof(*m));
+
+	if (!m)
+		return NULL;
+	if (db_val(res, 0, col) && !(m->usage_json = strdup(db_val(res, 0, col)))) {
+		free(m);
+		return NULL;
+	}
+	m->storage = areas_me_storage(res, col + 1, &m->storage_missing);
+	return m;
+}
+
+static struct auth_ext me_ext = {
+	.cols = ME_USAGE_COL AREAS_ME_COLS,
+	.join = AREAS_ME_JOIN,
+	.decode = me_ext_decode,
+	.free_fn = me_ext_free,
+};
+
 static void me(struct http_req *r)
 {
 	struct auth_info *a = r->auth;
+	const struct me_ext *m = a->ext;
 	json_t *quotas = json_object(), *usage = json_object(), *out, *rows, *row;
 	size_t i;
 
 	/* no pool at all (admins, new users) reads "[]": nothing to parse */
-	rows = a->usage_json && strcmp(a->usage_json, "[]") != 0
-	               ? json_loads(a->usage_json, 0, NULL)
+	rows = m->usage_json && strcmp(m->usage_json, "[]") != 0
+	               ? json_loads(m->usage_json, 0, NULL)
 	               : NULL;
 	json_array_foreach(rows, i, row)
 	{
@@ -487,14 +546,14 @@ static void me(struct http_req *r)
 			json_array_append_new(sc, json_string("write"));
 		json_object_set_new(out, "scopes", sc);
 	}
-	if (a->storage_missing)
-		files_me_home_create(a->user_id);
+	if (m->storage_missing)
+		areas_home_create(a->user_id);
 	if (!out) {
 		http_reply_error(r, RC_NOMEM, NULL, "out of memory");
 		return;
 	}
 	/* read with the lookup too: no second round trip */
-	json_object_set_new(out, "storage", a->storage ? json_incref(a->storage) : json_null());
+	json_object_set_new(out, "storage", m->storage ? json_incref(m->storage) : json_null());
 	http_reply_json(r, 200, out);
 }
 
@@ -607,10 +666,18 @@ static void password_change(struct http_req *r)
 	db_query("SELECT password_hash FROM users WHERE id = $1", 1, p, pwchange_loaded, c);
 }
 
-const struct route api_auth_routes[] = {
+static const struct route routes[] = {
 	{ HTTP_POST, "/api/v1/auth/login", login, ROLES_PUBLIC, ROUTE_NO_CSRF, 8192, NULL },
 	{ HTTP_POST, "/api/v1/auth/logout", logout, ROLES_ALL, 0, 0, NULL },
-	{ HTTP_GET, "/api/v1/me", me, ROLES_ALL, ROUTE_USAGE, 0, NULL },
+	{ HTTP_GET, "/api/v1/me", me, ROLES_ALL, 0, 0, NULL },
 	{ HTTP_POST, "/api/v1/me/password", password_change, ROLES_ALL, 0, 8192, NULL },
 	{ 0, NULL, NULL, 0, 0, 0, NULL },
 };
+
+int api_auth_register(void)
+{
+	/* /me (routes[2]) reads its payload with the caller lookup */
+	if (router_add(routes) < 0 || auth_caller_ext(&routes[2], &me_ext) < 0)
+		return -1;
+	return 0;
+}

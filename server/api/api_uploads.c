@@ -584,7 +584,7 @@ static void w_prepare(void *arg)
 			snprintf(w->area_name, sizeof(w->area_name), "%s",
 			         http_param(w->r, "area") ? http_param(w->r, "area") : "");
 			files_random_name("u", w->stage, sizeof(w->stage));
-			files_area_resolve(w->auth, w->area_name, 1, area_ok, w);
+			api_area_resolve(w->auth, w->area_name, 1, area_ok, w);
 			return; /* reference moves on */
 		}
 	} else {
@@ -995,8 +995,8 @@ static void upload_create(struct http_req *r)
 	u->parts = (size + u->part_size - 1) / u->part_size;
 	u->overwrite = json_is_true(json_object_get(body, "overwrite"));
 	files_random_name("r", u->stage, sizeof(u->stage));
-	files_area_resolve(r->auth, json_string_value(json_object_get(body, "area")), 1,
-	                   create_area, u);
+	api_area_resolve(r->auth, json_string_value(json_object_get(body, "area")), 1, create_area,
+	                 u);
 out:
 	json_decref(body);
 }
@@ -1142,7 +1142,7 @@ static void complete_claimed(PGresult *res, enum rc rc, void *arg)
 	snprintf(u->path, sizeof(u->path), "%s", db_val(res, 0, 3));
 	snprintf(u->sha, sizeof(u->sha), "%s", db_val(res, 0, 4) ? db_val(res, 0, 4) : "");
 	u->overwrite = !strcmp(db_val(res, 0, 8), "t");
-	files_area_resolve(u->r->auth, db_val(res, 0, 9), 1, complete_area, u);
+	api_area_resolve(u->r->auth, db_val(res, 0, 9), 1, complete_area, u);
 }
 
 static void upload_complete(struct http_req *r)

@@ -17,11 +17,9 @@
 
 #include <http_parser.h>
 
-#include "api/api.h"
 #include "base/config.h"
 #include "base/crypto.h"
 #include "db/db.h"
-#include "storage/files.h"
 #include "base/log.h"
 #include "base/worker.h"
 
@@ -95,8 +93,8 @@ void auth_info_free(struct auth_info *a)
 		return;
 	free(a->display_name);
 	free(a->email);
-	free(a->usage_json);
-	json_decref(a->storage);
+	if (a->ext && a->ext_kind)
+		a->ext_kind->free_fn(a->ext);
 	free(a);
 }
 
@@ -316,7 +314,7 @@ void auth_audit(const struct http_req *r, const struct auth_info *actor, const c
 	db_query("INSERT INTO audit_log (actor_id, actor_name, action, target, ip, request_id, "
 	         "details)"
 	         " VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb)",
-	         7, params, api_db_ignore, NULL);
+	         7, params, db_ignore, NULL);
 	log_msg(LOG_INFO, "audit", r ? r->reqid : NULL, "%s by %s target=%s", action,
 	        actor ? actor->username : "-", target ? target : "");
 	free(d);
@@ -328,26 +326,6 @@ void auth_audit(const struct http_req *r, const struct auth_info *actor, const c
 #define CALLER_COLS                                           \
 	" u.id, u.username, u.display_name, u.email, u.role," \
 	" to_char(u.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
-
-/* For ROUTE_USAGE routes (/me): per pool the caller's quota, slices held and
- * GPU-seconds of the last 7 days, in the same round trip as the lookup. */
-#define USAGE_COL                                                                                      \
-	", (SELECT COALESCE(json_agg(json_build_object('pool', p.name, 'quota',"                       \
-	"  (SELECT json_build_object('max_slices', q.max_slices, 'max_cpu_millis',"                    \
-	"  q.max_cpu_millis, 'max_mem_mib', q.max_mem_mib, 'gpu_hours_per_week',"                      \
-	"  q.gpu_hours_per_week, 'max_runtime_s', q.max_runtime_s) FROM quotas q"                      \
-	"  WHERE q.user_id = u.id AND q.pool_id = p.id),"                                              \
-	"  'slices_in_use', (SELECT count(*) FROM alloc_requests r JOIN allocations a"                 \
-	"  ON a.request_id = r.id AND a.released_at IS NULL WHERE r.user_id = u.id"                    \
-	"  AND r.pool_id = p.id AND r.state = 'allocated'),"                                           \
-	"  'gpu_seconds_7d', (SELECT COALESCE(sum(gpu_seconds), 0) FROM gpu_usage g"                   \
-	"  WHERE g.user_id = u.id AND g.pool_id = p.id AND g.day > current_date - 7))"                 \
-	"  ORDER BY p.name), '[]')" /* only the pools this user has anything in: three index probes */ \
-	"  FROM pools p WHERE p.id IN (SELECT pool_id FROM quotas WHERE user_id = u.id"                \
-	"  UNION SELECT pool_id FROM gpu_usage WHERE user_id = u.id"                                   \
-	"   AND day > current_date - 7"                                                                \
-	"  UNION SELECT pool_id FROM alloc_requests WHERE user_id = u.id"                              \
-	"   AND state = 'allocated'))::text"
 
 #define SESSION_SELECT \
 	"SELECT s.id, s.csrf_token, (s.last_seen_at < now() - interval '60 seconds')," CALLER_COLS
@@ -363,14 +341,57 @@ void auth_audit(const struct http_req *r, const struct auth_info *actor, const c
 	" WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND t.expires_at > now()" \
 	" AND NOT u.disabled"
 
-/* ROUTE_USAGE lookups also read the storage usage of the caller's home
- * (FILES_ME_COLS), so /me is one round trip. */
 static const char *const lookup_session_sql = SESSION_SELECT SESSION_JOIN SESSION_WHERE;
-static const char *const lookup_session_usage_sql =
-        SESSION_SELECT USAGE_COL FILES_ME_COLS SESSION_JOIN FILES_ME_JOIN SESSION_WHERE;
 static const char *const lookup_token_sql = TOKEN_SELECT TOKEN_JOIN TOKEN_WHERE;
-static const char *const lookup_token_usage_sql =
-        TOKEN_SELECT USAGE_COL FILES_ME_COLS TOKEN_JOIN FILES_ME_JOIN TOKEN_WHERE;
+#define LOOKUP_NCOLS 9
+
+/* Routes with a caller extension: a handful at most, so a short list. */
+#define MAX_EXTS 8
+static struct {
+	const struct route *rt;
+	struct auth_ext *ext;
+} exts[MAX_EXTS];
+static int nexts;
+
+static char *paste(const char *select, const char *cols, const char *from, const char *join,
+                   const char *where)
+{
+	size_t n = strlen(select) + strlen(cols) + strlen(from) + strlen(join) + strlen(where) + 1;
+	char *sql = malloc(n);
+
+	if (sql)
+		snprintf(sql, n, "%s%s%s%s%s", select, cols, from, join, where);
+	return sql;
+}
+
+int auth_caller_ext(const struct route *rt, struct auth_ext *ext)
+{
+	if (nexts == MAX_EXTS)
+		return -1;
+	if (!ext->sql_session) {
+		ext->sql_session =
+		        paste(SESSION_SELECT, ext->cols, SESSION_JOIN, ext->join, SESSION_WHERE);
+		ext->sql_token = paste(TOKEN_SELECT, ext->cols, TOKEN_JOIN, ext->join, TOKEN_WHERE);
+		if (!ext->sql_session || !ext->sql_token) {
+			free(ext->sql_session);
+			free(ext->sql_token);
+			ext->sql_session = ext->sql_token = NULL;
+			return -1;
+		}
+	}
+	exts[nexts].rt = rt;
+	exts[nexts].ext = ext;
+	nexts++;
+	return 0;
+}
+
+static struct auth_ext *ext_of(const struct route *rt)
+{
+	for (int i = 0; i < nexts; i++)
+		if (exts[i].rt == rt)
+			return exts[i].ext;
+	return NULL;
+}
 
 static int is_safe_method(int m)
 {
@@ -408,7 +429,7 @@ static int origin_ok(const struct http_req *r)
 	return 0;
 }
 
-static struct auth_info *info_from_row(PGresult *res)
+static struct auth_info *info_from_row(PGresult *res, const struct auth_ext *ext)
 {
 	struct auth_info *a = calloc(1, sizeof(*a));
 	const char *v;
@@ -421,12 +442,11 @@ static struct auth_info *info_from_row(PGresult *res)
 	a->email = strdup((v = db_val(res, 0, 6)) ? v : "");
 	a->role = auth_role_parse(db_val(res, 0, 7));
 	snprintf(a->created_at, sizeof(a->created_at), "%s", (v = db_val(res, 0, 8)) ? v : "");
-	if (PQnfields(res) >= 10 + FILES_ME_NCOLS) { /* a ROUTE_USAGE lookup */
-		if (db_val(res, 0, 9))
-			a->usage_json = strdup(db_val(res, 0, 9));
-		a->storage = files_me_storage(res, 10, &a->storage_missing);
+	if (ext) {
+		a->ext = ext->decode(res, LOOKUP_NCOLS);
+		a->ext_kind = ext;
 	}
-	if (!a->display_name || !a->email || a->role < 0) {
+	if (!a->display_name || !a->email || a->role < 0 || (ext && !a->ext)) {
 		auth_info_free(a);
 		return NULL;
 	}
@@ -485,7 +505,7 @@ static void session_done(PGresult *res, enum rc rc, void *arg)
 		http_reply_error(r, RC_UNAUTHORIZED, "log in again", "session expired or revoked");
 		return;
 	}
-	a = info_from_row(res);
+	a = info_from_row(res, ext_of(r->route));
 	if (!a) {
 		http_reply_error(r, RC_NOMEM, NULL, "out of memory");
 		return;
@@ -496,8 +516,8 @@ static void session_done(PGresult *res, enum rc rc, void *arg)
 	r->auth = a;
 	if (strcmp(db_val(res, 0, 2), "t") == 0) {
 		const char *p[1] = { db_val(res, 0, 0) };
-		db_query("UPDATE sessions SET last_seen_at = now() WHERE id = $1", 1, p,
-		         api_db_ignore, NULL);
+		db_query("UPDATE sessions SET last_seen_at = now() WHERE id = $1", 1, p, db_ignore,
+		         NULL);
 	}
 	if (!http_req_alive(r)) {
 		http_resume(r); /* frees it */
@@ -522,7 +542,7 @@ static void token_done(PGresult *res, enum rc rc, void *arg)
 		                 "API token unknown, expired or revoked");
 		return;
 	}
-	a = info_from_row(res);
+	a = info_from_row(res, ext_of(r->route));
 	if (!a) {
 		http_reply_error(r, RC_NOMEM, NULL, "out of memory");
 		return;
@@ -537,7 +557,7 @@ static void token_done(PGresult *res, enum rc rc, void *arg)
 	if (strcmp(db_val(res, 0, 2), "t") == 0) {
 		const char *p[1] = { db_val(res, 0, 0) };
 		db_query("UPDATE api_tokens SET last_used_at = now() WHERE id = $1", 1, p,
-		         api_db_ignore, NULL);
+		         db_ignore, NULL);
 	}
 	if (!http_req_alive(r)) {
 		http_resume(r);
@@ -551,6 +571,7 @@ void auth_request(struct http_req *r)
 	const char *authz = http_header(r, "Authorization");
 	char cookie[128], hash[65], idle[24];
 	const char *params[2];
+	const struct auth_ext *ext = ext_of(r->route);
 
 	if (authz) {
 		const char *tok;
@@ -568,9 +589,7 @@ void auth_request(struct http_req *r)
 		}
 		crypto_sha256_hex(tok, strlen(tok), hash);
 		params[0] = hash;
-		db_query((r->route->flags & ROUTE_USAGE) ? lookup_token_usage_sql
-		                                         : lookup_token_sql,
-		         1, params, token_done, r);
+		db_query(ext ? ext->sql_token : lookup_token_sql, 1, params, token_done, r);
 		return;
 	}
 	if (auth_cookie_value(r, cookie, sizeof(cookie)) < 0 || !*cookie) {
@@ -581,8 +600,7 @@ void auth_request(struct http_req *r)
 	snprintf(idle, sizeof(idle), "%d", cfg.session_idle_timeout);
 	params[0] = hash;
 	params[1] = idle;
-	db_query((r->route->flags & ROUTE_USAGE) ? lookup_session_usage_sql : lookup_session_sql, 2,
-	         params, session_done, r);
+	db_query(ext ? ext->sql_session : lookup_session_sql, 2, params, session_done, r);
 }
 
 /* ---- passwords, off the loop ---- */

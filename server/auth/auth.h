@@ -11,6 +11,8 @@
 
 #include <stdint.h>
 #include <jansson.h>
+#include <libpq-fe.h>
+
 #include "net/http.h"
 
 enum auth_scope { SCOPE_READ = 1 << 0, SCOPE_WRITE = 1 << 1 };
@@ -22,14 +24,34 @@ struct auth_info {
 	char *email;
 	int role; /* one ROLE_* bit */
 	char created_at[40];
-	int64_t session_id;  /* 0 when authenticated by token */
-	int64_t token_id;    /* 0 when authenticated by session */
-	unsigned scopes;     /* SCOPE_* (sessions have all) */
-	char csrf[64];       /* session only */
-	char *usage_json;    /* ROUTE_USAGE routes: quotas and usage per pool (JSON array) */
-	json_t *storage;     /* ROUTE_USAGE routes: /me's "storage" (files_me_storage) */
-	int storage_missing; /* ROUTE_USAGE routes: the home area has no row yet */
+	int64_t session_id; /* 0 when authenticated by token */
+	int64_t token_id;   /* 0 when authenticated by session */
+	unsigned scopes;    /* SCOPE_* (sessions have all) */
+	char csrf[64];      /* session only */
+	void *ext; /* what the route's caller extension decoded (auth_caller_ext), or NULL */
+	const struct auth_ext *ext_kind;
 };
+
+/* A caller extension: a route may have the caller lookup read more columns
+ * in the same round trip (/me reads its quotas, usage and storage so).  auth
+ * pastes cols into the lookup's select list and join into its FROM after the
+ * users table (alias u) without knowing what they are; decode(res, col) gets
+ * the lookup's row 0 with its first column at col and returns what hangs on
+ * auth_info.ext until free_fn (NULL when it fails: the request gets 500 out of memory).
+ * cols starts with a comma; join may be "". */
+struct auth_ext {
+	const char *cols;
+	const char *join;
+	void *(*decode)(const PGresult *res, int col);
+	void (*free_fn)(void *ext);
+	/* auth's own: the lookups with the extension pasted in */
+	char *sql_session, *sql_token;
+};
+
+/* Gives route rt (an entry of a table passed to router_add) the caller
+ * extension ext; both must outlive the server.  Returns 0, or -1 when out
+ * of memory or when too many routes have one. */
+int auth_caller_ext(const struct route *rt, struct auth_ext *ext);
 
 /* The http auth hook. */
 void auth_request(struct http_req *r);

@@ -1169,3 +1169,11 @@ const char *db_sqlstate(const PGresult *res)
 
 	return s ? s : "";
 }
+
+void db_ignore(PGresult *res, enum rc rc, void *arg)
+{
+	(void)res;
+	(void)arg;
+	if (rc != RC_OK)
+		log_msg(LOG_WARN, "db", NULL, "background statement failed: %s", rc_code(rc));
+}

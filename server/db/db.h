@@ -83,4 +83,7 @@ const char *db_val(const PGresult *res, int row, int col);
 /* SQLSTATE of an error result, or "" */
 const char *db_sqlstate(const PGresult *res);
 
+/* A db_cb for fire-and-forget statements: drops the result, logs a failure. */
+void db_ignore(PGresult *res, enum rc rc, void *arg);
+
 #endif

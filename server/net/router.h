@@ -29,7 +29,6 @@ enum route_flags {
 	ROUTE_STREAM = 1 << 0,   /* body goes to on_body as it arrives */
 	ROUTE_NO_CSRF = 1 << 1,  /* a mutation exempt from CSRF (login) */
 	ROUTE_RAW_BODY = 1 << 2, /* body is not JSON (CSV, files); handler checks type */
-	ROUTE_USAGE = 1 << 3,    /* the caller lookup also reads their quotas and usage */
 	ROUTE_PREPARE = 1 << 4,  /* ROUTE_STREAM: on_body(r, NULL, 0) before the body (http.h) */
 };
 

@@ -1,0 +1,210 @@
+/* areas.c — storage areas as callers see them, on the loop: resolving an
+ * area name ("home", "home:<user>", "shared", "class:<id>") for a caller with
+ * its access, the usage and limits of an area as JSON, and /me's storage
+ * columns, which the caller lookup reads in its own round trip.
+ * Does not own: the file work itself (files.c, on workers), scans (quota.c),
+ * who the caller is (auth/): callers hand in a struct areas_caller.
+ */
+#include "storage/areas.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db/db.h"
+
+/* ---- resolving an area name for a caller ---- */
+
+struct resolve {
+	long long user_id;
+	int is_admin;
+	int want_write;
+	struct storage_area a;
+	areas_cb cb;
+	void *arg;
+};
+
+static void resolve_user_done(PGresult *res, enum rc rc, void *arg)
+{
+	struct resolve *rs = arg;
+	char name[80];
+
+	if (rc != RC_OK) {
+		rs->cb(rs->arg, NULL, rc, "the database is unavailable");
+	} else if (PQntuples(res) != 1) {
+		rs->cb(rs->arg, NULL, RC_NOTFOUND, "no such user");
+	} else {
+		snprintf(name, sizeof(name), "%s", rs->a.name);
+		storage_area_home(&rs->a, strtoll(db_val(res, 0, 0), NULL, 10), db_val(res, 0, 1));
+		snprintf(rs->a.name, sizeof(rs->a.name), "%s", name);
+		rs->a.writable = 1;
+		rs->cb(rs->arg, &rs->a, RC_OK, NULL);
+	}
+	free(rs);
+}
+
+static void resolve_class_done(PGresult *res, enum rc rc, void *arg)
+{
+	struct resolve *rs = arg;
+	char name[80];
+
+	if (rc != RC_OK) {
+		rs->cb(rs->arg, NULL, rc, "the database is unavailable");
+	} else if (PQntuples(res) != 1) {
+		rs->cb(rs->arg, NULL, RC_NOTFOUND, "no such class");
+	} else {
+		long long teacher = strtoll(db_val(res, 0, 0), NULL, 10);
+		int member = !strcmp(db_val(res, 0, 1), "t");
+		int writes = rs->is_admin || teacher == rs->user_id;
+
+		snprintf(name, sizeof(name), "%s", rs->a.name);
+		storage_area_class(&rs->a, strtoll(db_val(res, 0, 2), NULL, 10), teacher);
+		snprintf(rs->a.name, sizeof(rs->a.name), "%s", name);
+		rs->a.writable = writes;
+		if (!writes && !member)
+			rs->cb(rs->arg, NULL, RC_FORBIDDEN, "you are not a member of this class");
+		else if (rs->want_write && !writes)
+			rs->cb(rs->arg, NULL, RC_FORBIDDEN,
+			       "the class area is read-only for its members");
+		else
+			rs->cb(rs->arg, &rs->a, RC_OK, NULL);
+	}
+	free(rs);
+}
+
+static int all_digits(const char *s)
+{
+	return *s && strspn(s, "0123456789") == strlen(s) && strlen(s) < 19;
+}
+
+void areas_resolve(const struct areas_caller *caller, const char *name, int want_write, areas_cb cb,
+                   void *arg)
+{
+	struct storage_area a;
+	struct resolve *rs;
+
+	memset(&a, 0, sizeof(a));
+	if (!name || strlen(name) >= sizeof(a.name)) {
+		cb(arg, NULL, RC_NOTFOUND, "no such area");
+		return;
+	}
+	snprintf(a.name, sizeof(a.name), "%s", name);
+	if (!strcmp(name, "home")) {
+		storage_area_home(&a, caller->user_id, caller->username);
+		a.writable = 1;
+		cb(arg, &a, RC_OK, NULL);
+		return;
+	}
+	if (!strcmp(name, "shared")) {
+		storage_area_shared(&a);
+		a.writable = caller->is_admin;
+		if (want_write && !a.writable)
+			cb(arg, NULL, RC_FORBIDDEN, "the shared area is read-only for you");
+		else
+			cb(arg, &a, RC_OK, NULL);
+		return;
+	}
+	rs = calloc(1, sizeof(*rs));
+	if (!rs) {
+		cb(arg, NULL, RC_NOMEM, "out of memory");
+		return;
+	}
+	rs->user_id = caller->user_id;
+	rs->is_admin = caller->is_admin;
+	rs->want_write = want_write;
+	rs->a = a;
+	rs->cb = cb;
+	rs->arg = arg;
+	if (!strncmp(name, "home:", 5) && name[5]) {
+		const char *who = name + 5;
+		const char *p[1] = { who };
+		char own[24];
+
+		snprintf(own, sizeof(own), "%lld", (long long)caller->user_id);
+		if (!strcmp(who, caller->username) || !strcmp(who, own)) {
+			storage_area_home(&rs->a, caller->user_id, caller->username);
+			rs->a.writable = 1;
+			cb(arg, &rs->a, RC_OK, NULL);
+			free(rs);
+			return;
+		}
+		if (!caller->is_admin) {
+			free(rs);
+			cb(arg, NULL, RC_FORBIDDEN, "only admins may open another user's home");
+			return;
+		}
+		db_query(all_digits(who) ? "SELECT id, username FROM users WHERE id = $1::bigint"
+		                         : "SELECT id, username FROM users WHERE username = $1",
+		         1, p, resolve_user_done, rs);
+		return;
+	}
+	if (!strncmp(name, "class:", 6) && all_digits(name + 6)) {
+		char uid[24];
+		const char *p[2] = { name + 6, uid };
+
+		snprintf(uid, sizeof(uid), "%lld", (long long)caller->user_id);
+		db_query("SELECT c.teacher_id, EXISTS (SELECT 1 FROM class_members m"
+		         " WHERE m.class_id = c.id AND m.user_id = $2::bigint), c.id"
+		         " FROM classes c WHERE c.id = $1::bigint",
+		         2, p, resolve_class_done, rs);
+		return;
+	}
+	free(rs);
+	cb(arg, NULL, RC_NOTFOUND, "no such area");
+}
+
+/* ---- usage ---- */
+
+static json_t *num_or_null(const char *v)
+{
+	return v ? json_integer(strtoll(v, NULL, 10)) : json_null();
+}
+
+json_t *areas_usage_json(const PGresult *res, int i, int c)
+{
+	/* c: bytes, files, reserved, bytes_soft, bytes_hard, files_soft, files_hard, scanned */
+	long long bytes = strtoll(db_val(res, i, c), NULL, 10);
+	long long files = strtoll(db_val(res, i, c + 1), NULL, 10);
+	const char *bs = db_val(res, i, c + 3), *bh = db_val(res, i, c + 4);
+	const char *fs = db_val(res, i, c + 5), *fh = db_val(res, i, c + 6);
+
+	return json_pack(
+	        "{s:I, s:I, s:I, s:o, s:o, s:o, s:o, s:b, s:b, s:o}", "bytes", (json_int_t)bytes,
+	        "files", (json_int_t)files, "reserved",
+	        (json_int_t)strtoll(db_val(res, i, c + 2), NULL, 10), "bytes_soft", num_or_null(bs),
+	        "bytes_hard", num_or_null(bh), "files_soft", num_or_null(fs), "files_hard",
+	        num_or_null(fh), "over_soft",
+	        (bs && bytes > strtoll(bs, NULL, 10)) || (fs && files > strtoll(fs, NULL, 10)),
+	        "over_hard",
+	        (bh && bytes > strtoll(bh, NULL, 10)) || (fh && files > strtoll(fh, NULL, 10)),
+	        "scanned_at",
+	        db_val(res, i, c + 7) ? json_string(db_val(res, i, c + 7)) : json_null());
+}
+
+/* AREAS_ME_COLS: has defaults, has a row, then areas_usage_json's eight,
+ * then the block reason. */
+json_t *areas_me_storage(const PGresult *res, int col, int *missing)
+{
+	json_t *u;
+	const char *why;
+
+	*missing = strcmp(db_val(res, 0, col + 1), "t") != 0;
+	if (strcmp(db_val(res, 0, col), "t") != 0)
+		return json_null(); /* no storage_defaults row: as before, no figures */
+	u = areas_usage_json(res, 0, col + 2);
+	why = db_val(res, 0, col + 10);
+	json_object_set_new(u, "block_reason", why ? json_string(why) : json_null());
+	return u;
+}
+
+void areas_home_create(int64_t user_id)
+{
+	char id[24], area[40];
+	const char *p[2] = { area, id };
+
+	snprintf(id, sizeof(id), "%lld", (long long)user_id);
+	snprintf(area, sizeof(area), "home:%lld", (long long)user_id);
+	db_query("INSERT INTO storage_areas (area, user_id) VALUES ($1, $2::bigint)"
+	         " ON CONFLICT DO NOTHING",
+	         2, p, db_ignore, NULL);
+}
