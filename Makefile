@@ -59,7 +59,7 @@ FUZZ_OBJS = $(SRCS:server/%.c=$(BUILD)/fuzz/obj/%.o)
 FUZZ_SECONDS ?= 60
 
 .PHONY: all deps run test test-build test-in-world unit fuzz-replay integration e2e \
-        check fuzz bench world world-down clean
+        check fuzz bench world world-down world-check clean
 
 all: $(BUILD)/gpucloudd
 
@@ -144,6 +144,9 @@ world:
 
 world-down:
 	@bash deploy/world.sh down
+
+world-check:
+	@bash tests/world_smoke.sh
 
 BANNED = '\b(sprintf|vsprintf|strcpy|strcat|atoi|atol|strtok|gets|system)[[:space:]]*\('
 check:

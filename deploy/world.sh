@@ -1,15 +1,24 @@
 #!/usr/bin/env bash
-# world.sh up|down|status — the test world under var/world/:
+# world.sh up|down|status|images|build-image — the test world under var/world/:
 #   * PostgreSQL 15 on a unix socket only (var/world/pgsock, port 5433);
 #   * two Docker engines, node1 and node2, acting as GPU nodes with declared
 #     (simulated) GPUs: each has its own data root, exec root, bridge and
 #     socket, and also listens on 127.0.0.1 with mutual TLS;
 #   * a docker-registry on 127.0.0.1:5055 with htpasswd credentials, standing
 #     in for nvcr.io (user '$oauthtoken', password an NGC-like API key);
-#   * a small busybox image built locally and pushed to that registry.
+#   * the images of the recipe table below, built locally: pushed to that
+#     registry, or (the nvidia-smi stand-in) imported on each node.
 # Addresses and credentials go to var/world/env, a sourceable shell file.
 # `up` is idempotent; `down` stops everything but keeps the data for a fast
 # next `up`. Needs root (dockerd, bridges, initdb as postgres).
+#
+# `images` prints each recipe's references; `build-image [--suffix=S]
+# [RECIPE...]` builds recipes (all when none is named), skipping those already
+# there, with S appended to every tag (a throw-away build: --suffix=-verify).
+# Both act on the world whose env file is sourced in the environment
+# (GPUCLOUD_WORLD_REGISTRY, _REGISTRY_USER, _REGISTRY_KEY, _DOCKER1, _DOCKER2),
+# else on this checkout's; GPUCLOUD_WORLD_CACHE names another debootstrap
+# cache folder. The smoke test of a running world is tests/world_smoke.sh.
 set -euo pipefail
 
 PROG=world
@@ -22,30 +31,16 @@ PG_PORT=5433
 REG_ADDR=127.0.0.1:5055
 # shellcheck disable=SC2016 # the NGC user name is literally $oauthtoken
 REG_USER='$oauthtoken'
-IMAGE_REPO=nvidia/busybox
-IMAGE_TAG=1.36
-IMAGE=$REG_ADDR/$IMAGE_REPO:$IMAGE_TAG
-DISCOVERY_IMAGE=gpucloud/nvidia-smi-standin:3 # :3 prints plain nvidia-smi (CUDA header)
-# A framework-like image that declares its CUDA (as NVIDIA's images do) and
-# has a few layers, so pulls show progress.
-CUDA_IMAGE_REPO=nvidia/pytorch
-CUDA_IMAGE_TAG=24.08-py3
-CUDA_IMAGE=$REG_ADDR/$CUDA_IMAGE_REPO:$CUDA_IMAGE_TAG
-# A real Jupyter (Debian's python3-notebook) for the proxy's end-to-end tests.
-JUPYTER_IMAGE_REPO=nvidia/jupyter
-JUPYTER_IMAGE_TAG=1
-JUPYTER_IMAGE=$REG_ADDR/$JUPYTER_IMAGE_REPO:$JUPYTER_IMAGE_TAG
-# The debootstrapped root filesystem is cached outside var/world (kept by
-# world down; rebuilt only when missing).
-JUPYTER_ROOTFS_CACHE=$ROOT/var/cache/jupyter-rootfs-bookworm.tar
-# TensorBoard is not packaged in Debian: its stand-in is the same image under
-# another name (catalog references are unique), run with Python's http.server
-# over the log directory.
-TENSORBOARD_IMAGE_REPO=nvidia/tensorboard-standin
-TENSORBOARD_IMAGE=$REG_ADDR/$TENSORBOARD_IMAGE_REPO:$JUPYTER_IMAGE_TAG
+REG_KEY= # empty: read $W/registry/key
 NODES=(1 2)
 GPUS_PER_NODE=4
 TLS_PORT_BASE=23760 # node N listens with mTLS on 127.0.0.1:$((TLS_PORT_BASE + N))
+# Debootstrapped root filesystems are cached outside var/world (kept by
+# `down`; rebuilt only when missing).
+CACHE=${GPUCLOUD_WORLD_CACHE:-$ROOT/var/cache}
+BUILD=$W/build     # scratch space of the image builder
+TAG_SUFFIX=        # build-image --suffix
+declare -A NODE_HOST=() # build-image: engines of another world
 
 node_sock() { printf '%s\n' "$W/docker/node$1.sock"; }
 node_pidfile() { printf '%s\n' "$W/docker/node$1.pid"; }
@@ -57,7 +52,107 @@ node_bridge() { printf 'gcbr%s\n' "$1"; }
 dk() {
 	local n=$1
 	shift
-	"$DOCKER_CLI" --config "$W/dockercfg" -H "unix://$(node_sock "$n")" "$@"
+	"$DOCKER_CLI" --config "$W/dockercfg" -H "${NODE_HOST[$n]:-unix://$(node_sock "$n")}" "$@"
+}
+
+# ---------------------------------------------------------------------------
+# The image table: one recipe per image, built by image_build below.
+#
+# recipe NAME FIELD=VALUE... adds a row. Fields:
+#   ref=REPO:TAG    the reference: under $REG_ADDR, or as is with to=nodes
+#   to=WHERE        registry: built on node1, pushed, then removed from node1
+#                   (each node has to pull it); nodes: imported on each node,
+#                   never pushed
+#   rootfs=HOW      busybox: Debian's busybox-static and its applet links;
+#                   debootstrap:PKG,...: bookworm minbase plus those packages
+#                   (slow: the tar is cached as $CACHE/NAME-rootfs-bookworm.tar);
+#                   from:RECIPE: that recipe's root filesystem
+#   add=FUNC        FUNC DIR NODE writes files for node NODE (to=nodes),
+#                   added to the root filesystem (new paths only)
+#   layers=N        N more layers of 4 MiB of random data (pulls show progress)
+#   change=LINE     a `docker import --change` line (ENV, CMD, LABEL...);
+#                   repeatable, kept in order
+#   message=TEXT    the import's commit message (the image history's comment)
+#   also=REPO:TAG   pushed under this name too: the same image
+# Recipe names are the words `build-image` takes; var/world/env names the
+# references (write_env).
+IMAGES=()
+declare -A RECIPE=()
+
+recipe() {
+	local name=$1 kv k
+	shift
+	IMAGES+=("$name")
+	for kv; do
+		k=${kv%%=*}
+		case $k in
+		change) RECIPE[$name.change]+=${RECIPE[$name.change]:+$'\n'}${kv#*=} ;;
+		ref | to | rootfs | add | layers | message | also) RECIPE[$name.$k]=${kv#*=} ;;
+		*) die "recipe '$name': unknown field '$k'" ;;
+		esac
+	done
+	[[ -n ${RECIPE[$name.ref]:-} && -n ${RECIPE[$name.rootfs]:-} ]] ||
+		die "recipe '$name' needs ref= and rootfs="
+	[[ ${RECIPE[$name.to]:=registry} == @(registry|nodes) ]] ||
+		die "recipe '$name': to= is registry or nodes"
+}
+
+PATH_ENV='ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
+
+recipe busybox ref=nvidia/busybox:1.36 rootfs=busybox \
+	change='CMD ["sh"]' change="$PATH_ENV" change='ENV GPUCLOUD_TEST_IMAGE=busybox' \
+	change='LABEL org.opencontainers.image.title=gpucloud-test-busybox' \
+	message='gpucloud test world image (busybox-static)'
+
+# A framework-like image that declares its CUDA (as NVIDIA's images do) and
+# has three layers, so pulls show progress.
+recipe cuda ref=nvidia/pytorch:24.08-py3 rootfs=from:busybox layers=2 \
+	change='CMD ["sh"]' change="$PATH_ENV" change='ENV CUDA_VERSION=12.6.0' \
+	change='LABEL com.nvidia.cuda.version=12.6.0' \
+	message='gpucloud test world CUDA-labelled image (busybox-static)'
+
+# A real Jupyter (Debian's python3-notebook) for the proxy's end-to-end tests.
+# TensorBoard is not packaged in Debian: its stand-in is the same image under
+# another name (catalog references are unique), run with Python's http.server
+# over the log directory.
+recipe jupyter ref=nvidia/jupyter:1 rootfs=debootstrap:python3-notebook,python3-numpy \
+	change='CMD ["python3", "-m", "notebook", "--ip=0.0.0.0", "--port=8888", "--no-browser"]' \
+	change="$PATH_ENV" change='ENV LANG=C.UTF-8' change='EXPOSE 8888' \
+	change='LABEL org.opencontainers.image.title=gpucloud-test-jupyter' \
+	message='gpucloud test world Jupyter image (Debian bookworm python3-notebook)' \
+	also=nvidia/tensorboard-standin:1
+
+# A stand-in for GPU discovery: its nvidia-smi prints output captured from
+# real hosts (tests/fixtures/nvidia-smi), run by the engines' "nvidia" runtime
+# (plain runc here: there is no GPU). It is never pulled. The :3 prints plain
+# nvidia-smi (CUDA header).
+recipe discovery ref=gpucloud/nvidia-smi-standin:3 to=nodes rootfs=from:busybox \
+	add=nvidia_smi_files change='CMD ["nvidia-smi"]' change="$PATH_ENV"
+
+# node1 reports two A100s in MIG mode (7 + 3 instances), node2 eight whole
+# A100s; plain nvidia-smi's header says CUDA 12.4 on node1, 12.2 on node2.
+nvidia_smi_files() {
+	local d=$1 n=$2 fx=$ROOT/tests/fixtures/nvidia-smi
+	install -d -m 0755 "$d/fixture" "$d/usr" "$d/usr/bin"
+	if [[ $n == 1 ]]; then
+		install -m 0644 "$fx/a100-mig-query.csv" "$d/fixture/query.csv"
+		install -m 0644 "$fx/a100-mig-list.txt" "$d/fixture/list.txt"
+		install -m 0644 "$fx/a100-mig-smi.txt" "$d/fixture/smi.txt"
+	else
+		install -m 0644 "$fx/a100x8-query.csv" "$d/fixture/query.csv"
+		: >"$d/fixture/list.txt"
+		chmod 0644 "$d/fixture/list.txt"
+		install -m 0644 "$fx/a100x8-smi.txt" "$d/fixture/smi.txt"
+	fi
+	printf '%s\n' '#!/bin/sh' \
+		'# prints captured nvidia-smi output: the test world has no GPU' \
+		'case "$*" in' \
+		'*--query-gpu*) cat /fixture/query.csv ;;' \
+		'-L) cat /fixture/list.txt ;;' \
+		"'') cat /fixture/smi.txt ;;" \
+		'*) echo "nvidia-smi stand-in: unsupported arguments: $*" >&2; exit 2 ;;' \
+		'esac' >"$d/usr/bin/nvidia-smi"
+	chmod 0755 "$d/usr/bin/nvidia-smi"
 }
 
 # ---------------------------------------------------------------------------
@@ -196,7 +291,9 @@ node_stop() {
 # ---------------------------------------------------------------------------
 # Registry
 
-reg_key() { cat "$W/registry/key"; }
+reg_key() {
+	if [[ -n $REG_KEY ]]; then printf '%s\n' "$REG_KEY"; else cat "$W/registry/key"; fi
+}
 
 registry_answers() {
 	local code
@@ -266,19 +363,39 @@ registry_down() {
 }
 
 # ---------------------------------------------------------------------------
-# Test image
+# The image builder
+
+# image_ref RECIPE / image_also RECIPE : its references (tags carry the
+# suffix); image_also prints nothing when the recipe has no second name.
+image_ref() {
+	local r=${RECIPE[$1.ref]}$TAG_SUFFIX
+	[[ ${RECIPE[$1.to]} == nodes ]] || r=$REG_ADDR/$r
+	printf '%s\n' "$r"
+}
+
+image_also() {
+	[[ -n ${RECIPE[$1.also]:-} ]] || return 0
+	printf '%s\n' "$REG_ADDR/${RECIPE[$1.also]}$TAG_SUFFIX"
+}
 
 image_in_registry() {
-	local code
+	local ref=${1#"$REG_ADDR"/} code
 	code=$(curl -s -m 10 -o /dev/null -w '%{http_code}' -u "$REG_USER:$(reg_key)" \
 		-H 'Accept: application/vnd.docker.distribution.manifest.v2+json' \
-		"http://$REG_ADDR/v2/$IMAGE_REPO/manifests/$IMAGE_TAG" || true)
+		"http://$REG_ADDR/v2/${ref%:*}/manifests/${ref##*:}" || true)
 	[[ $code == 200 ]]
 }
 
+registry_login() {
+	install -d -m 0700 "$W/dockercfg"
+	reg_key | dk 1 login -u "$REG_USER" --password-stdin "$REG_ADDR" >/dev/null 2>&1 ||
+		die "docker login to $REG_ADDR failed"
+}
+
 # A root filesystem of Debian's static busybox and its applet links.
-make_rootfs() {
+busybox_rootfs() {
 	local r=$1 p
+	[[ -x /bin/busybox ]] || die "/bin/busybox is missing; run deploy/deps.sh (busybox-static)"
 	install -d -m 0755 "$r"/{bin,sbin,usr/bin,usr/sbin,etc,root,home,var/www,dev,proc,sys}
 	install -d -m 1777 "$r/tmp"
 	install -m 0755 /bin/busybox "$r/bin/busybox"
@@ -303,84 +420,6 @@ EOF
 	printf 'gpucloud test image\n' >"$r/var/www/index.html"
 }
 
-image_up() {
-	local tmp
-	if image_in_registry; then
-		return 0
-	fi
-	say "building $IMAGE from busybox-static and pushing it"
-	[[ -x /bin/busybox ]] || die "/bin/busybox is missing; run deploy/deps.sh (busybox-static)"
-	tmp=$W/image
-	rm -rf -- "$tmp"
-	install -d -m 0700 "$tmp" "$W/dockercfg"
-	make_rootfs "$tmp/rootfs"
-	tar --numeric-owner -C "$tmp/rootfs" -cf "$tmp/rootfs.tar" .
-	dk 1 import \
-		--change 'CMD ["sh"]' \
-		--change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
-		--change 'ENV GPUCLOUD_TEST_IMAGE=busybox' \
-		--change 'LABEL org.opencontainers.image.title=gpucloud-test-busybox' \
-		--message 'gpucloud test world image (busybox-static)' \
-		"$tmp/rootfs.tar" "$IMAGE" >/dev/null
-	reg_key | dk 1 login -u "$REG_USER" --password-stdin "$REG_ADDR" >/dev/null 2>&1 ||
-		die "docker login to $REG_ADDR failed"
-	dk 1 push -q "$IMAGE" >/dev/null || die "could not push $IMAGE"
-	# Leave both nodes alike: each has to pull the image from the registry.
-	dk 1 rmi "$IMAGE" >/dev/null
-	rm -rf -- "$tmp"
-	image_in_registry || die "$IMAGE was pushed but the registry does not list it"
-}
-
-cuda_image_in_registry() {
-	local code
-	code=$(curl -s -m 10 -o /dev/null -w '%{http_code}' -u "$REG_USER:$(reg_key)" \
-		-H 'Accept: application/vnd.docker.distribution.manifest.v2+json' \
-		"http://$REG_ADDR/v2/$CUDA_IMAGE_REPO/manifests/$CUDA_IMAGE_TAG" || true)
-	[[ $code == 200 ]]
-}
-
-# $CUDA_IMAGE: the busybox rootfs with CUDA_VERSION and NVIDIA's CUDA label,
-# plus two layers of 4 MiB of random data (three layers in all).
-cuda_image_up() {
-	local tmp base=gpucloud/cuda-base:world
-	if cuda_image_in_registry; then
-		return 0
-	fi
-	say "building $CUDA_IMAGE and pushing it"
-	tmp=$W/cuda-image
-	rm -rf -- "$tmp"
-	install -d -m 0700 "$tmp" "$tmp/ctx" "$W/dockercfg"
-	make_rootfs "$tmp/rootfs"
-	tar --numeric-owner -C "$tmp/rootfs" -cf "$tmp/rootfs.tar" .
-	dk 1 import \
-		--change 'CMD ["sh"]' \
-		--change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
-		--change 'ENV CUDA_VERSION=12.6.0' \
-		--change 'LABEL com.nvidia.cuda.version=12.6.0' \
-		--message 'gpucloud test world CUDA-labelled image (busybox-static)' \
-		"$tmp/rootfs.tar" "$base" >/dev/null
-	head -c 4194304 /dev/urandom >"$tmp/ctx/blob1"
-	head -c 4194304 /dev/urandom >"$tmp/ctx/blob2"
-	printf '%s\n' "FROM $base" 'COPY blob1 /opt/blob1' 'COPY blob2 /opt/blob2' >"$tmp/ctx/Dockerfile"
-	DOCKER_BUILDKIT=0 dk 1 build -q -t "$CUDA_IMAGE" "$tmp/ctx" >/dev/null ||
-		die "could not build $CUDA_IMAGE"
-	reg_key | dk 1 login -u "$REG_USER" --password-stdin "$REG_ADDR" >/dev/null 2>&1 ||
-		die "docker login to $REG_ADDR failed"
-	dk 1 push -q "$CUDA_IMAGE" >/dev/null || die "could not push $CUDA_IMAGE"
-	# Leave both nodes alike: each has to pull the image from the registry.
-	dk 1 rmi "$CUDA_IMAGE" "$base" >/dev/null
-	rm -rf -- "$tmp"
-	cuda_image_in_registry || die "$CUDA_IMAGE was pushed but the registry does not list it"
-}
-
-jupyter_image_in_registry() {
-	local code
-	code=$(curl -s -m 10 -o /dev/null -w '%{http_code}' -u "$REG_USER:$(reg_key)" \
-		-H 'Accept: application/vnd.docker.distribution.manifest.v2+json' \
-		"http://$REG_ADDR/v2/$JUPYTER_IMAGE_REPO/manifests/$JUPYTER_IMAGE_TAG" || true)
-	[[ $code == 200 ]]
-}
-
 # The first Debian mirror apt uses (deb822 .sources or one-line lists).
 apt_mirror() {
 	local m
@@ -393,116 +432,157 @@ apt_mirror() {
 	printf '%s\n' "${m:-http://deb.debian.org/debian}"
 }
 
-# Debian bookworm (minbase) with python3-notebook and python3-numpy, as a tar.
-jupyter_rootfs() {
-	local tmp=$W/jupyter-rootfs r mirror
+# debootstrap_tar NAME PKG,... OUT : Debian bookworm (minbase) with those
+# packages, as the tar OUT.
+debootstrap_tar() {
+	local name=$1 pkgs=$2 out=$3 tmp r mirror
+	local -a pkgv
+	command -v debootstrap >/dev/null 2>&1 || die "debootstrap is missing; run deploy/deps.sh"
+	IFS=, read -ra pkgv <<<"$pkgs"
+	tmp=$BUILD/$name-debootstrap
 	r=$tmp/rootfs
 	mirror=$(apt_mirror)
 	rm -rf -- "$tmp"
 	install -d -m 0700 "$tmp"
-	say "debootstrapping bookworm from $mirror for $JUPYTER_IMAGE"
+	say "debootstrapping bookworm from $mirror for $name (${pkgv[*]})"
 	debootstrap --variant=minbase bookworm "$r" "$mirror" >"$tmp/debootstrap.log" 2>&1 ||
 		die "debootstrap failed; see $tmp/debootstrap.log"
 	cp /etc/apt/apt.conf.d/99* "$r/etc/apt/apt.conf.d/" 2>/dev/null || true
 	cp /etc/resolv.conf "$r/etc/resolv.conf"
 	mount -t proc proc "$r/proc"
 	if ! chroot "$r" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
-		--no-install-recommends python3-notebook python3-numpy >"$tmp/apt.log" 2>&1; then
+		--no-install-recommends "${pkgv[@]}" >"$tmp/apt.log" 2>&1; then
 		umount "$r/proc"
-		die "installing python3-notebook in the rootfs failed; see $tmp/apt.log"
+		die "installing ${pkgv[*]} in the rootfs failed; see $tmp/apt.log"
 	fi
 	umount "$r/proc"
 	chroot "$r" apt-get clean
 	rm -rf -- "$r"/var/lib/apt/lists/* "$r"/var/cache/apt/*.bin "$r/etc/resolv.conf"
-	install -d -m 0755 "$(dirname -- "$JUPYTER_ROOTFS_CACHE")"
-	tar --numeric-owner -C "$r" -cf "$JUPYTER_ROOTFS_CACHE.tmp" .
-	mv -- "$JUPYTER_ROOTFS_CACHE.tmp" "$JUPYTER_ROOTFS_CACHE"
+	install -d -m 0755 "$(dirname -- "$out")"
+	tar --numeric-owner -C "$r" -cf "$out.tmp" .
+	mv -- "$out.tmp" "$out"
 	rm -rf -- "$tmp"
 }
 
-jupyter_image_up() {
-	if jupyter_image_in_registry; then
+# rootfs_tar RECIPE [NODE] : sets ROOTFS to a tar of RECIPE's root filesystem
+# (for NODE when the recipe adds files per node), making it first when
+# missing: once per build (busybox) or once for good (debootstrap). A variable,
+# not output, so that set -e holds inside.
+ROOTFS=
+rootfs_tar() {
+	local name=$1 node=${2:-} how=${RECIPE[$1.rootfs]} add=${RECIPE[$1.add]:-} out d clash
+	case $how in
+	busybox)
+		out=$BUILD/$name.tar
+		if [[ ! -s $out ]]; then
+			d=$BUILD/$name-rootfs
+			rm -rf -- "$d"
+			busybox_rootfs "$d"
+			tar --numeric-owner -C "$d" -cf "$out" .
+			rm -rf -- "$d"
+		fi
+		;;
+	debootstrap:*)
+		out=$CACHE/$name-rootfs-bookworm.tar
+		[[ -s $out ]] || debootstrap_tar "$name" "${how#debootstrap:}" "$out"
+		;;
+	from:*)
+		[[ -n ${RECIPE[${how#from:}.rootfs]:-} ]] || die "recipe '$name': no recipe '${how#from:}'"
+		rootfs_tar "${how#from:}"
+		out=$ROOTFS
+		;;
+	*) die "recipe '$name': unknown rootfs '$how'" ;;
+	esac
+	if [[ -n $add ]]; then
+		# Append the new paths to a copy: docker import refuses a tar that
+		# names a path twice (folders such as ./usr included).
+		d=$BUILD/$name-node$node
+		rm -rf -- "$d" "$d.tar"
+		install -d -m 0755 "$d"
+		"$add" "$d" "$node"
+		tar -tf "$out" | sed 's#/$##' | sort -u >"$d.have"
+		clash=$(comm -12 "$d.have" <(cd "$d" && find . -mindepth 1 ! -type d | sort))
+		[[ -z $clash ]] || die "recipe '$name': $add would replace ${clash//$'\n'/ }; it may only add"
+		cp -- "$out" "$d.tar"
+		(cd "$d" && find . -mindepth 1 | sort) | comm -13 "$d.have" - |
+			tar --numeric-owner --no-recursion -C "$d" -rf "$d.tar" -T -
+		out=$d.tar
+	fi
+	ROOTFS=$out
+}
+
+# image_import NODE RECIPE TAR REF : imports TAR on NODE as REF with the
+# recipe's changes and message, then adds its random layers.
+image_import() {
+	local n=$1 name=$2 tar=$3 ref=$4 base=$4 layers=${RECIPE[$2.layers]:-0} line i ctx
+	local -a args=()
+	while IFS= read -r line; do
+		if [[ -n $line ]]; then args+=(--change "$line"); fi
+	done <<<"${RECIPE[$name.change]:-}"
+	if [[ -n ${RECIPE[$name.message]:-} ]]; then
+		args+=(--message "${RECIPE[$name.message]}")
+	fi
+	if ((layers > 0)); then base=gpucloud/world-base:$name$TAG_SUFFIX; fi
+	dk "$n" import "${args[@]}" "$tar" "$base" >/dev/null || die "could not import $base"
+	[[ $base != "$ref" ]] || return 0
+	ctx=$BUILD/$name-layers
+	rm -rf -- "$ctx"
+	install -d -m 0700 "$ctx"
+	printf 'FROM %s\n' "$base" >"$ctx/Dockerfile"
+	for ((i = 1; i <= layers; i++)); do
+		head -c 4194304 /dev/urandom >"$ctx/blob$i"
+		printf 'COPY blob%s /opt/blob%s\n' "$i" "$i" >>"$ctx/Dockerfile"
+	done
+	DOCKER_BUILDKIT=0 dk "$n" build -q -t "$ref" "$ctx" >/dev/null || die "could not build $ref"
+	dk "$n" rmi "$base" >/dev/null
+	rm -rf -- "$ctx"
+}
+
+# image_build RECIPE : builds the recipe's image unless it is already there
+# (on each node, or in the registry under every name it has: a world made
+# before a second name existed gets the image again), so `up` stays fast.
+image_build() {
+	local name=$1 ref also n r
+	ref=$(image_ref "$name")
+	also=$(image_also "$name")
+	if [[ ${RECIPE[$name.to]} == nodes ]]; then
+		for n in "${NODES[@]}"; do
+			dk "$n" image inspect "$ref" >/dev/null 2>&1 && continue
+			say "building $ref on node$n"
+			rootfs_tar "$name" "$n"
+			image_import "$n" "$name" "$ROOTFS" "$ref"
+		done
 		return 0
 	fi
-	command -v debootstrap >/dev/null 2>&1 || die "debootstrap is missing; run deploy/deps.sh"
-	[[ -s $JUPYTER_ROOTFS_CACHE ]] || jupyter_rootfs
-	say "importing $JUPYTER_IMAGE and pushing it"
-	install -d -m 0700 "$W/dockercfg"
-	dk 1 import \
-		--change 'CMD ["python3", "-m", "notebook", "--ip=0.0.0.0", "--port=8888", "--no-browser"]' \
-		--change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
-		--change 'ENV LANG=C.UTF-8' \
-		--change 'EXPOSE 8888' \
-		--change 'LABEL org.opencontainers.image.title=gpucloud-test-jupyter' \
-		--message 'gpucloud test world Jupyter image (Debian bookworm python3-notebook)' \
-		"$JUPYTER_ROOTFS_CACHE" "$JUPYTER_IMAGE" >/dev/null
-	reg_key | dk 1 login -u "$REG_USER" --password-stdin "$REG_ADDR" >/dev/null 2>&1 ||
-		die "docker login to $REG_ADDR failed"
-	dk 1 push -q "$JUPYTER_IMAGE" >/dev/null || die "could not push $JUPYTER_IMAGE"
-	dk 1 rmi "$JUPYTER_IMAGE" >/dev/null
-	jupyter_image_in_registry || die "$JUPYTER_IMAGE was pushed but the registry does not list it"
-}
-
-tensorboard_image_up() {
-	local code had
-	code=$(curl -s -m 10 -o /dev/null -w '%{http_code}' -u "$REG_USER:$(reg_key)" \
-		-H 'Accept: application/vnd.docker.distribution.manifest.v2+json' \
-		"http://$REG_ADDR/v2/$TENSORBOARD_IMAGE_REPO/manifests/$JUPYTER_IMAGE_TAG" || true)
-	[[ $code == 200 ]] && return 0
-	say "pushing $TENSORBOARD_IMAGE (the Jupyter image under another name)"
-	install -d -m 0700 "$W/dockercfg"
-	reg_key | dk 1 login -u "$REG_USER" --password-stdin "$REG_ADDR" >/dev/null 2>&1 ||
-		die "docker login to $REG_ADDR failed"
-	had=0
-	dk 1 image inspect "$JUPYTER_IMAGE" >/dev/null 2>&1 && had=1
-	dk 1 pull -q "$JUPYTER_IMAGE" >/dev/null || die "could not pull $JUPYTER_IMAGE"
-	dk 1 tag "$JUPYTER_IMAGE" "$TENSORBOARD_IMAGE"
-	dk 1 push -q "$TENSORBOARD_IMAGE" >/dev/null || die "could not push $TENSORBOARD_IMAGE"
-	dk 1 rmi "$TENSORBOARD_IMAGE" >/dev/null
-	# leave node1 as it was (tests pull images themselves)
-	((had)) || dk 1 rmi "$JUPYTER_IMAGE" >/dev/null 2>&1 || true
-}
-
-# A stand-in for GPU discovery: an image whose nvidia-smi prints output
-# captured from real hosts (tests/fixtures/nvidia-smi), run by the engines'
-# "nvidia" runtime (plain runc here: there is no GPU).  Imported on each
-# node directly; it is never pulled.
-discovery_image_up() {
-	local n tmp
-	for n in "${NODES[@]}"; do
-		dk "$n" image inspect "$DISCOVERY_IMAGE" >/dev/null 2>&1 && continue
-		tmp=$W/discovery-image
-		rm -rf -- "$tmp"
-		install -d -m 0700 "$tmp"
-		make_rootfs "$tmp/rootfs"
-		install -d -m 0755 "$tmp/rootfs/fixture"
-		# node1 reports two A100s in MIG mode (7 + 3 instances), node2 eight whole A100s;
-		# plain nvidia-smi's header says CUDA 12.4 on node1, 12.2 on node2
-		if [[ $n == 1 ]]; then
-			install -m 0644 "$ROOT/tests/fixtures/nvidia-smi/a100-mig-query.csv" "$tmp/rootfs/fixture/query.csv"
-			install -m 0644 "$ROOT/tests/fixtures/nvidia-smi/a100-mig-list.txt" "$tmp/rootfs/fixture/list.txt"
-			install -m 0644 "$ROOT/tests/fixtures/nvidia-smi/a100-mig-smi.txt" "$tmp/rootfs/fixture/smi.txt"
-		else
-			install -m 0644 "$ROOT/tests/fixtures/nvidia-smi/a100x8-query.csv" "$tmp/rootfs/fixture/query.csv"
-			: >"$tmp/rootfs/fixture/list.txt"
-			install -m 0644 "$ROOT/tests/fixtures/nvidia-smi/a100x8-smi.txt" "$tmp/rootfs/fixture/smi.txt"
-		fi
-		rm -f -- "$tmp/rootfs/usr/bin/nvidia-smi"
-		printf '%s\n' '#!/bin/sh' \
-			'# prints captured nvidia-smi output: the test world has no GPU' \
-			'case "$*" in' \
-			'*--query-gpu*) cat /fixture/query.csv ;;' \
-			'-L) cat /fixture/list.txt ;;' \
-			"'') cat /fixture/smi.txt ;;" \
-			'*) echo "nvidia-smi stand-in: unsupported arguments: $*" >&2; exit 2 ;;' \
-			'esac' >"$tmp/rootfs/usr/bin/nvidia-smi"
-		chmod 0755 "$tmp/rootfs/usr/bin/nvidia-smi"
-		tar --numeric-owner -C "$tmp/rootfs" -cf "$tmp/rootfs.tar" .
-		dk "$n" import --change 'CMD ["nvidia-smi"]' \
-			--change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
-			"$tmp/rootfs.tar" "$DISCOVERY_IMAGE" >/dev/null
-		rm -rf -- "$tmp"
+	if image_in_registry "$ref" && { [[ -z $also ]] || image_in_registry "$also"; }; then
+		return 0
+	fi
+	say "building $ref${also:+ (also $also)} and pushing it"
+	rootfs_tar "$name"
+	image_import 1 "$name" "$ROOTFS" "$ref"
+	[[ -z $also ]] || dk 1 tag "$ref" "$also"
+	registry_login
+	for r in "$ref" ${also:+"$also"}; do
+		dk 1 push -q "$r" >/dev/null || die "could not push $r"
 	done
+	# Leave both nodes alike: each has to pull the image from the registry.
+	for r in ${also:+"$also"} "$ref"; do
+		dk 1 rmi "$r" >/dev/null
+		image_in_registry "$r" || die "$r was pushed but the registry does not list it"
+	done
+}
+
+# images_build [RECIPE...] : builds the named recipes, or all, in table order.
+images_build() {
+	local name
+	(($#)) || set -- "${IMAGES[@]}"
+	for name; do
+		[[ -n ${RECIPE[$name.ref]:-} ]] || die "no recipe '$name' (recipes: ${IMAGES[*]})"
+	done
+	rm -rf -- "$BUILD"
+	install -d -m 0700 "$BUILD"
+	for name; do image_build "$name"; done
+	rm -rf -- "$BUILD"
 }
 
 # ---------------------------------------------------------------------------
@@ -535,11 +615,11 @@ write_env() {
 		printf 'export GPUCLOUD_WORLD_REGISTRY=%s\n' "$(shquote "$REG_ADDR")"
 		printf 'export GPUCLOUD_WORLD_REGISTRY_USER=%s\n' "$(shquote "$REG_USER")"
 		printf 'export GPUCLOUD_WORLD_REGISTRY_KEY=%s\n' "$(shquote "$(reg_key)")"
-		printf 'export GPUCLOUD_WORLD_IMAGE=%s\n' "$(shquote "$IMAGE")"
-		printf 'export GPUCLOUD_WORLD_DISCOVERY_IMAGE=%s\n' "$(shquote "$DISCOVERY_IMAGE")"
-		printf 'export GPUCLOUD_WORLD_CUDA_IMAGE=%s\n' "$(shquote "$CUDA_IMAGE")"
-		printf 'export GPUCLOUD_WORLD_JUPYTER_IMAGE=%s\n' "$(shquote "$JUPYTER_IMAGE")"
-		printf 'export GPUCLOUD_WORLD_TENSORBOARD_IMAGE=%s\n' "$(shquote "$TENSORBOARD_IMAGE")"
+		printf 'export GPUCLOUD_WORLD_IMAGE=%s\n' "$(shquote "$(image_ref busybox)")"
+		printf 'export GPUCLOUD_WORLD_DISCOVERY_IMAGE=%s\n' "$(shquote "$(image_ref discovery)")"
+		printf 'export GPUCLOUD_WORLD_CUDA_IMAGE=%s\n' "$(shquote "$(image_ref cuda)")"
+		printf 'export GPUCLOUD_WORLD_JUPYTER_IMAGE=%s\n' "$(shquote "$(image_ref jupyter)")"
+		printf 'export GPUCLOUD_WORLD_TENSORBOARD_IMAGE=%s\n' "$(shquote "$(image_also jupyter)")"
 	} >"$W/env.tmp"
 	chmod 0600 "$W/env.tmp"
 	mv -- "$W/env.tmp" "$f"
@@ -569,11 +649,7 @@ cmd_up() {
 	node_start 2
 	registry_up
 	node_wait 2
-	image_up
-	cuda_image_up
-	jupyter_image_up
-	tensorboard_image_up
-	discovery_image_up
+	images_build
 	write_env
 	say "up; source $W/env"
 }
@@ -628,93 +704,58 @@ cmd_status() {
 	return 1
 }
 
-# Smoke test of a running world: the database answers; each engine pulls
-# the image through the Engine API only with the right key, and both serve
-# a published loopback port at the same time; mTLS wants the client cert.
-cmd_check() {
-	local n sock auth bad out port fail=0
-	cmd_status >/dev/null || die "the world is not (fully) up; run: $0 up"
-	ok() { printf 'ok   %s\n' "$*"; }
-	ko() {
-		printf 'FAIL %s\n' "$*"
-		fail=1
-	}
-	registry_auth() {
-		printf '{"username":"%s","password":"%s","serveraddress":"%s"}' \
-			"$REG_USER" "$1" "$REG_ADDR" | base64 -w0 | tr '+/' '-_'
-	}
-	check_cleanup() {
-		for n in "${NODES[@]}"; do
-			dk "$n" rm -f "gcw-check-node$n" >/dev/null 2>&1 || true
-		done
-	}
-	trap check_cleanup EXIT
-
-	out=$("$PG_BIN/psql" -X -Atc 'SELECT current_user || current_database()' \
-		"postgresql:///gpucloud?host=$W/pgsock&port=$PG_PORT&user=root" 2>&1) || true
-	if [[ $out == rootgpucloud ]]; then ok "postgres: root@gpucloud"; else ko "postgres: $out"; fi
-
-	auth=$(registry_auth "$(reg_key)")
-	bad=$(registry_auth wrong-key)
+# build-image and images act on the world whose env file is sourced in the
+# environment, when there is one (its engines and registry; this checkout's
+# var/world holds only the scratch space and the docker login).
+use_env_world() {
+	local n v
+	[[ -n ${GPUCLOUD_WORLD_REGISTRY:-} ]] || return 0
+	REG_ADDR=$GPUCLOUD_WORLD_REGISTRY
+	REG_USER=${GPUCLOUD_WORLD_REGISTRY_USER:-$REG_USER}
+	REG_KEY=${GPUCLOUD_WORLD_REGISTRY_KEY:?GPUCLOUD_WORLD_REGISTRY is set but GPUCLOUD_WORLD_REGISTRY_KEY is not}
 	for n in "${NODES[@]}"; do
-		sock=$(node_sock "$n")
-		dk "$n" rm -f "gcw-check-node$n" >/dev/null 2>&1 || true
-		dk "$n" rmi "$IMAGE" >/dev/null 2>&1 || true
-		out=$(curl -sS -m 60 --unix-socket "$sock" -X POST -H "X-Registry-Auth: $bad" \
-			"http://engine/images/create?fromImage=$REG_ADDR/$IMAGE_REPO&tag=$IMAGE_TAG" 2>&1 || true)
-		if [[ $out == *unauthorized* ]]; then
-			ok "node$n: pull with a wrong key refused"
-		else
-			ko "node$n: pull with a wrong key: $out"
-		fi
-		out=$(curl -sS -m 60 --unix-socket "$sock" -X POST -H "X-Registry-Auth: $auth" \
-			"http://engine/images/create?fromImage=$REG_ADDR/$IMAGE_REPO&tag=$IMAGE_TAG" 2>&1 || true)
-		if [[ $out == *"Downloaded newer image"* || $out == *"Image is up to date"* ]]; then
-			ok "node$n: pull with the key"
-		else
-			ko "node$n: pull with the key: $out"
-		fi
-		port=$((18180 + n))
-		if dk "$n" run -d --name "gcw-check-node$n" -p "127.0.0.1:$port:80" "$IMAGE" \
-			httpd -f -p 80 -h /var/www >/dev/null; then
-			ok "node$n: container started, port 127.0.0.1:$port"
-		else
-			ko "node$n: could not start a container"
-		fi
+		v=GPUCLOUD_WORLD_DOCKER$n
+		[[ -z ${!v:-} ]] || NODE_HOST[$n]=${!v}
 	done
-	sleep 0.5
-	for n in "${NODES[@]}"; do
-		port=$((18180 + n))
-		out=$(curl -sS -m 5 "http://127.0.0.1:$port/" 2>&1 || true)
-		if [[ $out == "gpucloud test image" ]]; then
-			ok "node$n: published port answers"
-		else
-			ko "node$n: published port 127.0.0.1:$port: $out"
-		fi
-		port=$((TLS_PORT_BASE + n))
-		out=$(curl -sS -m 5 --cacert "$W/pki/ca.pem" --cert "$W/pki/client-cert.pem" \
-			--key "$W/pki/client-key.pem" "https://127.0.0.1:$port/_ping" 2>&1 || true)
-		if [[ $out == OK ]]; then
-			ok "node$n: mTLS with the client certificate"
-		else
-			ko "node$n: mTLS: $out"
-		fi
-		if curl -fsS -m 5 --cacert "$W/pki/ca.pem" "https://127.0.0.1:$port/_ping" >/dev/null 2>&1; then
-			ko "node$n: TLS port answered without a client certificate"
-		else
-			ok "node$n: TLS port refuses a client without a certificate"
-		fi
+}
+
+cmd_images() {
+	local name
+	use_env_world
+	for name in "${IMAGES[@]}"; do
+		printf '%-10s %-8s %s\n' "$name" "${RECIPE[$name.to]}" "$(image_ref "$name")"
+		[[ -z ${RECIPE[$name.also]:-} ]] ||
+			printf '%-10s %-8s %s\n' "$name" "${RECIPE[$name.to]}" "$(image_also "$name")"
 	done
-	return "$fail"
+}
+
+cmd_build_image() {
+	need_root "world.sh build-image"
+	while [[ ${1:-} == --* ]]; do
+		case $1 in
+		--suffix=*) TAG_SUFFIX=${1#--suffix=} ;;
+		*) die "build-image: unknown option '$1'" ;;
+		esac
+		shift
+	done
+	[[ -z $TAG_SUFFIX || $TAG_SUFFIX =~ ^[A-Za-z0-9_.-]+$ ]] ||
+		die "build-image: suffix '$TAG_SUFFIX' cannot go in a tag"
+	use_env_world
+	lock
+	images_build "$@"
 }
 
 case ${1:-} in
 up) cmd_up ;;
 down) cmd_down ;;
 status) cmd_status ;;
-check) cmd_check ;;
+images) cmd_images ;;
+build-image)
+	shift
+	cmd_build_image "$@"
+	;;
 *)
-	printf 'usage: %s up|down|status|check\n' "$0" >&2
+	printf 'usage: %s up|down|status|images|build-image [--suffix=S] [RECIPE...]\n' "$0" >&2
 	exit 2
 	;;
 esac
