@@ -16,6 +16,7 @@ const JUPYTER_CMD = ['sh', '-c',
 describe('Jupyter through the proxy, and the web terminal', () => {
   let w, alice, inst, route, browser, context, page, origin;
   const pageErrors = [];
+  const consoleLines = [];   // what the page logged: shown when a step times out
 
   before(async () => {
     assert.ok(env.GPUCLOUD_WORLD_JUPYTER_IMAGE, 'GPUCLOUD_WORLD_JUPYTER_IMAGE is not set: run deploy/world.sh up');
@@ -46,6 +47,8 @@ describe('Jupyter through the proxy, and the web terminal', () => {
     page = await context.newPage();
     page.setDefaultTimeout(20000);
     page.on('pageerror', (e) => pageErrors.push(e.message));
+    page.on('console', (m) => consoleLines.push(`${m.type()}: ${m.text()}`));
+    page.on('requestfailed', (q) => consoleLines.push(`request failed: ${q.method()} ${q.url()} ${q.failure()?.errorText}`));
   });
 
   after(async () => {
@@ -60,6 +63,12 @@ describe('Jupyter through the proxy, and the web terminal', () => {
     await page.goto(`http://${route.id}.localhost:${w.srv.port}/tree`);
     await page.waitForURL(/#\/login\?open=/);
     await shot(page, 'jupyter-login');
+    // the sign-in form; when it does not come, say what the page shows instead
+    await page.getByLabel('Username', { exact: true }).waitFor({ timeout: 20000 }).catch(async (e) => {
+      const html = await page.evaluate(() => document.getElementById('app')?.innerHTML ?? document.body.innerHTML).catch((x) => String(x));
+      throw new Error(`no sign-in form at ${page.url()}: ${e.message}\napp: ${String(html).slice(0, 800)}\n` +
+        `page errors: ${JSON.stringify(pageErrors)}\nconsole: ${consoleLines.slice(-20).join('\n')}`);
+    });
     await page.getByLabel('Username', { exact: true }).fill('alice');
     await page.getByLabel('Password', { exact: true }).fill('alice-pass-1');
     await page.getByRole('button', { name: 'Sign in' }).click();
