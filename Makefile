@@ -110,7 +110,7 @@ test-in-world: unit fuzz-replay integration e2e
 
 # test_db restarts the world's PostgreSQL to check the pool reconnects.
 unit: $(UNIT_BINS)
-	@set -e; : $${GPUCLOUD_TEST_PG_RESTART_CMD:="runuser -u postgres -- $$PG_BIN/pg_ctl -D $$GPUCLOUD_WORLD_DIR/pg -m fast -w restart"}; \
+	@set -e; : $${GPUCLOUD_TEST_PG_RESTART_CMD:="runuser -u postgres -- $$PG_BIN/pg_ctl -D $$GPUCLOUD_TEST_PG_DATA -m fast -w restart"}; \
 	export GPUCLOUD_TEST_PG_RESTART_CMD; \
 	for t in $(UNIT_BINS); do echo "== $$t"; $$t; done
 

@@ -133,6 +133,21 @@ as_pg() {
 	fi
 }
 
+# pg_place DIR: the folder a private cluster for DIR lives in (its data
+# directory pg/, socket directory pgsock/ and pg.log): DIR itself when the
+# cluster owner can reach it, else a folder of its own under
+# /var/lib/gpucloud named after DIR.  As root the owner is postgres, who
+# cannot enter a 0700 folder such as root's home, where root's clone lands.
+pg_place() {
+	local dir=$1 near=$1
+	while [[ ! -e $near && $near == /* && $near != / ]]; do near=$(dirname -- "$near"); done
+	if [[ $(id -u) -ne 0 ]] || (cd / && runuser -u postgres -- test -x "$near") 2>/dev/null; then
+		printf '%s\n' "$dir"
+		return
+	fi
+	printf '/var/lib/gpucloud/pg-%s\n' "$(printf '%s' "$dir" | sha256sum | cut -c1-16)"
+}
+
 # Create a directory owned by the cluster owner.
 pg_dir() {
 	local mode=$1 dir=$2

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # run.sh — what `make run` starts: gpucloudd on one machine with nothing
 # configured. Unless told otherwise it brings its own PostgreSQL (a private
-# cluster under var/run/pg, unix socket only) and uses the local Docker engine,
+# cluster under var/run/pg — or, when user postgres cannot reach the checkout,
+# under /var/lib/gpucloud/pg-<hash> — unix socket only) and uses the local Docker engine,
 # or, as root with no engine answering, a private dockerd under var/run/docker.
 # gpucloudd runs in the foreground; Ctrl-C stops it, then whatever this
 # script started. An engine it found running is left alone.
@@ -21,6 +22,7 @@ ROOT=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)
 . "$ROOT/deploy/lib.sh"
 
 R=$ROOT/var/run
+RPG=$(pg_place "$R") # the PostgreSQL cluster: in $R unless postgres cannot reach it
 PG_PORT=${GPUCLOUD_RUN_PG_PORT:-5434}
 DOCKER_DIR=$R/docker
 DOCKER_SOCK=$DOCKER_DIR/docker.sock
@@ -52,7 +54,7 @@ cleanup() {
 	fi
 	if ((started_pg)); then
 		say "stopping PostgreSQL"
-		pg_down "$R/pg"
+		pg_down "$RPG/pg"
 	fi
 	return "$rc"
 }
@@ -89,10 +91,10 @@ if [[ -n ${GPUCLOUD_DB_URL:-} ]]; then
 else
 	# Ours to stop at exit, also when an earlier run left it running.
 	started_pg=1
-	pg_up "$R/pg" "$R/pgsock" "$PG_PORT" "$R/pg.log" 100
+	pg_up "$RPG/pg" "$RPG/pgsock" "$PG_PORT" "$RPG/pg.log" 100
 	role=$(id -un)
-	pg_bootstrap "$R/pgsock" "$PG_PORT" gpucloud "$role"
-	GPUCLOUD_DB_URL="postgresql:///gpucloud?host=$R/pgsock&port=$PG_PORT&user=$role"
+	pg_bootstrap "$RPG/pgsock" "$PG_PORT" gpucloud "$role"
+	GPUCLOUD_DB_URL="postgresql:///gpucloud?host=$RPG/pgsock&port=$PG_PORT&user=$role"
 	say "database: private PostgreSQL, $GPUCLOUD_DB_URL"
 fi
 export GPUCLOUD_DB_URL

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # world.sh up|down|status|images|build-image — the test world under var/world/:
-#   * PostgreSQL 15 on a unix socket only (var/world/pgsock, port 5433);
+#   * PostgreSQL 15 on a unix socket only (var/world/pgsock, port 5433; under
+#     /var/lib/gpucloud/pg-<hash> when user postgres cannot reach the checkout);
 #   * two Docker engines, node1 and node2, acting as GPU nodes with declared
 #     (simulated) GPUs: each has its own data root, exec root, bridge and
 #     socket, and also listens on 127.0.0.1 with mutual TLS;
@@ -27,6 +28,7 @@ ROOT=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)
 . "$ROOT/deploy/lib.sh"
 
 W=$ROOT/var/world
+WPG=$(pg_place "$W") # the PostgreSQL cluster: in $W unless postgres cannot reach it
 PG_PORT=5433
 REG_ADDR=127.0.0.1:5055
 # shellcheck disable=SC2016 # the NGC user name is literally $oauthtoken
@@ -159,8 +161,8 @@ nvidia_smi_files() {
 # PostgreSQL
 
 postgres_up() {
-	pg_up "$W/pg" "$W/pgsock" "$PG_PORT" "$W/pg.log" 300
-	pg_bootstrap "$W/pgsock" "$PG_PORT" gpucloud root
+	pg_up "$WPG/pg" "$WPG/pgsock" "$PG_PORT" "$WPG/pg.log" 300
+	pg_bootstrap "$WPG/pgsock" "$PG_PORT" gpucloud root
 }
 
 # ---------------------------------------------------------------------------
@@ -594,14 +596,14 @@ write_env() {
 		printf '# Test world addresses, written by deploy/world.sh up. Source it.\n'
 		printf 'export GPUCLOUD_WORLD_DIR=%s\n' "$(shquote "$W")"
 		printf 'export PG_BIN=%s\n' "$(shquote "$PG_BIN")"
-		printf 'export GPUCLOUD_TEST_PG_HOST=%s\n' "$(shquote "$W/pgsock")"
+		printf 'export GPUCLOUD_TEST_PG_HOST=%s\n' "$(shquote "$WPG/pgsock")"
 		printf 'export GPUCLOUD_TEST_PG_PORT=%s\n' "$PG_PORT"
-		printf 'export GPUCLOUD_TEST_PG_DATA=%s\n' "$(shquote "$W/pg")"
-		printf 'export GPUCLOUD_TEST_PG_LOG=%s\n' "$(shquote "$W/pg.log")"
+		printf 'export GPUCLOUD_TEST_PG_DATA=%s\n' "$(shquote "$WPG/pg")"
+		printf 'export GPUCLOUD_TEST_PG_LOG=%s\n' "$(shquote "$WPG/pg.log")"
 		# Restarts the cluster and returns once it accepts connections again.
-		printf 'export GPUCLOUD_TEST_PG_RESTART_CMD=%s\n' "$(shquote "runuser -u postgres -- $PG_BIN/pg_ctl -D $W/pg -l $W/pg.log -m fast -w -t 60 restart")"
+		printf 'export GPUCLOUD_TEST_PG_RESTART_CMD=%s\n' "$(shquote "runuser -u postgres -- $PG_BIN/pg_ctl -D $WPG/pg -l $WPG/pg.log -m fast -w -t 60 restart")"
 		printf 'export GPUCLOUD_TEST_DB_URL=%s\n' \
-			"$(shquote "postgresql:///gpucloud?host=$W/pgsock&port=$PG_PORT&user=root")"
+			"$(shquote "postgresql:///gpucloud?host=$WPG/pgsock&port=$PG_PORT&user=root")"
 		printf 'export GPUCLOUD_WORLD_NODES=%s\n' "$(shquote "${NODES[*]/#/node}")"
 		for n in "${NODES[@]}"; do
 			printf 'export GPUCLOUD_WORLD_DOCKER%s=%s\n' "$n" "$(shquote "unix://$(node_sock "$n")")"
@@ -664,7 +666,7 @@ cmd_down() {
 	for n in "${NODES[@]}"; do node_stop "$n" & done
 	wait
 	for n in "${NODES[@]}"; do bridge_down "$n"; done
-	pg_down "$W/pg"
+	pg_down "$WPG/pg"
 	say "down"
 }
 
@@ -675,8 +677,8 @@ cmd_status() {
 		if [[ $2 == running ]]; then up=$((up + 1)); fi
 		printf '%-10s %-8s %s\n' "$1" "$2" "$3"
 	}
-	if pg_running "$W/pgsock" "$PG_PORT"; then
-		show postgres running "$W/pgsock port $PG_PORT"
+	if pg_running "$WPG/pgsock" "$PG_PORT"; then
+		show postgres running "$WPG/pgsock port $PG_PORT"
 	else
 		show postgres stopped ""
 	fi
