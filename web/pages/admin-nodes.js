@@ -8,11 +8,11 @@
 import { api } from '../api.js';
 import { t, formatDate, formatNumber, getLanguage } from '../i18n.js';
 import { h, field, messageBox, busy, confirmDialog, openDialog, emptyRow, toast, errorText, icon, dropdown, menuItem, uid } from '../ui.js';
+import { stateBadge } from '../parts/node-state.js';
 
 const COLS = 8;
 const POLL_MS = 5000;
 const NAME_RE = /^[a-z0-9][a-z0-9._-]{0,62}$/;
-const STATE_CLASS = { up: 'badge-on', down: 'badge-off', draining: 'badge-warn', cordoned: 'badge-warn', unknown: '' };
 
 function gib(n) {
   return t('nodes.gib', { n: new Intl.NumberFormat(getLanguage(), { maximumFractionDigits: 1 }).format(n) });
@@ -32,11 +32,6 @@ function cudaInfo(n, long = false) {
     t(long ? 'nodes.cudaLong' : 'nodes.cudaShort', { v: n.cuda_version }), ' ',
     h('span', { class: `badge ${source === 'admin' ? 'badge-warn' : 'badge-on'}`, title: t(`nodes.cudaSource.${source}.help`) },
       t(`nodes.cudaSource.${source}`)));
-}
-
-export function stateBadge(state) {
-  const known = state in STATE_CLASS ? state : 'unknown';
-  return h('span', { class: `badge badge-state ${STATE_CLASS[known]}`.trim(), 'data-state': state }, t(`nodes.state.${known}`));
 }
 
 function flagBadge(flag) {

@@ -7,8 +7,8 @@
 import { api } from '../api.js';
 import { t, formatNumber } from '../i18n.js';
 import { h, field, messageBox, busy, confirmDialog, openDialog, emptyRow, toast, errorText, icon, dropdown, menuItem, uid } from '../ui.js';
-import { stateBadge } from './admin-nodes.js';
-import { sharingBadge, sharingDetail, memoryCapNote, simulatedBadge, memoryText } from './pool-parts.js';
+import { stateBadge } from '../parts/node-state.js';
+import { sharingBadge, sharingDetail, memoryCapNote, simulatedBadge, memoryText } from '../parts/pool.js';
 
 const COLS = 6;
 const POLL_MS = 5000;

@@ -5,8 +5,8 @@
 import { api } from '../api.js';
 import { t, formatNumber } from '../i18n.js';
 import { h, messageBox, icon } from '../ui.js';
-import { stateBadge } from './admin-nodes.js';
-import { sharingBadge, sharingDetail, memoryCapNote, simulatedBadge, capacityMeter } from './pool-parts.js';
+import { stateBadge } from '../parts/node-state.js';
+import { sharingBadge, sharingDetail, memoryCapNote, simulatedBadge, capacityMeter } from '../parts/pool.js';
 
 const POLL_MS = 5000;
 

@@ -8,7 +8,7 @@
 import { api } from '../api.js';
 import { t, formatBytes, formatDate } from '../i18n.js';
 import { h, field, messageBox, openDialog, confirmDialog, emptyRow, toast, errorText, icon } from '../ui.js';
-import { tensorboardButton } from './route-buttons.js';
+import { tensorboardButton } from '../parts/route-buttons.js';
 
 const PAGE = 200;
 const SMALL = 8 * 1024 * 1024;      // below: one PUT; above: resumable parts

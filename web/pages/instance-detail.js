@@ -7,8 +7,8 @@
 import { api } from '../api.js';
 import { t, formatNumber, formatBytes, formatDate } from '../i18n.js';
 import { h, field, messageBox, busy, openDialog, toast } from '../ui.js';
-import { routeButtons } from './route-buttons.js';
-import { instanceStateBadge, waitText, actionButtons } from './instances.js';
+import { routeButtons } from '../parts/route-buttons.js';
+import { instanceStateBadge, waitText, actionButtons } from '../parts/instance.js';
 
 const POLL_MS = 2000;
 const SAMPLES = 60;

@@ -3,63 +3,13 @@
 // is in the queue, an idle warning when one stands, and the actions that fit
 // the state (start, stop, delete, open its apps). Admins may show everyone's.
 import { api } from '../api.js';
-import { t, tMaybe, formatNumber, formatDate } from '../i18n.js';
-import { h, messageBox, emptyRow, toast, confirmDialog } from '../ui.js';
-import { routeButtons } from './route-buttons.js';
+import { t, formatNumber, formatDate } from '../i18n.js';
+import { h, messageBox, emptyRow } from '../ui.js';
+import { routeButtons } from '../parts/route-buttons.js';
+import { instanceStateBadge, waitText, actionButtons } from '../parts/instance.js';
 
 const COLS = 6;
 const POLL_MS = 2000;
-
-const STATE_CLASS = {
-  running: 'badge-on', queued: 'badge-warn', pulling: 'badge-warn', creating: 'badge-warn',
-  stopping: 'badge-warn', stopped: 'badge-off', failed: 'badge-warn', lost: 'badge-warn',
-};
-
-export function instanceStateBadge(state) {
-  return h('span', { class: `badge badge-state ${STATE_CLASS[state] || ''}`.trim(), 'data-state': state },
-    tMaybe(`inst.state.${state}`) || state);
-}
-
-// What a queued instance waits for, or why it stopped or failed.
-export function waitText(inst) {
-  if (inst.state === 'queued' && inst.request && inst.request.state === 'queued') {
-    const why = inst.request.reason || t('inst.waiting');
-    return inst.request.position ? t('inst.queuePosition', { reason: why, n: formatNumber(inst.request.position) }) : why;
-  }
-  if (['stopped', 'failed', 'lost', 'stopping'].includes(inst.state) && inst.reason) return inst.reason;
-  return '';
-}
-
-const startable = (s) => ['stopped', 'failed', 'lost'].includes(s);
-const stoppable = (s) => ['queued', 'pulling', 'creating', 'running'].includes(s);
-
-// Runs an action on an instance; a toast says what happened.
-export async function instanceAction(inst, action) {
-  if (action === 'delete') {
-    const ok = await confirmDialog({
-      title: t('inst.deleteTitle'), message: t('inst.deleteMessage', { name: inst.name }),
-      confirmLabel: t('inst.delete'), danger: true,
-    });
-    if (!ok) return false;
-    await api.del(`/instances/${inst.id}`);
-    toast(t('inst.deleting', { name: inst.name }));
-    return true;
-  }
-  await api.post(`/instances/${inst.id}/${action}`);
-  toast(t(`inst.did.${action}`, { name: inst.name }));
-  return true;
-}
-
-export function actionButtons(inst, after, onError) {
-  const run = (action) => async () => {
-    try { if (await instanceAction(inst, action)) after(); } catch (err) { onError(err); }
-  };
-  return [
-    startable(inst.state) ? h('button', { type: 'button', class: 'btn btn-small btn-primary', 'data-action': 'start', onclick: run('start') }, t('inst.start')) : null,
-    stoppable(inst.state) ? h('button', { type: 'button', class: 'btn btn-small', 'data-action': 'stop', onclick: run('stop') }, t('inst.stop')) : null,
-    h('button', { type: 'button', class: 'btn btn-small btn-danger-outline', 'data-action': 'delete', onclick: run('delete') }, t('inst.delete')),
-  ];
-}
 
 export function render(main, ctx) {
   const msg = messageBox();
