@@ -45,6 +45,7 @@ export default {
   'error.unknown': 'Something went wrong.',
   'error.forbiddenTitle': 'Not permitted',
   'error.forbidden': 'Your account does not have access to this page.',
+  'error.pageLoad': 'This page could not be loaded. Check your connection and reload.',
 
   'login.title': 'Sign in',
   'login.tagline': 'GPU containers, training jobs and notebooks for your university.',

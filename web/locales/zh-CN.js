@@ -44,6 +44,7 @@ export default {
   'error.unknown': '出现错误。',
   'error.forbiddenTitle': '无权访问',
   'error.forbidden': '您的账户无权访问此页面。',
+  'error.pageLoad': '无法加载此页面，请检查网络后刷新。',
 
   'login.title': '登录',
   'login.tagline': '面向高校的 GPU 容器、训练任务与 Notebook 平台。',
