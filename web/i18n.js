@@ -1,9 +1,10 @@
 // i18n.js — every string the interface shows goes through t().
 //
-// The dictionaries live in web/locales/, one module per language, flat
-// "area.name" keys. Placeholders are written {name} and filled from the
-// params object. The chosen language is kept in localStorage; the first visit
-// follows the browser's language.
+// The dictionaries live in web/locales/, one module per language merging
+// per-area parts; keys are "area.name". Placeholders are written {name} and
+// filled from the params object. A sentence that counts something maps to
+// its plural forms instead of a string (see t()). The chosen language is
+// kept in localStorage; the first visit follows the browser's language.
 import en from './locales/en.js';
 import zhCN from './locales/zh-CN.js';
 
@@ -61,10 +62,33 @@ function applyToDocument() {
 // t('tokens.created', { name: 'ci' }). A key missing from the current
 // dictionary falls back to English, then to the key itself (so a gap shows
 // up on screen instead of an empty label).
+//
+// Plurals: a value may be an object of forms named by the language's
+// Intl.PluralRules categories, e.g. { one: '{count} node', other: '{count}
+// nodes' }; params.count (a number) picks the form, 'other' when it has no
+// form of its own. {count} is filled with the number formatted for the
+// language.
 export function t(key, params) {
-  let s = DICTIONARIES[current]?.[key] ?? en[key] ?? key;
-  if (params) s = s.replace(/\{(\w+)\}/g, (m, name) => (name in params ? String(params[name]) : m));
+  const own = DICTIONARIES[current]?.[key];
+  const lang = own === undefined ? 'en' : current;
+  let s = own ?? en[key] ?? key;
+  if (typeof s === 'object') s = pluralForm(s, lang, params?.count);
+  if (params) {
+    s = s.replace(/\{(\w+)\}/g, (m, name) => {
+      if (!(name in params)) return m;
+      const v = params[name];
+      return name === 'count' && typeof v === 'number' ? formatNumber(v) : String(v);
+    });
+  }
   return s;
+}
+
+const pluralRules = new Map();
+function pluralForm(forms, lang, count) {
+  const n = Number(count);
+  if (!Number.isFinite(n)) return forms.other;
+  if (!pluralRules.has(lang)) pluralRules.set(lang, new Intl.PluralRules(lang));
+  return forms[pluralRules.get(lang).select(n)] ?? forms.other;
 }
 
 // Like t(), but returns undefined when no dictionary has the key; for

@@ -540,7 +540,7 @@ export function render(main) {
           field(t('nodes.labelsField'), labels, t('nodes.labelsHelp')),
           field(t('nodes.cudaVersion'), cuda, cudaHelp),
           gpus.el,
-          discovered ? h('p', { class: 'muted' }, t('nodes.discoveredKept', { n: discovered })) : null,
+          discovered ? h('p', { class: 'muted' }, t('nodes.discoveredKept', { count: discovered })) : null,
           msg.el,
           h('div', { class: 'actions' },
             h('button', { type: 'button', class: 'btn', onclick: () => close() }, t('common.cancel')),

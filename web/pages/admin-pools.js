@@ -382,7 +382,7 @@ export function render(main) {
               h('td', { class: 'cell-check' }, all),
               h('th', { scope: 'colgroup', colspan: 5 },
                 h('span', { class: 'mono' }, n.name), ' ', stateBadge(n.state),
-                h('span', { class: 'muted group-sub' }, t('pools.nodeGpus', { n: formatNumber(gpus.length) })))));
+                h('span', { class: 'muted group-sub' }, t('pools.nodeGpus', { count: gpus.length })))));
             for (const g of gpus) {
               const other = poolOf.get(g.id);
               const input = h('input', {
@@ -444,7 +444,7 @@ export function render(main) {
           await busy(form, async () => {
             try {
               const updated = await api.put(`/pools/${encodeURIComponent(p.id)}/gpus`, { gpu_ids: ids });
-              toast(t('pools.gpusSaved', { name: p.name, n: formatNumber(updated?.gpus ?? ids.length) }));
+              toast(t('pools.gpusSaved', { name: p.name, count: updated?.gpus ?? ids.length }));
               changed(updated);
               close(updated);
             } catch (err) {
@@ -469,7 +469,7 @@ export function render(main) {
   async function deletePool(p) {
     const ok = await confirmDialog({
       title: t('pools.deleteTitle'),
-      message: p.gpus ? t('pools.deleteConfirmGpus', { name: p.name, n: formatNumber(p.gpus) }) : t('pools.deleteConfirm', { name: p.name }),
+      message: p.gpus ? t('pools.deleteConfirmGpus', { name: p.name, count: p.gpus }) : t('pools.deleteConfirm', { name: p.name }),
       confirmLabel: t('pools.delete'), danger: true,
     });
     if (!ok) return;

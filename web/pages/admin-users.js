@@ -239,7 +239,7 @@ export function render(main, ctx) {
   function importResult(created, close) {
     const withPasswords = created.some((c) => c.password);
     return h('div', { 'data-import-result': '' },
-      h('p', { role: 'status' }, t('users.importDone', { n: created.length })),
+      h('p', { role: 'status' }, t('users.importDone', { count: created.length })),
       withPasswords ? h('p', { class: 'warning' }, t('users.importPasswordsOnce')) : null,
       h('div', { class: 'table-wrap' }, h('table', { class: 'table' },
         h('thead', null, h('tr', null,

@@ -66,7 +66,7 @@ export function render(main, ctx) {
     for (const id of [...keys.keys()]) if (!seen.has(id)) keys.delete(id);
     if (!items.length) tbody.replaceChildren(h('tr', { class: 'empty', 'data-empty': 'instances' }, h('td', { colspan: COLS }, t('inst.none'))));
     else tbody.replaceChildren(...rows);
-    count.textContent = t('inst.count', { n: formatNumber(items.length), running: formatNumber(items.filter((i) => i.state === 'running').length) });
+    count.textContent = t('inst.count', { count: items.length, running: formatNumber(items.filter((i) => i.state === 'running').length) });
   }
 
   const timer = setInterval(() => {
