@@ -98,6 +98,19 @@ export function tMaybe(key, params) {
   return t(key, params);
 }
 
+// The server writes its messages in English, next to a machine code (an
+// error code, a queue reason code). What to show for one: in English, the
+// server's own words (they name the exact subject); in another language, the
+// code's sentence from the dictionary (key), with the server's words kept as
+// detail; for a code the dictionary does not know, the server's words.
+// Returns { text, detail } (detail '' when there is nothing more to say).
+export const SERVER_LANGUAGE = 'en';
+export function fromServer(key, serverText) {
+  const own = key ? tMaybe(key) : undefined;
+  if (!own || (current === SERVER_LANGUAGE && serverText)) return { text: serverText || own || '', detail: '' };
+  return { text: own, detail: serverText && serverText !== own ? serverText : '' };
+}
+
 export function formatDate(iso) {
   if (!iso) return '';
   const d = new Date(iso);

@@ -8,7 +8,8 @@ import assert from 'node:assert/strict';
 import { readFileSync, readdirSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { ROOT } from '../lib/server.mjs';
-import { DICTIONARIES, LANGUAGES, matchLanguage, t, setLanguage } from '../../web/i18n.js';
+import { DICTIONARIES, LANGUAGES, matchLanguage, t, setLanguage, fromServer } from '../../web/i18n.js';
+import { errorParts } from '../../web/ui.js';
 import { ROLE_NAMES } from '../../web/roles.js';
 
 const en = DICTIONARIES.en;
@@ -89,6 +90,33 @@ test('every key the frontend names exists in the dictionaries', () => {
   assert.deepEqual(unknown, []);
   for (const r of ROLE_NAMES) assert.ok(`role.${r}` in en, `role.${r}`);
   for (const s of ['read', 'write']) assert.ok(`scope.${s}` in en, `scope.${s}`);
+});
+
+test('every server error code and queue reason code has a sentence', () => {
+  // Read from the server's sources (the one table of codes, the one switch of
+  // reasons) so a new code cannot be missed; 'new' is the queue's default.
+  const rc = readFileSync(join(ROOT, 'server/rc.c'), 'utf8');
+  const codes = [...rc.matchAll(/\[RC_\w+\] = \{ \d+, "(\w+)" \}/g)].map((m) => m[1]).filter((c) => c !== 'ok');
+  assert.ok(codes.length > 10, 'error codes found in server/rc.c');
+  assert.deepEqual(codes.filter((c) => !(`error.code.${c}` in en)), [], 'error codes without a sentence');
+  const place = readFileSync(join(ROOT, 'server/place.c'), 'utf8');
+  const reasons = [...place.matchAll(/case REASON_\w+: return "(\w+)";/g)].map((m) => m[1]).filter((c) => c !== 'none');
+  assert.ok(reasons.length > 5, 'reason codes found in server/place.c');
+  assert.deepEqual([...reasons, 'new'].filter((c) => !(`inst.reason.${c}` in en)), [], 'reason codes without a sentence');
+});
+
+test('server errors: the server’s words in English, the code’s sentence elsewhere', () => {
+  const err = { code: 'conflict', message: 'pool \'a100\' exists', hint: 'choose another name' };
+  setLanguage('en');
+  assert.deepEqual(errorParts(err), { text: 'pool \'a100\' exists — choose another name', detail: '' });
+  assert.deepEqual(fromServer('inst.reason.capacity', 'no node of pool \'a\' has 2 free slices'),
+    { text: 'no node of pool \'a\' has 2 free slices', detail: '' });
+  setLanguage('zh-CN');
+  assert.deepEqual(errorParts(err), { text: DICTIONARIES['zh-CN']['error.code.conflict'], detail: 'pool \'a100\' exists — choose another name' });
+  assert.deepEqual(errorParts({ code: 'no_such_code', message: 'odd' }), { text: 'odd', detail: '' }, 'unknown code: the server’s words');
+  assert.deepEqual(errorParts(new Error('made here')), { text: 'made here', detail: '' });
+  assert.equal(fromServer('inst.reason.capacity', 'x').text, DICTIONARIES['zh-CN']['inst.reason.capacity']);
+  setLanguage('en');
 });
 
 test('t() fills placeholders and falls back to the key', () => {

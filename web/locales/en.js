@@ -14,5 +14,6 @@ import users from './en/users.js';
 import nodes from './en/nodes.js';
 import pools from './en/pools.js';
 import images from './en/images.js';
+import errors from './en/errors.js';
 
-export default merge(shell, auth, home, instances, files, cluster, users, nodes, pools, images);
+export default merge(shell, errors, auth, home, instances, files, cluster, users, nodes, pools, images);

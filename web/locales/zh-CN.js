@@ -14,5 +14,6 @@ import users from './zh-CN/users.js';
 import nodes from './zh-CN/nodes.js';
 import pools from './zh-CN/pools.js';
 import images from './zh-CN/images.js';
+import errors from './zh-CN/errors.js';
 
-export default merge(shell, auth, home, instances, files, cluster, users, nodes, pools, images);
+export default merge(shell, errors, auth, home, instances, files, cluster, users, nodes, pools, images);

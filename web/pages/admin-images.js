@@ -8,7 +8,7 @@
 // while something is pulling, else every few seconds.
 import { api } from '../api.js';
 import { t } from '../i18n.js';
-import { h, field, messageBox, busy, confirmDialog, openDialog, emptyRow, toast, errorText, icon } from '../ui.js';
+import { h, field, messageBox, busy, confirmDialog, openDialog, emptyRow, toast, icon, toastError } from '../ui.js';
 
 const COLS = 5;
 const FAST_MS = 1000;
@@ -248,7 +248,7 @@ export function render(main) {
       toast(t('images.deleted', { name: img.display_name || img.reference }));
       changed();
     } catch (err) {
-      toast(errorText(err), 'error');
+      toastError(err);
     }
   }
 

@@ -7,7 +7,7 @@
 // discovery from nvidia-smi unless the admin sets it), and remove it.
 import { api } from '../api.js';
 import { t, formatDate, formatNumber, getLanguage } from '../i18n.js';
-import { h, field, messageBox, busy, confirmDialog, openDialog, emptyRow, toast, errorText, icon, dropdown, menuItem, uid } from '../ui.js';
+import { h, field, messageBox, busy, confirmDialog, openDialog, emptyRow, toast, icon, dropdown, menuItem, uid, toastError } from '../ui.js';
 import { stateBadge } from '../parts/node-state.js';
 
 const COLS = 8;
@@ -171,7 +171,7 @@ function pemField(label, fileLabel, name, msg) {
   file.addEventListener('change', async () => {
     const f = file.files?.[0];
     if (!f) return;
-    try { text.value = (await f.text()).trim() + '\n'; } catch (err) { msg.error(errorText(err)); }
+    try { text.value = (await f.text()).trim() + '\n'; } catch (err) { msg.error(err); }
   });
   const f = field(label, text);
   f.append(file);
@@ -424,7 +424,7 @@ export function render(main) {
       toast(t(`nodes.stateDone.${state}`, { name: n.name }));
       changed(updated);
     } catch (err) {
-      toast(errorText(err), 'error');
+      toastError(err);
     }
   }
 
@@ -440,7 +440,7 @@ export function render(main) {
       toast(t('nodes.removed', { name: n.name }));
       changed(null);
     } catch (err) {
-      toast(errorText(err), 'error');
+      toastError(err);
     }
   }
 

@@ -6,7 +6,7 @@
 // polled every few seconds while shown, since capacity follows node health.
 import { api } from '../api.js';
 import { t, formatNumber } from '../i18n.js';
-import { h, field, messageBox, busy, confirmDialog, openDialog, emptyRow, toast, errorText, icon, dropdown, menuItem, uid } from '../ui.js';
+import { h, field, messageBox, busy, confirmDialog, openDialog, emptyRow, toast, icon, dropdown, menuItem, uid, toastError } from '../ui.js';
 import { stateBadge } from '../parts/node-state.js';
 import { sharingBadge, sharingDetail, memoryCapNote, simulatedBadge, memoryText } from '../parts/pool.js';
 
@@ -478,7 +478,7 @@ export function render(main) {
       toast(t('pools.deleted', { name: p.name }));
       changed(null);
     } catch (err) {
-      toast(errorText(err), 'error');
+      toastError(err);
     }
   }
 

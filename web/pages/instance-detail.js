@@ -8,7 +8,7 @@ import { api } from '../api.js';
 import { t, formatNumber, formatBytes, formatDate } from '../i18n.js';
 import { h, field, messageBox, busy, openDialog, toast } from '../ui.js';
 import { routeButtons } from '../parts/route-buttons.js';
-import { instanceStateBadge, waitText, actionButtons } from '../parts/instance.js';
+import { instanceStateBadge, waitInfo, actionButtons } from '../parts/instance.js';
 
 const POLL_MS = 2000;
 const SAMPLES = 60;
@@ -87,11 +87,12 @@ export function render(main) {
   const gone = () => !main.isConnected;
 
   function drawHead() {
-    const why = waitText(inst);
+    const why = waitInfo(inst);
     head.replaceChildren(
       h('div', { class: 'page-head-text' },
         h('h1', null, h('span', { class: 'mono' }, inst.name), ' ', instanceStateBadge(inst.state)),
-        why ? h('p', { 'data-field': 'why' }, why) : null,
+        why.text ? h('p', { 'data-field': 'why', title: why.detail || null }, why.text,
+          why.detail ? h('span', { class: 'msg-detail muted', 'data-field': 'why-detail', lang: 'en' }, why.detail) : null) : null,
         inst.idle_warning_at ? h('p', { class: 'callout warning', 'data-field': 'idle-warning' }, inst.idle_message || t('inst.idleWarned')) : null),
       h('div', { class: 'toolbar' },
         routeButtons(inst),

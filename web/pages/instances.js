@@ -6,7 +6,7 @@ import { api } from '../api.js';
 import { t, formatNumber, formatDate } from '../i18n.js';
 import { h, messageBox, emptyRow } from '../ui.js';
 import { routeButtons } from '../parts/route-buttons.js';
-import { instanceStateBadge, waitText, actionButtons } from '../parts/instance.js';
+import { instanceStateBadge, waitInfo, actionButtons } from '../parts/instance.js';
 
 const COLS = 6;
 const POLL_MS = 2000;
@@ -38,7 +38,7 @@ export function render(main, ctx) {
   }
 
   function row(inst) {
-    const why = waitText(inst);
+    const why = waitInfo(inst);
     const gpus = inst.slices ? t('inst.gpuCell', { n: formatNumber(inst.slices), pool: inst.pool || '—' }) : t('inst.noGpu');
     return h('tr', { 'data-instance': inst.name, 'data-id': inst.id, 'data-state': inst.state },
       h('td', null,
@@ -46,7 +46,7 @@ export function render(main, ctx) {
         all ? h('div', { class: 'cell-sub muted' }, inst.username) : null),
       h('td', null, inst.image_name || inst.image || '—', h('div', { class: 'cell-sub muted mono' }, inst.image || '')),
       h('td', { 'data-field': 'state' }, instanceStateBadge(inst.state),
-        why ? h('div', { class: 'cell-sub', 'data-field': 'why' }, why) : null,
+        why.text ? h('div', { class: 'cell-sub', 'data-field': 'why', title: why.detail || null }, why.text) : null,
         inst.idle_warning_at ? h('div', { class: 'cell-sub warning', 'data-field': 'idle-warning' }, inst.idle_message || t('inst.idleWarned')) : null),
       h('td', null, gpus, h('div', { class: 'cell-sub muted' }, inst.node || '')),
       h('td', { class: 'nowrap muted' }, formatDate(inst.created_at)),

@@ -2,7 +2,7 @@
 // the state badge, why it waits or stopped, and the actions that fit its
 // state (start, stop, delete), each ending in a toast.
 import { api } from '../api.js';
-import { t, tMaybe, formatNumber } from '../i18n.js';
+import { t, tMaybe, fromServer, formatNumber } from '../i18n.js';
 import { h, toast, confirmDialog } from '../ui.js';
 
 const STATE_CLASS = {
@@ -15,15 +15,23 @@ export function instanceStateBadge(state) {
     tMaybe(`inst.state.${state}`) || state);
 }
 
-// What a queued instance waits for, or why it stopped or failed.
-export function waitText(inst) {
+// What a queued instance waits for, or why it stopped or failed:
+// { text, detail }. The queue's reason code (quota, capacity, too_big, ...)
+// is translated; the server's English sentence, which names the pool and the
+// numbers, is the detail (see fromServer). A stop reason has no code and is
+// shown as the server wrote it.
+export function waitInfo(inst) {
   if (inst.state === 'queued' && inst.request && inst.request.state === 'queued') {
-    const why = inst.request.reason || t('inst.waiting');
-    return inst.request.position ? t('inst.queuePosition', { reason: why, n: formatNumber(inst.request.position) }) : why;
+    const code = inst.request.reason_code;
+    const said = fromServer(code ? `inst.reason.${code}` : null, inst.request.reason);
+    const why = said.text || t('inst.waiting');
+    const text = inst.request.position ? t('inst.queuePosition', { reason: why, n: formatNumber(inst.request.position) }) : why;
+    return { text, detail: said.detail };
   }
-  if (['stopped', 'failed', 'lost', 'stopping'].includes(inst.state) && inst.reason) return inst.reason;
-  return '';
+  if (['stopped', 'failed', 'lost', 'stopping'].includes(inst.state) && inst.reason) return { text: inst.reason, detail: '' };
+  return { text: '', detail: '' };
 }
+
 
 const startable = (s) => ['stopped', 'failed', 'lost'].includes(s);
 const stoppable = (s) => ['queued', 'pulling', 'creating', 'running'].includes(s);
