@@ -7,13 +7,14 @@
 //     until: main,
 //     show: (reply) => ...,      // the newest reply, while the page is shown
 //     fail: (err) => ...,        // a failed fetch, likewise
+//     stopped: () => ...,        // once, when it stops (optional)
 //   });
 //   list.refresh();              // fetch now (after a change), dropping any
 //                                // reply already on its way: it may predate it
 //   list.stop();
 //
 // One fetch at a time: a tick while one is on its way is skipped.
-export function poll(fetch, ms, { until, show = () => {}, fail = () => {} }) {
+export function poll(fetch, ms, { until, show = () => {}, fail = () => {}, stopped: onStop = () => {} }) {
   const gone = () => !until.isConnected;
   let seq = 0;
   let inflight = false;
@@ -40,9 +41,11 @@ export function poll(fetch, ms, { until, show = () => {}, fail = () => {} }) {
   const onVisibility = () => { if (!document.hidden) tick(); };
 
   function stop() {
+    if (stopped) return;
     stopped = true;
     clearInterval(timer);
     document.removeEventListener('visibilitychange', onVisibility);
+    onStop();
   }
 
   const timer = setInterval(tick, ms);
