@@ -1,78 +1,16 @@
-// app.js — the shell: session state, the hash router, the layout (top bar,
-// side navigation) and the navigation table.
+// app.js — the shell: session state, the hash router and the layout (top bar,
+// side navigation), both derived from the page table in pages.js.
 //
-// Pages are modules exporting render(main, ctx); ctx carries the session
-// (user, quotas, usage) and helpers. A page only draws into `main`.
+// Pages are modules exporting render(main, ctx), loaded the first time they
+// are opened; ctx carries the session (user, quotas, usage) and helpers. A
+// page only draws into `main`.
 import { api, setCsrfToken, onUnauthorized } from './api.js';
 import { t, initLanguage, setLanguage, getLanguage, onLanguageChange, LANGUAGES } from './i18n.js';
 import { h, uid, errorText, icon, dropdown, menuItem } from './ui.js';
-import * as loginPage from './pages/login.js';
-import * as homePage from './pages/home.js';
-import * as accountPage from './pages/account.js';
-import * as adminUsersPage from './pages/admin-users.js';
-import * as adminNodesPage from './pages/admin-nodes.js';
-import * as adminPoolsPage from './pages/admin-pools.js';
-import * as adminRegistriesPage from './pages/admin-registries.js';
-import * as adminImagesPage from './pages/admin-images.js';
-import * as clusterPage from './pages/cluster.js';
-import * as terminalPage from './pages/terminal.js';
-import * as instancesPage from './pages/instances.js';
-import * as filesPage from './pages/files.js';
-import * as instanceNewPage from './pages/instance-new.js';
-import * as instanceDetailPage from './pages/instance-detail.js';
-import { ROLE_NAMES } from './roles.js';
+import * as loginPage from './pages/login.js';   // eager: the first thing most visits show
+import { pageAt, navFor, loadPage } from './pages.js';
 
-const EVERYONE = ROLE_NAMES;
-
-// Routes: path → page module and who may open it.
-const ROUTES = {
-  '/home': { page: homePage, title: 'nav.home', roles: EVERYONE },
-  '/cluster': { page: clusterPage, title: 'nav.cluster', roles: EVERYONE },
-  '/account': { page: accountPage, title: 'nav.account', roles: EVERYONE },
-  '/terminal': { page: terminalPage, title: 'terminal.titleNone', roles: EVERYONE },
-  '/instances': { page: instancesPage, title: 'nav.instances', roles: EVERYONE },
-  '/files': { page: filesPage, title: 'nav.files', roles: EVERYONE },
-  '/instances/new': { page: instanceNewPage, title: 'inst.new.title', roles: EVERYONE },
-  '/instance': { page: instanceDetailPage, title: 'inst.detail.title', roles: EVERYONE },
-  '/admin/users': { page: adminUsersPage, title: 'nav.users', roles: ['admin'] },
-  '/admin/nodes': { page: adminNodesPage, title: 'nav.nodes', roles: ['admin'] },
-  '/admin/pools': { page: adminPoolsPage, title: 'nav.pools', roles: ['admin'] },
-  '/admin/images': { page: adminImagesPage, title: 'nav.images', roles: ['admin'] },
-  '/admin/registries': { page: adminRegistriesPage, title: 'nav.registries', roles: ['admin'] },
-};
-
-// The side navigation, section by section. An entry appears for the roles it
-// lists; a section with no visible entry is left out. `nav` is the stable
-// data-nav attribute tests and links rely on.
-const NAV = [
-  {
-    section: null,
-    items: [
-      { nav: 'home', route: '/home', label: 'nav.home', icon: 'home', roles: EVERYONE },
-      { nav: 'instances', route: '/instances', label: 'nav.instances', icon: 'server', roles: EVERYONE },
-      { nav: 'files', route: '/files', label: 'nav.files', icon: 'upload', roles: EVERYONE },
-      { nav: 'cluster', route: '/cluster', label: 'nav.cluster', icon: 'grid', roles: EVERYONE },
-      { nav: 'account', route: '/account', label: 'nav.account', icon: 'user', roles: EVERYONE },
-    ],
-  },
-  {
-    section: 'nav.section.admin',
-    items: [
-      { nav: 'admin-users', route: '/admin/users', label: 'nav.users', icon: 'users', roles: ['admin'] },
-      { nav: 'admin-nodes', route: '/admin/nodes', label: 'nav.nodes', icon: 'server', roles: ['admin'] },
-      { nav: 'admin-pools', route: '/admin/pools', label: 'nav.pools', icon: 'layers', roles: ['admin'] },
-      { nav: 'admin-images', route: '/admin/images', label: 'nav.images', icon: 'upload', roles: ['admin'] },
-      { nav: 'admin-registries', route: '/admin/registries', label: 'nav.registries', icon: 'key', roles: ['admin'] },
-    ],
-  },
-];
-
-// The navigation one role sees: [{ section, items }].
-export function navFor(role) {
-  return NAV
-    .map((s) => ({ section: s.section, items: s.items.filter((i) => i.roles.includes(role)) }))
-    .filter((s) => s.items.length > 0);
-}
+export { navFor };
 
 const session = { user: null, auth: null, quotas: {}, usage: {} };
 let loginNotice = '';   // shown once on the login page (e.g. session expired)
@@ -155,7 +93,7 @@ const ctx = {
     session.user = reply.user;
     setCsrfToken(reply.csrf_token);
     try { await loadMe(); } catch { /* the login reply is enough to go on */ }
-    const wanted = ROUTES[afterLogin];
+    const wanted = pageAt(afterLogin);
     const next = wanted && wanted.roles.includes(session.user.role) ? afterLogin : '/home';
     afterLogin = '/home';
     if (routeOpen()) { openRoute(routeOpen()); return; }
@@ -266,7 +204,7 @@ async function render(opts = {}) {
       if (seq !== renderSeq) return;
       if (path === '/login') { renderLogin(e.status === 401 ? '' : errorText(e)); return; }
       if (e.status !== 401) loginNotice = errorText(e);
-      afterLogin = ROUTES[path] ? path : '/home';
+      afterLogin = pageAt(path) ? path : '/home';
       go('/login');
       return;
     }
@@ -281,20 +219,33 @@ async function render(opts = {}) {
     return;
   }
 
-  const route = ROUTES[path];
-  if (!route) { go(session.user ? '/home' : '/login'); return; }
+  const page = pageAt(path);
+  if (!page) { go(session.user ? '/home' : '/login'); return; }
+
+  // The page's module first, so the page before stays until it can be drawn.
+  let mod = null, failed = null;
+  if (page.roles.includes(session.user.role)) {
+    try { mod = await loadPage(page); } catch (e) { failed = e; }
+    if (seq !== renderSeq) return;
+  }
 
   const { shell, main } = layout(path);
   root.replaceChildren(shell);
-  if (!route.roles.includes(session.user.role)) {
+  if (!page.roles.includes(session.user.role)) {
     document.title = `${t('error.forbiddenTitle')} · ${t('app.name')}`;
     main.append(h('section', { class: 'page' },
       h('h1', null, t('error.forbiddenTitle')),
       h('p', { class: 'msg msg-error', role: 'alert', 'data-forbidden': '' }, t('error.forbidden'))));
     return;
   }
-  document.title = `${t(route.title)} · ${t('app.name')}`;
-  route.page.render(main, ctx);
+  document.title = `${t(page.title)} · ${t('app.name')}`;
+  if (failed) {
+    main.append(h('section', { class: 'page' },
+      h('h1', null, t(page.title)),
+      h('p', { class: 'msg msg-error', role: 'alert', 'data-page-error': '' }, t('error.pageLoad'))));
+    return;
+  }
+  mod.render(main, ctx);
   if (opts.focusMain) main.focus({ preventScroll: true });
 }
 

@@ -1,7 +1,7 @@
 // ui.js — small DOM helpers shared by the pages: element building (never
 // innerHTML, so server data is always text), dialogs, notices, the
 // shown-once secret box.
-import { t } from './i18n.js';
+import { t, fromServer } from './i18n.js';
 
 // h('button', { class: 'btn', onclick: fn, 'data-nav': 'home' }, 'Text', child, ...)
 // Attributes: "class", "text", on<event> handlers, boolean true/false for
@@ -47,23 +47,35 @@ export function field(label, input, help) {
   return h('div', { class: 'field' }, h('label', { for: input.id }, label), input, helpEl);
 }
 
+// An error as the person should read it: { text, detail }. An API error's
+// code is translated (error.code.*) where the interface is not in the
+// server's language; the server's message and hint are then the detail.
+// Errors made here (new Error(t(...))) are shown as they are.
+export function errorParts(err) {
+  if (!err) return { text: '', detail: '' };
+  if (err.code === 'network') return { text: t('error.network'), detail: '' };
+  const server = err.message ? (err.hint ? `${err.message} — ${err.hint}` : err.message) : '';
+  const said = fromServer(typeof err.code === 'string' ? `error.code.${err.code}` : null, server);
+  return said.text ? said : { text: t('error.unknown'), detail: '' };
+}
+
 export function errorText(err) {
-  if (!err) return '';
-  if (err.code === 'network') return t('error.network');
-  const msg = err.message || t('error.unknown');
-  return err.hint ? `${msg} — ${err.hint}` : msg;
+  return errorParts(err).text;
 }
 
 // An inline message area for a form: error(errOrText) and success(text) show
-// it (as an alert or a status for screen readers), clear() hides it.
+// it (as an alert or a status for screen readers), clear() hides it. An
+// error's detail (the server's own words) follows on a line of its own.
 export function messageBox() {
   const el = h('div', { class: 'msg', hidden: true });
   return {
     el,
     error(errOrText) {
+      const { text, detail } = typeof errOrText === 'string' ? { text: errOrText, detail: '' } : errorParts(errOrText);
       el.className = 'msg msg-error';
       el.setAttribute('role', 'alert');
-      el.textContent = typeof errOrText === 'string' ? errOrText : errorText(errOrText);
+      el.replaceChildren(text);
+      if (detail) el.append(h('span', { class: 'msg-detail', 'data-error-detail': '', lang: 'en' }, detail));
       el.hidden = false;
     },
     success(text) {
@@ -76,17 +88,25 @@ export function messageBox() {
   };
 }
 
-// Transient notice in the corner (announced to screen readers).
-export function toast(text, kind = 'success') {
+// Transient notice in the corner (announced to screen readers). title: a
+// tooltip with more (an error's detail).
+export function toast(text, kind = 'success', title = null) {
   let region = document.getElementById('toasts');
   if (!region) {
     region = h('div', { id: 'toasts', class: 'toasts', role: 'status', 'aria-live': 'polite' });
     document.body.append(region);
   }
-  const item = h('div', { class: `toast toast-${kind}` }, text);
+  const item = h('div', { class: `toast toast-${kind}`, title }, text);
   region.append(item);
   while (region.children.length > 3) region.firstElementChild.remove();
   setTimeout(() => item.remove(), 4000);
+}
+
+// An error as a toast; the server's own words, when they are not the text,
+// as its tooltip.
+export function toastError(err) {
+  const { text, detail } = errorParts(err);
+  toast(text, 'error', detail || null);
 }
 
 // Opens a modal <dialog>. build(close) returns the body nodes; close(value)

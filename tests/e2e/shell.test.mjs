@@ -8,6 +8,7 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startServer, ADMIN_PASSWORD, psql } from '../lib/server.mjs';
 import { launch, shot } from './browser.mjs';
+import { DICTIONARIES } from '../../web/i18n.js';
 
 const STUDENT = { username: 'e2e-student', display: 'Mei Student', email: 'mei@example.edu', password: 'student-pass-1' };
 const STUDENT_NEW_PASSWORD = 'student-pass-2';
@@ -333,6 +334,29 @@ describe('web shell', () => {
       assert.equal(await p.locator('html').getAttribute('lang'), 'zh-CN');
       assert.ok(await p.getByLabel('用户名').isVisible());
       await shot(p, 'login-zh-mobile');
+    } finally {
+      await zh.close();
+    }
+  });
+
+  it('shows a server error in Chinese, keeping the server’s words as detail', async () => {
+    const zh = await browser.newContext({ locale: 'zh-CN', viewport: { width: 1280, height: 860 } });
+    try {
+      const p = await zh.newPage();
+      p.on('pageerror', (e) => pageErrors.push(e.message));
+      await p.goto(srv.base + '/#/login');
+      await p.getByRole('heading', { name: '登录' }).waitFor();
+      await p.locator('input[name=username]').fill('admin');
+      await p.locator('input[name=password]').fill('not-the-password');
+      await p.locator('[data-action=login]').click();
+      const alert = p.locator('.login-form [role=alert]');
+      await alert.waitFor();
+      const text = (await alert.textContent()).trim();
+      assert.ok(text.startsWith(DICTIONARIES['zh-CN']['error.code.unauthorized']), `the 401 in Chinese (got: ${text})`);
+      assert.match(text, /^\p{Script=Han}/u, 'the sentence is Chinese');
+      const detail = (await alert.locator('[data-error-detail]').textContent()).trim();
+      assert.equal(detail, 'invalid username or password — check the username and password', 'the server’s own words stay as detail');
+      await shot(p, 'login-error-zh');
     } finally {
       await zh.close();
     }

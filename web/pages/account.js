@@ -2,7 +2,7 @@
 // tokens (list, create with the secret shown once, revoke).
 import { api } from '../api.js';
 import { t, formatDate } from '../i18n.js';
-import { h, field, messageBox, busy, confirmDialog, secretBox, emptyRow, toast, errorText, icon } from '../ui.js';
+import { h, field, messageBox, busy, confirmDialog, secretBox, emptyRow, toast, icon, toastError } from '../ui.js';
 
 export const MIN_PASSWORD = 8;
 const SCOPES = ['read', 'write'];
@@ -83,7 +83,7 @@ function tokensCard() {
           toast(t('tokens.revoked', { name: tok.name }));
           load();
         } catch (err) {
-          toast(errorText(err), 'error');
+          toastError(err);
         }
       },
     }, t('tokens.revoke'));

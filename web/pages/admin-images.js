@@ -7,8 +7,8 @@
 // the registry's message when it failed. The list is polled every second
 // while something is pulling, else every few seconds.
 import { api } from '../api.js';
-import { t, formatNumber } from '../i18n.js';
-import { h, field, messageBox, busy, confirmDialog, openDialog, emptyRow, toast, errorText, icon } from '../ui.js';
+import { t } from '../i18n.js';
+import { h, field, messageBox, busy, confirmDialog, openDialog, emptyRow, toast, icon, toastError } from '../ui.js';
 
 const COLS = 5;
 const FAST_MS = 1000;
@@ -223,7 +223,7 @@ export function render(main) {
           await busy(form, async () => {
             try {
               await api.post(`/images/${img.id}/pull`, chosen.length === nodes.length ? {} : { nodes: chosen });
-              toast(t('images.pullStarted', { n: formatNumber(chosen.length) }));
+              toast(t('images.pullStarted', { count: chosen.length }));
               changed();
               close(true);
             } catch (err) {
@@ -248,7 +248,7 @@ export function render(main) {
       toast(t('images.deleted', { name: img.display_name || img.reference }));
       changed();
     } catch (err) {
-      toast(errorText(err), 'error');
+      toastError(err);
     }
   }
 

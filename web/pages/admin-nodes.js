@@ -7,12 +7,14 @@
 // discovery from nvidia-smi unless the admin sets it), and remove it.
 import { api } from '../api.js';
 import { t, formatDate, formatNumber, getLanguage } from '../i18n.js';
-import { h, field, messageBox, busy, confirmDialog, openDialog, emptyRow, toast, errorText, icon, dropdown, menuItem, uid } from '../ui.js';
+import { h, field, messageBox, busy, confirmDialog, openDialog, emptyRow, toast, icon, dropdown, menuItem, uid, toastError } from '../ui.js';
+import { stateBadge } from '../parts/node-state.js';
+import { poll } from '../parts/poll.js';
+import { keyedRows } from '../parts/keyed-rows.js';
 
 const COLS = 8;
 const POLL_MS = 5000;
 const NAME_RE = /^[a-z0-9][a-z0-9._-]{0,62}$/;
-const STATE_CLASS = { up: 'badge-on', down: 'badge-off', draining: 'badge-warn', cordoned: 'badge-warn', unknown: '' };
 
 function gib(n) {
   return t('nodes.gib', { n: new Intl.NumberFormat(getLanguage(), { maximumFractionDigits: 1 }).format(n) });
@@ -32,11 +34,6 @@ function cudaInfo(n, long = false) {
     t(long ? 'nodes.cudaLong' : 'nodes.cudaShort', { v: n.cuda_version }), ' ',
     h('span', { class: `badge ${source === 'admin' ? 'badge-warn' : 'badge-on'}`, title: t(`nodes.cudaSource.${source}.help`) },
       t(`nodes.cudaSource.${source}`)));
-}
-
-export function stateBadge(state) {
-  const known = state in STATE_CLASS ? state : 'unknown';
-  return h('span', { class: `badge badge-state ${STATE_CLASS[known]}`.trim(), 'data-state': state }, t(`nodes.state.${known}`));
 }
 
 function flagBadge(flag) {
@@ -176,423 +173,391 @@ function pemField(label, fileLabel, name, msg) {
   file.addEventListener('change', async () => {
     const f = file.files?.[0];
     if (!f) return;
-    try { text.value = (await f.text()).trim() + '\n'; } catch (err) { msg.error(errorText(err)); }
+    try { text.value = (await f.text()).trim() + '\n'; } catch (err) { msg.error(err); }
   });
   const f = field(label, text);
   f.append(file);
   return { el: f, text };
 }
 
+// ---- the page ----
+//
+// The page's state lives in one object handed to the functions below:
+//   expanded  ids of the nodes whose detail row is open
+//   rows      the table's rows by node id (keyedRows)
+//   list      the polled GET /nodes (poll)
+//   changed   after a change through the API (see render)
+
 export function render(main) {
-  const rowsById = new Map();     // id → { node, tr, detail, rowKey, menuKey, detailKey }
-  const expanded = new Set();     // ids whose detail is open
-  let seq = 0;
-  let inflight = false;
-  let loaded = false;
+  const page = {
+    expanded: new Set(),
+    listMsg: messageBox(),
+    tbody: h('tbody', null, emptyRow(COLS, t('common.loading'))),
+    count: h('p', { class: 'muted table-count', 'data-node-count': '' }),
+    loaded: false,
+  };
+  page.rows = keyedRows(page.tbody, {
+    make: (n) => createRow(page, n),
+    update: (r, n) => update(page, r, n),
+    nodes: (r) => [r.tr, r.detail],
+    gone: (r) => page.expanded.delete(r.node.id),
+    empty: () => h('tr', { class: 'empty', 'data-empty': 'nodes' }, h('td', { colspan: COLS }, t('nodes.none'))),
+  });
+  // Show the node the server returned at once, then fetch the whole list.
+  page.changed = (node) => {
+    const r = node && page.rows.get(node.id);
+    if (r) update(page, r, node);
+    page.list.refresh();
+  };
+  main.append(view(page));
+  page.list = poll(() => api.get('/nodes'), POLL_MS, {
+    until: main,
+    show: (reply) => show(page, reply?.items || []),
+    fail: (err) => {
+      if (!page.loaded) page.tbody.replaceChildren(emptyRow(COLS, '—'));
+      page.listMsg.error(err);
+    },
+  });
+}
 
-  const listMsg = messageBox();
-  const tbody = h('tbody', null, emptyRow(COLS, t('common.loading')));
-  const count = h('p', { class: 'muted table-count', 'data-node-count': '' });
+// Keeps the server's order (by name); rows move only when it changed, so an
+// open menu is not closed by a refresh.
+function show(page, items) {
+  page.loaded = true;
+  page.rows.sync(items);
+  page.listMsg.clear();
+  page.count.textContent = t('nodes.count', { n: items.length, gpus: items.reduce((s, n) => s + (n.gpus?.length || 0), 0) });
+}
 
-  // ---- list and polling ----
+// ---- rows ----
 
-  async function load() {
-    if (inflight) return;
-    inflight = true;
-    const mine = ++seq;
-    try {
-      const reply = await api.get('/nodes');
-      if (mine !== seq || !main.isConnected) return;
-      show(reply?.items || []);
-      listMsg.clear();
-    } catch (err) {
-      if (mine !== seq || !main.isConnected) return;
-      if (!loaded) tbody.replaceChildren(emptyRow(COLS, '—'));
-      listMsg.error(err);
-    } finally {
-      inflight = false;
-    }
+function createRow(page, n) {
+  const detailId = uid('node-detail');
+  const tr = h('tr', { 'data-node': n.name, 'data-id': n.id });
+  const detailCell = h('td', { colspan: COLS });
+  const detail = h('tr', { class: 'node-detail-row', id: detailId, 'data-node-detail': n.name, hidden: !page.expanded.has(n.id) }, detailCell);
+  const toggle = h('button', {
+    type: 'button', class: 'btn btn-small', 'data-action': 'details', 'aria-expanded': String(page.expanded.has(n.id)), 'aria-controls': detailId,
+    onclick: () => {
+      const open = detail.hidden;
+      detail.hidden = !open;
+      toggle.setAttribute('aria-expanded', String(open));
+      if (open) page.expanded.add(r.node.id); else page.expanded.delete(r.node.id);
+      if (open) fillDetail(r, true);
+    },
+  }, t('nodes.details'));
+  const cells = h('td', { class: 'cell-actions' }, toggle, h('span', { class: 'menu-slot' }));
+  const r = { node: n, tr, detail, detailCell, toggle, actionsCell: cells, rowKey: '', menuKey: '', detailKey: '' };
+  update(page, r, n);
+  return r;
+}
+
+function update(page, r, n) {
+  r.node = n;
+  r.tr.dataset.node = n.name;
+  r.detail.dataset.nodeDetail = n.name;
+  // The check time moves every few seconds and is not shown in the row.
+  const rowKey = JSON.stringify({ ...n, last_seen_at: null });
+  if (rowKey !== r.rowKey) {
+    r.rowKey = rowKey;
+    fillRow(r);
   }
-
-  function show(items) {
-    loaded = true;
-    const seen = new Set();
-    for (const n of items) {
-      seen.add(n.id);
-      const r = rowsById.get(n.id);
-      if (r) update(r, n);
-      else rowsById.set(n.id, createRow(n));
-    }
-    for (const [id, r] of rowsById) {
-      if (!seen.has(id)) {
-        r.tr.remove();
-        r.detail.remove();
-        rowsById.delete(id);
-        expanded.delete(id);
-      }
-    }
-    // Keep the server's order (by name); move rows only when it changed, so
-    // an open menu is not closed by a refresh.
-    const want = items.flatMap((n) => { const r = rowsById.get(n.id); return [r.tr, r.detail]; });
-    const have = [...tbody.children];
-    if (want.length !== have.length || want.some((el, i) => el !== have[i])) tbody.replaceChildren(...want);
-    if (!items.length) tbody.replaceChildren(h('tr', { class: 'empty', 'data-empty': 'nodes' }, h('td', { colspan: COLS }, t('nodes.none'))));
-    count.textContent = t('nodes.count', { n: items.length, gpus: items.reduce((s, n) => s + (n.gpus?.length || 0), 0) });
+  const menuKey = `${n.name}|${n.admin_state}`;
+  if (menuKey !== r.menuKey) {
+    r.menuKey = menuKey;
+    r.actionsCell.querySelector('.menu-slot').replaceChildren(rowMenu(page, r));
   }
+  if (!r.detail.hidden) fillDetail(r);
+}
 
-  // After a change through the API: show the node the server returned at
-  // once, then fetch the whole list.
-  function changed(node) {
-    if (node && node.id !== undefined) {
-      const r = rowsById.get(node.id);
-      if (r) update(r, node);
-    }
-    seq++;            // a list request already on its way may predate the change
-    inflight = false;
-    load();
+function fillRow(r) {
+  const n = r.node;
+  const gpus = n.gpus || [];
+  const models = [...new Set(gpus.map((g) => g.model))];
+  const simulated = gpus.some((g) => g.simulated);
+  const versions = [];
+  if (n.engine_version) versions.push(h('span', { class: 'nowrap', 'data-version': 'engine' }, t('nodes.engineShort', { v: n.engine_version })));
+  if (n.runc_version) versions.push(h('span', { class: 'nowrap', 'data-version': 'runc' }, t('nodes.runcShort', { v: n.runc_version })));
+  const cuda = cudaInfo(n);
+  if (cuda) versions.push(cuda);
+  const stateCell = h('td', { class: 'nowrap' }, stateBadge(n.state));
+  if (n.admin_state && n.admin_state !== 'active' && n.state !== n.admin_state) stateCell.append(stateBadge(n.admin_state));
+  if (n.last_error && n.state !== 'up') stateCell.title = n.last_error;
+  const cells = [
+    h('td', null, h('strong', { class: 'mono' }, n.name),
+      Object.keys(n.labels || {}).length ? h('div', { class: 'cell-sub' }, labelBadges(n.labels)) : null),
+    stateCell,
+    h('td', { class: 'mono cell-url', 'data-field': 'url' }, n.url, n.tls ? h('span', { class: 'badge badge-tls' }, 'TLS') : null),
+    h('td', { class: 'num', 'data-field': 'ncpu' }, n.ncpu == null ? '—' : formatNumber(n.ncpu)),
+    h('td', { class: 'num nowrap', 'data-field': 'memory' }, memoryOf(n)),
+    h('td', { 'data-field': 'versions' },
+      versions.length ? h('div', { class: 'stack' }, versions) : h('span', { class: 'muted' }, '—'),
+      (n.flags || []).length ? h('div', { class: 'cell-sub' }, n.flags.map(flagBadge)) : null),
+    h('td', { 'data-field': 'gpus' },
+      h('strong', { 'data-gpu-count': gpus.length }, formatNumber(gpus.length)),
+      models.length ? h('div', { class: 'cell-sub muted' }, models.join(', ')) : null,
+      simulated ? h('div', { class: 'cell-sub' }, h('span', { class: 'badge badge-sim' }, t('nodes.simulated'))) : null),
+  ];
+  // The actions cell stays in place: taking it out would close its menu.
+  if (r.actionsCell.parentNode !== r.tr) r.tr.append(r.actionsCell);
+  while (r.tr.firstChild !== r.actionsCell) r.tr.firstChild.remove();
+  r.actionsCell.before(...cells);
+}
+
+function rowMenu(page, r) {
+  const n = r.node;
+  const stateItem = (s, label, danger = false) => menuItem({
+    label, action: s === 'active' ? 'activate' : s === 'draining' ? 'drain' : 'cordon', danger,
+    disabled: n.admin_state === s, onclick: () => setState(page, r, s),
+  });
+  return dropdown({
+    className: 'btn-icon btn-more',
+    label: t('nodes.actionsFor', { name: n.name }),
+    attrs: { 'data-action': 'row-menu' },
+    content: '⋯',
+    items: [
+      stateItem('active', t('nodes.activate')),
+      stateItem('draining', t('nodes.drain')),
+      stateItem('cordoned', t('nodes.cordon')),
+      menuItem({ label: t('nodes.edit'), action: 'edit', onclick: () => editDialog(page, r) }),
+      menuItem({ label: t('nodes.remove'), action: 'remove', danger: true, onclick: () => removeNode(page, r) }),
+    ],
+  });
+}
+
+function fillDetail(r, force = false) {
+  const n = r.node;
+  const key = JSON.stringify(n);
+  if (!force && key === r.detailKey) return;
+  r.detailKey = key;
+  const gpus = n.gpus || [];
+  const props = [
+    [t('nodes.engineVersion'), orDash(n.engine_version), 'engine_version'],
+    [t('nodes.apiVersion'), orDash(n.api_version), 'api_version'],
+    [t('nodes.runcVersion'), orDash(n.runc_version), 'runc_version'],
+    [t('nodes.toolkitVersion'), orDash(n.toolkit_version), 'toolkit_version'],
+    [t('nodes.cudaVersion'), h('span', null, cudaInfo(n, true) || t('nodes.cudaUnknown'),
+      n.cuda_source === 'admin' && n.cuda_discovered
+        ? h('div', { class: 'cell-sub muted', 'data-cuda-discovered': n.cuda_discovered }, t('nodes.cudaDiscovered', { v: n.cuda_discovered }))
+        : null), 'cuda_version'],
+    [t('nodes.runtimes'), (n.runtimes || []).length ? n.runtimes.join(', ') : '—', 'runtimes'],
+    [t('nodes.os'), [n.os, n.kernel].filter(Boolean).join(' · ') || '—', 'os'],
+    [t('nodes.connection'), n.tls ? t('nodes.connTls') : n.url?.startsWith('unix://') ? t('nodes.connUnix') : '—', 'tls'],
+    [t('nodes.lastSeen'), n.last_seen_at ? h('time', { datetime: n.last_seen_at }, formatDate(n.last_seen_at)) : t('nodes.never'), 'last_seen_at'],
+    n.down_since ? [t('nodes.downSince'), h('time', { datetime: n.down_since }, formatDate(n.down_since)), 'down_since'] : null,
+    [t('nodes.created'), h('time', { datetime: n.created_at }, formatDate(n.created_at)), 'created_at'],
+    [t('nodes.labels'), h('span', null, labelBadges(n.labels)), 'labels'],
+  ].filter(Boolean);
+  const flags = (n.flags || []).map((f) => h('p', { class: 'warning', 'data-flag-note': f }, flagBadge(f), ' ',
+    f === 'runc_vulnerable' || f === 'toolkit_vulnerable' ? t(`nodes.flag.${f}.help`) : f));
+  const gpuTable = gpus.length
+    ? h('div', { class: 'table-wrap' }, h('table', { class: 'table table-compact', 'data-table': 'gpus' },
+      h('thead', null, h('tr', null,
+        h('th', { scope: 'col' }, t('nodes.gpuIndex')),
+        h('th', { scope: 'col' }, t('nodes.gpuModel')),
+        h('th', { scope: 'col' }, t('nodes.gpuMemory')),
+        h('th', { scope: 'col' }, t('nodes.gpuUuid')),
+        h('th', { scope: 'col' }, t('nodes.gpuKind')),
+        h('th', { scope: 'col' }, t('nodes.gpuDevices')))),
+      h('tbody', null, gpus.map((g) => h('tr', { 'data-gpu': g.index, 'data-uuid': g.uuid },
+        h('td', { class: 'num' }, String(g.index)),
+        h('td', { class: 'nowrap' }, g.model),
+        h('td', { class: 'num nowrap' }, gpuMemory(g.memory_mib)),
+        h('td', { class: 'mono cell-uuid' }, g.uuid),
+        h('td', null,
+          g.simulated
+            ? h('span', { class: 'badge badge-sim', 'data-simulated': '', title: t('nodes.simulatedHelp') }, t('nodes.simulated'))
+            : h('span', { class: 'badge badge-on', 'data-discovered': '' }, t('nodes.discovered')),
+          g.mig_enabled ? h('span', { class: 'badge' }, 'MIG') : null),
+        h('td', { class: 'mono cell-devices', 'data-devices': '' }, (g.devices || []).length ? g.devices.join(', ') : '—'))))))
+    : h('p', { class: 'muted', 'data-empty': 'gpus' }, t('nodes.noGpus'));
+  r.detailCell.replaceChildren(h('div', { class: 'node-detail' },
+    n.last_error ? h('div', { class: 'msg msg-error', 'data-last-error': '' }, h('strong', null, t('nodes.lastError')), ' ', n.last_error) : null,
+    flags,
+    h('div', { class: 'node-detail-grid' },
+      h('section', { 'aria-label': t('nodes.engine') },
+        h('h3', null, t('nodes.engine')),
+        h('dl', { class: 'props-tiles' }, props.map(([k, v, name]) => h('div', null, h('dt', null, k), h('dd', { 'data-prop': name }, v))))),
+      h('section', { 'aria-label': t('nodes.gpus') },
+        h('h3', null, t('nodes.gpusOf', { n: gpus.length })),
+        gpus.some((g) => g.simulated) ? h('p', { class: 'field-help' }, t('nodes.simulatedHelp')) : null,
+        gpuTable))));
+}
+
+// ---- actions ----
+
+async function setState(page, r, state) {
+  const n = r.node;
+  try {
+    const updated = await api.patch(`/nodes/${encodeURIComponent(n.id)}`, { state });
+    toast(t(`nodes.stateDone.${state}`, { name: n.name }));
+    page.changed(updated);
+  } catch (err) {
+    toastError(err);
   }
+}
 
-  let timer = null;
-  const onVisibility = () => { if (!document.hidden) load(); };
-  function tick() {
-    if (!main.isConnected) {
-      clearInterval(timer);
-      document.removeEventListener('visibilitychange', onVisibility);
-      return;
-    }
-    if (!document.hidden) load();
+async function removeNode(page, r) {
+  const n = r.node;
+  const ok = await confirmDialog({
+    title: t('nodes.removeTitle'), message: t('nodes.removeConfirm', { name: n.name }),
+    confirmLabel: t('nodes.remove'), danger: true,
+  });
+  if (!ok) return;
+  try {
+    await api.del(`/nodes/${encodeURIComponent(n.id)}`);
+    toast(t('nodes.removed', { name: n.name }));
+    page.changed(null);
+  } catch (err) {
+    toastError(err);
   }
-  timer = setInterval(tick, POLL_MS);
-  document.addEventListener('visibilitychange', onVisibility);
+}
 
-  // ---- rows ----
-
-  function createRow(n) {
-    const detailId = uid('node-detail');
-    const tr = h('tr', { 'data-node': n.name, 'data-id': n.id });
-    const detailCell = h('td', { colspan: COLS });
-    const detail = h('tr', { class: 'node-detail-row', id: detailId, 'data-node-detail': n.name, hidden: !expanded.has(n.id) }, detailCell);
-    const toggle = h('button', {
-      type: 'button', class: 'btn btn-small', 'data-action': 'details', 'aria-expanded': String(expanded.has(n.id)), 'aria-controls': detailId,
-      onclick: () => {
-        const open = detail.hidden;
-        detail.hidden = !open;
-        toggle.setAttribute('aria-expanded', String(open));
-        if (open) expanded.add(r.node.id); else expanded.delete(r.node.id);
-        if (open) fillDetail(r, true);
-      },
-    }, t('nodes.details'));
-    const cells = h('td', { class: 'cell-actions' }, toggle, h('span', { class: 'menu-slot' }));
-    const r = { node: n, tr, detail, detailCell, toggle, actionsCell: cells, rowKey: '', menuKey: '', detailKey: '' };
-    update(r, n);
-    return r;
-  }
-
-  function update(r, n) {
-    r.node = n;
-    r.tr.dataset.node = n.name;
-    r.detail.dataset.nodeDetail = n.name;
-    // The check time moves every few seconds and is not shown in the row.
-    const rowKey = JSON.stringify({ ...n, last_seen_at: null });
-    if (rowKey !== r.rowKey) {
-      r.rowKey = rowKey;
-      fillRow(r);
-    }
-    const menuKey = `${n.name}|${n.admin_state}`;
-    if (menuKey !== r.menuKey) {
-      r.menuKey = menuKey;
-      r.actionsCell.querySelector('.menu-slot').replaceChildren(rowMenu(r));
-    }
-    if (!r.detail.hidden) fillDetail(r);
-  }
-
-  function fillRow(r) {
-    const n = r.node;
-    const gpus = n.gpus || [];
-    const models = [...new Set(gpus.map((g) => g.model))];
-    const simulated = gpus.some((g) => g.simulated);
-    const versions = [];
-    if (n.engine_version) versions.push(h('span', { class: 'nowrap', 'data-version': 'engine' }, t('nodes.engineShort', { v: n.engine_version })));
-    if (n.runc_version) versions.push(h('span', { class: 'nowrap', 'data-version': 'runc' }, t('nodes.runcShort', { v: n.runc_version })));
-    const cuda = cudaInfo(n);
-    if (cuda) versions.push(cuda);
-    const stateCell = h('td', { class: 'nowrap' }, stateBadge(n.state));
-    if (n.admin_state && n.admin_state !== 'active' && n.state !== n.admin_state) stateCell.append(stateBadge(n.admin_state));
-    if (n.last_error && n.state !== 'up') stateCell.title = n.last_error;
-    const cells = [
-      h('td', null, h('strong', { class: 'mono' }, n.name),
-        Object.keys(n.labels || {}).length ? h('div', { class: 'cell-sub' }, labelBadges(n.labels)) : null),
-      stateCell,
-      h('td', { class: 'mono cell-url', 'data-field': 'url' }, n.url, n.tls ? h('span', { class: 'badge badge-tls' }, 'TLS') : null),
-      h('td', { class: 'num', 'data-field': 'ncpu' }, n.ncpu == null ? '—' : formatNumber(n.ncpu)),
-      h('td', { class: 'num nowrap', 'data-field': 'memory' }, memoryOf(n)),
-      h('td', { 'data-field': 'versions' },
-        versions.length ? h('div', { class: 'stack' }, versions) : h('span', { class: 'muted' }, '—'),
-        (n.flags || []).length ? h('div', { class: 'cell-sub' }, n.flags.map(flagBadge)) : null),
-      h('td', { 'data-field': 'gpus' },
-        h('strong', { 'data-gpu-count': gpus.length }, formatNumber(gpus.length)),
-        models.length ? h('div', { class: 'cell-sub muted' }, models.join(', ')) : null,
-        simulated ? h('div', { class: 'cell-sub' }, h('span', { class: 'badge badge-sim' }, t('nodes.simulated'))) : null),
-    ];
-    // The actions cell stays in place: taking it out would close its menu.
-    if (r.actionsCell.parentNode !== r.tr) r.tr.append(r.actionsCell);
-    while (r.tr.firstChild !== r.actionsCell) r.tr.firstChild.remove();
-    r.actionsCell.before(...cells);
-  }
-
-  function rowMenu(r) {
-    const n = r.node;
-    const stateItem = (s, label, danger = false) => menuItem({
-      label, action: s === 'active' ? 'activate' : s === 'draining' ? 'drain' : 'cordon', danger,
-      disabled: n.admin_state === s, onclick: () => setState(r, s),
-    });
-    return dropdown({
-      className: 'btn-icon btn-more',
-      label: t('nodes.actionsFor', { name: n.name }),
-      attrs: { 'data-action': 'row-menu' },
-      content: '⋯',
-      items: [
-        stateItem('active', t('nodes.activate')),
-        stateItem('draining', t('nodes.drain')),
-        stateItem('cordoned', t('nodes.cordon')),
-        menuItem({ label: t('nodes.edit'), action: 'edit', onclick: () => editDialog(r) }),
-        menuItem({ label: t('nodes.remove'), action: 'remove', danger: true, onclick: () => removeNode(r) }),
-      ],
-    });
-  }
-
-  function fillDetail(r, force = false) {
-    const n = r.node;
-    const key = JSON.stringify(n);
-    if (!force && key === r.detailKey) return;
-    r.detailKey = key;
-    const gpus = n.gpus || [];
-    const props = [
-      [t('nodes.engineVersion'), orDash(n.engine_version), 'engine_version'],
-      [t('nodes.apiVersion'), orDash(n.api_version), 'api_version'],
-      [t('nodes.runcVersion'), orDash(n.runc_version), 'runc_version'],
-      [t('nodes.toolkitVersion'), orDash(n.toolkit_version), 'toolkit_version'],
-      [t('nodes.cudaVersion'), h('span', null, cudaInfo(n, true) || t('nodes.cudaUnknown'),
-        n.cuda_source === 'admin' && n.cuda_discovered
-          ? h('div', { class: 'cell-sub muted', 'data-cuda-discovered': n.cuda_discovered }, t('nodes.cudaDiscovered', { v: n.cuda_discovered }))
-          : null), 'cuda_version'],
-      [t('nodes.runtimes'), (n.runtimes || []).length ? n.runtimes.join(', ') : '—', 'runtimes'],
-      [t('nodes.os'), [n.os, n.kernel].filter(Boolean).join(' · ') || '—', 'os'],
-      [t('nodes.connection'), n.tls ? t('nodes.connTls') : n.url?.startsWith('unix://') ? t('nodes.connUnix') : '—', 'tls'],
-      [t('nodes.lastSeen'), n.last_seen_at ? h('time', { datetime: n.last_seen_at }, formatDate(n.last_seen_at)) : t('nodes.never'), 'last_seen_at'],
-      n.down_since ? [t('nodes.downSince'), h('time', { datetime: n.down_since }, formatDate(n.down_since)), 'down_since'] : null,
-      [t('nodes.created'), h('time', { datetime: n.created_at }, formatDate(n.created_at)), 'created_at'],
-      [t('nodes.labels'), h('span', null, labelBadges(n.labels)), 'labels'],
-    ].filter(Boolean);
-    const flags = (n.flags || []).map((f) => h('p', { class: 'warning', 'data-flag-note': f }, flagBadge(f), ' ',
-      f === 'runc_vulnerable' || f === 'toolkit_vulnerable' ? t(`nodes.flag.${f}.help`) : f));
-    const gpuTable = gpus.length
-      ? h('div', { class: 'table-wrap' }, h('table', { class: 'table table-compact', 'data-table': 'gpus' },
-        h('thead', null, h('tr', null,
-          h('th', { scope: 'col' }, t('nodes.gpuIndex')),
-          h('th', { scope: 'col' }, t('nodes.gpuModel')),
-          h('th', { scope: 'col' }, t('nodes.gpuMemory')),
-          h('th', { scope: 'col' }, t('nodes.gpuUuid')),
-          h('th', { scope: 'col' }, t('nodes.gpuKind')),
-          h('th', { scope: 'col' }, t('nodes.gpuDevices')))),
-        h('tbody', null, gpus.map((g) => h('tr', { 'data-gpu': g.index, 'data-uuid': g.uuid },
-          h('td', { class: 'num' }, String(g.index)),
-          h('td', { class: 'nowrap' }, g.model),
-          h('td', { class: 'num nowrap' }, gpuMemory(g.memory_mib)),
-          h('td', { class: 'mono cell-uuid' }, g.uuid),
-          h('td', null,
-            g.simulated
-              ? h('span', { class: 'badge badge-sim', 'data-simulated': '', title: t('nodes.simulatedHelp') }, t('nodes.simulated'))
-              : h('span', { class: 'badge badge-on', 'data-discovered': '' }, t('nodes.discovered')),
-            g.mig_enabled ? h('span', { class: 'badge' }, 'MIG') : null),
-          h('td', { class: 'mono cell-devices', 'data-devices': '' }, (g.devices || []).length ? g.devices.join(', ') : '—'))))))
-      : h('p', { class: 'muted', 'data-empty': 'gpus' }, t('nodes.noGpus'));
-    r.detailCell.replaceChildren(h('div', { class: 'node-detail' },
-      n.last_error ? h('div', { class: 'msg msg-error', 'data-last-error': '' }, h('strong', null, t('nodes.lastError')), ' ', n.last_error) : null,
-      flags,
-      h('div', { class: 'node-detail-grid' },
-        h('section', { 'aria-label': t('nodes.engine') },
-          h('h3', null, t('nodes.engine')),
-          h('dl', { class: 'props-tiles' }, props.map(([k, v, name]) => h('div', null, h('dt', null, k), h('dd', { 'data-prop': name }, v))))),
-        h('section', { 'aria-label': t('nodes.gpus') },
-          h('h3', null, t('nodes.gpusOf', { n: gpus.length })),
-          gpus.some((g) => g.simulated) ? h('p', { class: 'field-help' }, t('nodes.simulatedHelp')) : null,
-          gpuTable))));
-  }
-
-  // ---- actions ----
-
-  async function setState(r, state) {
-    const n = r.node;
-    try {
-      const updated = await api.patch(`/nodes/${encodeURIComponent(n.id)}`, { state });
-      toast(t(`nodes.stateDone.${state}`, { name: n.name }));
-      changed(updated);
-    } catch (err) {
-      toast(errorText(err), 'error');
-    }
-  }
-
-  async function removeNode(r) {
-    const n = r.node;
-    const ok = await confirmDialog({
-      title: t('nodes.removeTitle'), message: t('nodes.removeConfirm', { name: n.name }),
-      confirmLabel: t('nodes.remove'), danger: true,
-    });
-    if (!ok) return;
-    try {
-      await api.del(`/nodes/${encodeURIComponent(n.id)}`);
-      toast(t('nodes.removed', { name: n.name }));
-      changed(null);
-    } catch (err) {
-      toast(errorText(err), 'error');
-    }
-  }
-
-  function addDialog() {
-    return openDialog({
-      title: t('nodes.addTitle'),
-      wide: true,
-      build: (close) => {
-        const msg = messageBox();
-        const name = h('input', { id: 'node-name', type: 'text', required: true, autocomplete: 'off', autocapitalize: 'none', spellcheck: 'false', maxlength: 63 });
-        const url = h('input', { id: 'node-url', type: 'text', required: true, autocomplete: 'off', autocapitalize: 'none', spellcheck: 'false', class: 'mono', placeholder: 'unix:///var/run/docker.sock' });
-        const ca = pemField(t('nodes.tlsCa'), t('nodes.tlsCaFile'), 'ca', msg);
-        const cert = pemField(t('nodes.tlsCert'), t('nodes.tlsCertFile'), 'cert', msg);
-        const key = pemField(t('nodes.tlsKey'), t('nodes.tlsKeyFile'), 'key', msg);
-        const tls = h('fieldset', { class: 'field tls-fields', 'data-tls': '', hidden: true },
-          h('legend', null, t('nodes.tls')),
-          h('p', { class: 'field-help' }, t('nodes.tlsHelp')),
-          ca.el, cert.el, key.el);
-        const syncTls = () => { tls.hidden = !url.value.trim().startsWith('tcp://'); };
-        url.addEventListener('input', syncTls);
-        const labels = h('textarea', { id: 'node-labels', rows: 3, class: 'mono', spellcheck: 'false', placeholder: 'zone=lab-a\nrack=r12' });
-        const gpus = gpuEditor();
-        const form = h('form', { class: 'form', 'data-form': 'add-node', novalidate: true },
-          h('div', { class: 'form-inline-wide' },
-            field(t('nodes.name'), name, t('nodes.nameHelp')),
-            field(t('nodes.url'), url, t('nodes.urlHelp'))),
-          tls,
-          field(t('nodes.labelsField'), labels, t('nodes.labelsHelp')),
-          gpus.el,
-          msg.el,
-          h('div', { class: 'actions' },
-            h('button', { type: 'button', class: 'btn', onclick: () => close() }, t('common.cancel')),
-            h('button', { type: 'submit', class: 'btn btn-primary', 'data-action': 'add-node' }, t('nodes.add'))));
-        form.addEventListener('submit', async (e) => {
-          e.preventDefault();
-          msg.clear();
-          const payload = { name: name.value.trim(), url: url.value.trim() };
-          if (!NAME_RE.test(payload.name)) { msg.error(t('nodes.nameInvalid')); name.focus(); return; }
-          const tcp = payload.url.startsWith('tcp://');
-          if (!tcp && !payload.url.startsWith('unix:///')) { msg.error(t('nodes.urlInvalid')); url.focus(); return; }
-          if (tcp) {
-            const pems = [ca, cert, key];
-            const missing = pems.find((p) => !p.text.value.trim());
-            if (missing) { msg.error(t('nodes.tlsRequired')); missing.text.focus(); return; }
-            payload.tls_ca = ca.text.value;
-            payload.tls_cert = cert.text.value;
-            payload.tls_key = key.text.value;
-          }
+function addDialog(page) {
+  return openDialog({
+    title: t('nodes.addTitle'),
+    wide: true,
+    build: (close) => {
+      const msg = messageBox();
+      const name = h('input', { id: 'node-name', type: 'text', required: true, autocomplete: 'off', autocapitalize: 'none', spellcheck: 'false', maxlength: 63 });
+      const url = h('input', { id: 'node-url', type: 'text', required: true, autocomplete: 'off', autocapitalize: 'none', spellcheck: 'false', class: 'mono', placeholder: 'unix:///var/run/docker.sock' });
+      const ca = pemField(t('nodes.tlsCa'), t('nodes.tlsCaFile'), 'ca', msg);
+      const cert = pemField(t('nodes.tlsCert'), t('nodes.tlsCertFile'), 'cert', msg);
+      const key = pemField(t('nodes.tlsKey'), t('nodes.tlsKeyFile'), 'key', msg);
+      const tls = h('fieldset', { class: 'field tls-fields', 'data-tls': '', hidden: true },
+        h('legend', null, t('nodes.tls')),
+        h('p', { class: 'field-help' }, t('nodes.tlsHelp')),
+        ca.el, cert.el, key.el);
+      const syncTls = () => { tls.hidden = !url.value.trim().startsWith('tcp://'); };
+      url.addEventListener('input', syncTls);
+      const labels = h('textarea', { id: 'node-labels', rows: 3, class: 'mono', spellcheck: 'false', placeholder: 'zone=lab-a\nrack=r12' });
+      const gpus = gpuEditor();
+      const form = h('form', { class: 'form', 'data-form': 'add-node', novalidate: true },
+        h('div', { class: 'form-inline-wide' },
+          field(t('nodes.name'), name, t('nodes.nameHelp')),
+          field(t('nodes.url'), url, t('nodes.urlHelp'))),
+        tls,
+        field(t('nodes.labelsField'), labels, t('nodes.labelsHelp')),
+        gpus.el,
+        msg.el,
+        h('div', { class: 'actions' },
+          h('button', { type: 'button', class: 'btn', onclick: () => close() }, t('common.cancel')),
+          h('button', { type: 'submit', class: 'btn btn-primary', 'data-action': 'add-node' }, t('nodes.add'))));
+      form.addEventListener('submit', async (e) => {
+        e.preventDefault();
+        msg.clear();
+        const payload = { name: name.value.trim(), url: url.value.trim() };
+        if (!NAME_RE.test(payload.name)) { msg.error(t('nodes.nameInvalid')); name.focus(); return; }
+        const tcp = payload.url.startsWith('tcp://');
+        if (!tcp && !payload.url.startsWith('unix:///')) { msg.error(t('nodes.urlInvalid')); url.focus(); return; }
+        if (tcp) {
+          const pems = [ca, cert, key];
+          const missing = pems.find((p) => !p.text.value.trim());
+          if (missing) { msg.error(t('nodes.tlsRequired')); missing.text.focus(); return; }
+          payload.tls_ca = ca.text.value;
+          payload.tls_cert = cert.text.value;
+          payload.tls_key = key.text.value;
+        }
+        try {
+          const l = parseLabels(labels.value);
+          if (Object.keys(l).length) payload.labels = l;
+          const g = gpus.read();
+          if (g.length) payload.gpus = g;
+        } catch (err) {
+          msg.error(err.message);
+          return;
+        }
+        msg.success(t('nodes.contacting', { url: payload.url }));
+        await busy(form, async () => {
           try {
-            const l = parseLabels(labels.value);
-            if (Object.keys(l).length) payload.labels = l;
-            const g = gpus.read();
-            if (g.length) payload.gpus = g;
+            const node = await api.post('/nodes', payload);
+            toast(t('nodes.added', { name: node?.name || payload.name }));
+            if (node?.id !== undefined) page.expanded.add(node.id);
+            page.changed(null);
+            close(node);
           } catch (err) {
-            msg.error(err.message);
-            return;
+            msg.error(err);
           }
-          msg.success(t('nodes.contacting', { url: payload.url }));
-          await busy(form, async () => {
-            try {
-              const node = await api.post('/nodes', payload);
-              toast(t('nodes.added', { name: node?.name || payload.name }));
-              if (node?.id !== undefined) expanded.add(node.id);
-              changed(null);
-              close(node);
-            } catch (err) {
-              msg.error(err);
-            }
-          });
         });
-        return form;
-      },
-    });
-  }
+      });
+      return form;
+    },
+  });
+}
 
-  function editDialog(r) {
-    const n = r.node;
-    const declared = (n.gpus || []).filter((g) => g.simulated);
-    const discovered = (n.gpus || []).length - declared.length;
-    return openDialog({
-      title: t('nodes.editTitle', { name: n.name }),
-      wide: true,
-      build: (close) => {
-        const msg = messageBox();
-        const labels = h('textarea', { id: 'edit-node-labels', rows: 3, class: 'mono', spellcheck: 'false', value: labelsText(n.labels) });
-        // Empty = what discovery reads; the admin's value overrides it.
-        const cudaBefore = n.cuda_source === 'admin' ? n.cuda_version : '';
-        const cuda = h('input', {
-          id: 'edit-node-cuda', type: 'text', 'data-field': 'cuda', autocomplete: 'off', spellcheck: 'false',
-          inputmode: 'decimal', class: 'input-narrow', maxlength: 16, value: cudaBefore,
-          placeholder: n.cuda_discovered || '12.4',
-        });
-        const cudaHelp = n.cuda_discovered ? t('nodes.cudaHelpDiscovered', { v: n.cuda_discovered }) : t('nodes.cudaHelp');
-        const gpus = gpuEditor(declared);
-        const before = JSON.stringify(gpus.read());
-        const form = h('form', { class: 'form', 'data-form': 'edit-node', novalidate: true },
-          field(t('nodes.labelsField'), labels, t('nodes.labelsHelp')),
-          field(t('nodes.cudaVersion'), cuda, cudaHelp),
-          gpus.el,
-          discovered ? h('p', { class: 'muted' }, t('nodes.discoveredKept', { n: discovered })) : null,
-          msg.el,
-          h('div', { class: 'actions' },
-            h('button', { type: 'button', class: 'btn', onclick: () => close() }, t('common.cancel')),
-            h('button', { type: 'submit', class: 'btn btn-primary', 'data-action': 'save-node' }, t('nodes.save'))));
-        form.addEventListener('submit', async (e) => {
-          e.preventDefault();
-          msg.clear();
-          const payload = {};
-          const c = cuda.value.trim();
-          if (c && !CUDA_RE.test(c)) { msg.error(t('nodes.cudaInvalid')); cuda.focus(); return; }
-          if (c !== cudaBefore) payload.cuda_version = c; // "" = back to the discovered version
+function editDialog(page, r) {
+  const n = r.node;
+  const declared = (n.gpus || []).filter((g) => g.simulated);
+  const discovered = (n.gpus || []).length - declared.length;
+  return openDialog({
+    title: t('nodes.editTitle', { name: n.name }),
+    wide: true,
+    build: (close) => {
+      const msg = messageBox();
+      const labels = h('textarea', { id: 'edit-node-labels', rows: 3, class: 'mono', spellcheck: 'false', value: labelsText(n.labels) });
+      // Empty = what discovery reads; the admin's value overrides it.
+      const cudaBefore = n.cuda_source === 'admin' ? n.cuda_version : '';
+      const cuda = h('input', {
+        id: 'edit-node-cuda', type: 'text', 'data-field': 'cuda', autocomplete: 'off', spellcheck: 'false',
+        inputmode: 'decimal', class: 'input-narrow', maxlength: 16, value: cudaBefore,
+        placeholder: n.cuda_discovered || '12.4',
+      });
+      const cudaHelp = n.cuda_discovered ? t('nodes.cudaHelpDiscovered', { v: n.cuda_discovered }) : t('nodes.cudaHelp');
+      const gpus = gpuEditor(declared);
+      const before = JSON.stringify(gpus.read());
+      const form = h('form', { class: 'form', 'data-form': 'edit-node', novalidate: true },
+        field(t('nodes.labelsField'), labels, t('nodes.labelsHelp')),
+        field(t('nodes.cudaVersion'), cuda, cudaHelp),
+        gpus.el,
+        discovered ? h('p', { class: 'muted' }, t('nodes.discoveredKept', { count: discovered })) : null,
+        msg.el,
+        h('div', { class: 'actions' },
+          h('button', { type: 'button', class: 'btn', onclick: () => close() }, t('common.cancel')),
+          h('button', { type: 'submit', class: 'btn btn-primary', 'data-action': 'save-node' }, t('nodes.save'))));
+      form.addEventListener('submit', async (e) => {
+        e.preventDefault();
+        msg.clear();
+        const payload = {};
+        const c = cuda.value.trim();
+        if (c && !CUDA_RE.test(c)) { msg.error(t('nodes.cudaInvalid')); cuda.focus(); return; }
+        if (c !== cudaBefore) payload.cuda_version = c; // "" = back to the discovered version
+        try {
+          payload.labels = parseLabels(labels.value);
+          const g = gpus.read();
+          // Declared GPUs are replaced as a whole: send them only when edited.
+          if (JSON.stringify(g) !== before) payload.gpus = g;
+        } catch (err) {
+          msg.error(err.message);
+          return;
+        }
+        await busy(form, async () => {
           try {
-            payload.labels = parseLabels(labels.value);
-            const g = gpus.read();
-            // Declared GPUs are replaced as a whole: send them only when edited.
-            if (JSON.stringify(g) !== before) payload.gpus = g;
+            const updated = await api.patch(`/nodes/${encodeURIComponent(n.id)}`, payload);
+            toast(t('nodes.saved', { name: n.name }));
+            page.changed(updated);
+            close(updated);
           } catch (err) {
-            msg.error(err.message);
-            return;
+            msg.error(err);
           }
-          await busy(form, async () => {
-            try {
-              const updated = await api.patch(`/nodes/${encodeURIComponent(n.id)}`, payload);
-              toast(t('nodes.saved', { name: n.name }));
-              changed(updated);
-              close(updated);
-            } catch (err) {
-              msg.error(err);
-            }
-          });
         });
-        return form;
-      },
-    });
-  }
+      });
+      return form;
+    },
+  });
+}
 
-  main.append(h('section', { class: 'page' },
+function view(page) {
+  return h('section', { class: 'page' },
     h('div', { class: 'page-head page-head-row' },
       h('div', { class: 'page-head-text' },
         h('h1', null, t('nodes.title')),
         h('p', { class: 'muted' }, t('nodes.intro'))),
       h('div', { class: 'toolbar' },
-        h('button', { type: 'button', class: 'btn btn-primary', 'data-action': 'open-add-node', onclick: addDialog }, icon('plus', 16), t('nodes.add')))),
+        h('button', { type: 'button', class: 'btn btn-primary', 'data-action': 'open-add-node', onclick: () => addDialog(page) }, icon('plus', 16), t('nodes.add')))),
     h('div', { class: 'card card-flush' },
-      h('div', { class: 'card-toolbar' }, count,
-        h('button', { type: 'button', class: 'btn btn-small', 'data-action': 'refresh', onclick: () => { seq++; inflight = false; load(); } }, t('nodes.refresh'))),
-      listMsg.el,
+      h('div', { class: 'card-toolbar' }, page.count,
+        h('button', { type: 'button', class: 'btn btn-small', 'data-action': 'refresh', onclick: () => page.list.refresh() }, t('nodes.refresh'))),
+      page.listMsg.el,
       h('div', { class: 'table-wrap' }, h('table', { class: 'table', 'data-table': 'nodes' },
         h('thead', null, h('tr', null,
           h('th', { scope: 'col' }, t('nodes.name')),
@@ -603,7 +568,6 @@ export function render(main) {
           h('th', { scope: 'col' }, t('nodes.versions')),
           h('th', { scope: 'col' }, t('nodes.gpus')),
           h('th', { scope: 'col' }, h('span', { class: 'visually-hidden' }, t('common.actions'))))),
-        tbody)))));
-
-  load();
+        page.tbody))));
 }
+

@@ -6,7 +6,7 @@
 // "personal": where save-as-image pushes.
 import { api } from '../api.js';
 import { t, formatNumber } from '../i18n.js';
-import { h, field, messageBox, busy, confirmDialog, openDialog, emptyRow, toast, errorText, icon } from '../ui.js';
+import { h, field, messageBox, busy, confirmDialog, openDialog, emptyRow, toast, icon, errorParts, toastError } from '../ui.js';
 
 const COLS = 5;
 const NAME_RE = /^[a-z0-9][a-z0-9._-]{0,62}$/;
@@ -60,15 +60,17 @@ export function render(main) {
     button.disabled = true;
     delete out.dataset.ok;
     out.replaceChildren(h('span', { class: 'muted' }, t('registries.testing')));
-    const said = (ok, text) => {
+    const said = (ok, text, detail = '') => {
       out.dataset.ok = String(ok);
+      out.title = detail;
       out.replaceChildren(h('span', { class: `badge ${ok ? 'badge-on' : 'badge-off'}` }, ok ? t('registries.testOk') : t('registries.testFailed')), ' ', text);
     };
     try {
       const res = await api.post(`/registries/${encodeURIComponent(r.id)}/test`, {});
       said(res.ok, t('registries.testDetail', { message: res.message, node: res.node }));
     } catch (err) {
-      said(false, errorText(err));
+      const { text, detail } = errorParts(err);
+      said(false, text, detail);
     } finally {
       button.disabled = false;
     }
@@ -134,7 +136,7 @@ export function render(main) {
       toast(t('registries.deleted', { name: r.name }));
       load();
     } catch (err) {
-      toast(errorText(err), 'error');
+      toastError(err);
     }
   }
 

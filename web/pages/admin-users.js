@@ -3,7 +3,7 @@
 // Generated passwords come back from the server once and are shown once.
 import { api } from '../api.js';
 import { t, formatDate, formatDay } from '../i18n.js';
-import { h, field, messageBox, busy, confirmDialog, openDialog, secretBox, emptyRow, toast, errorText, icon, dropdown, menuItem } from '../ui.js';
+import { h, field, messageBox, busy, confirmDialog, openDialog, secretBox, emptyRow, toast, icon, dropdown, menuItem, toastError } from '../ui.js';
 import { ROLE_NAMES } from '../roles.js';
 
 const PAGE_SIZE = 50;
@@ -98,7 +98,7 @@ export function render(main, ctx) {
       fillRow(tr, updated && updated.id !== undefined ? updated : { ...u, disabled });
       toast(disabled ? t('users.disabledDone', { name: u.username }) : t('users.enabledDone', { name: u.username }));
     } catch (err) {
-      toast(errorText(err), 'error');
+      toastError(err);
     }
   }
 
@@ -112,7 +112,7 @@ export function render(main, ctx) {
     try {
       reply = await api.post(`/users/${encodeURIComponent(u.id)}/password`, {});
     } catch (err) {
-      toast(errorText(err), 'error');
+      toastError(err);
       return;
     }
     await openDialog({
@@ -193,7 +193,7 @@ export function render(main, ctx) {
         file.addEventListener('change', async () => {
           const f = file.files?.[0];
           if (!f) return;
-          try { text.value = await f.text(); } catch (err) { msg.error(errorText(err)); }
+          try { text.value = await f.text(); } catch (err) { msg.error(err); }
         });
         const body = h('div');
         const form = h('form', { class: 'form', 'data-form': 'import', novalidate: true },
@@ -239,7 +239,7 @@ export function render(main, ctx) {
   function importResult(created, close) {
     const withPasswords = created.some((c) => c.password);
     return h('div', { 'data-import-result': '' },
-      h('p', { role: 'status' }, t('users.importDone', { n: created.length })),
+      h('p', { role: 'status' }, t('users.importDone', { count: created.length })),
       withPasswords ? h('p', { class: 'warning' }, t('users.importPasswordsOnce')) : null,
       h('div', { class: 'table-wrap' }, h('table', { class: 'table' },
         h('thead', null, h('tr', null,

@@ -5,8 +5,10 @@
 import { api } from '../api.js';
 import { t, formatNumber } from '../i18n.js';
 import { h, messageBox, icon } from '../ui.js';
-import { stateBadge } from './admin-nodes.js';
-import { sharingBadge, sharingDetail, memoryCapNote, simulatedBadge, capacityMeter } from './pool-parts.js';
+import { stateBadge } from '../parts/node-state.js';
+import { sharingBadge, sharingDetail, memoryCapNote, simulatedBadge, capacityMeter } from '../parts/pool.js';
+import { poll } from '../parts/poll.js';
+import { keyedRows } from '../parts/keyed-rows.js';
 
 const POLL_MS = 5000;
 
@@ -87,75 +89,25 @@ function legend() {
 }
 
 export function render(main, ctx) {
-  const cards = new Map();     // id → { el, key }
-  let seq = 0;
-  let inflight = false;
-  let loaded = false;
-
+  const isAdmin = ctx.user?.role === 'admin';
   const listMsg = messageBox();
   const grid = h('div', { class: 'grid pool-grid', 'data-pools': '' }, h('p', { class: 'muted' }, t('common.loading')));
   const summary = h('p', { class: 'muted table-count', 'data-cluster-summary': '', 'aria-live': 'polite' });
-  const isAdmin = ctx.user?.role === 'admin';
-
-  async function load() {
-    if (inflight) return;
-    inflight = true;
-    const mine = ++seq;
-    try {
-      const reply = await api.get('/pools');
-      if (mine !== seq || !main.isConnected) return;
-      show(reply?.items || []);
-      listMsg.clear();
-    } catch (err) {
-      if (mine !== seq || !main.isConnected) return;
-      if (!loaded) grid.replaceChildren();
-      listMsg.error(err);
-    } finally {
-      inflight = false;
-    }
-  }
-
-  function show(items) {
-    loaded = true;
-    const seen = new Set();
-    for (const p of items) {
-      seen.add(p.id);
+  // A card is drawn again only when its pool changed.
+  const cards = keyedRows(grid, {
+    make: (p) => ({ el: poolCard(p), key: JSON.stringify(p) }),
+    update: (c, p) => {
       const key = JSON.stringify(p);
-      const c = cards.get(p.id);
-      if (!c || c.key !== key) {
-        const el = poolCard(p);
-        if (c) c.el.replaceWith(el);
-        cards.set(p.id, { el, key });
-      }
-    }
-    for (const id of [...cards.keys()]) if (!seen.has(id)) { cards.get(id).el.remove(); cards.delete(id); }
-    const want = items.map((p) => cards.get(p.id).el);
-    const have = [...grid.children];
-    if (want.length !== have.length || want.some((el, i) => el !== have[i])) grid.replaceChildren(...want);
-    if (!items.length) {
-      grid.replaceChildren(h('div', { class: 'card card-wide', 'data-empty': 'pools' },
-        h('p', { class: 'muted' }, t('cluster.none')),
-        isAdmin ? h('p', null, h('a', { href: '#/admin/pools' }, t('cluster.createPool'))) : null));
-    }
-    const sum = (f) => items.reduce((s, p) => s + (p[f] || 0), 0);
-    summary.textContent = t('cluster.summary', {
-      pools: formatNumber(items.length), gpus: formatNumber(sum('gpus')),
-      free: formatNumber(sum('free_slices')), sched: formatNumber(sum('schedulable_slices')),
-    });
-  }
-
-  let timer = null;
-  const onVisibility = () => { if (!document.hidden) load(); };
-  function tick() {
-    if (!main.isConnected) {
-      clearInterval(timer);
-      document.removeEventListener('visibilitychange', onVisibility);
-      return;
-    }
-    if (!document.hidden) load();
-  }
-  timer = setInterval(tick, POLL_MS);
-  document.addEventListener('visibilitychange', onVisibility);
+      if (key === c.key) return;
+      const el = poolCard(p);
+      c.el.replaceWith(el);
+      Object.assign(c, { el, key });
+    },
+    empty: () => h('div', { class: 'card card-wide', 'data-empty': 'pools' },
+      h('p', { class: 'muted' }, t('cluster.none')),
+      isAdmin ? h('p', null, h('a', { href: '#/admin/pools' }, t('cluster.createPool'))) : null),
+  });
+  let loaded = false;
 
   main.append(h('section', { class: 'page' },
     h('div', { class: 'page-head page-head-row' },
@@ -169,5 +121,26 @@ export function render(main, ctx) {
     listMsg.el,
     grid));
 
-  load();
+  poll(() => api.get('/pools'), POLL_MS, {
+    until: main,
+    show: (reply) => {
+      const items = reply?.items || [];
+      loaded = true;
+      cards.sync(items);
+      listMsg.clear();
+      summary.textContent = summaryText(items);
+    },
+    fail: (err) => {
+      if (!loaded) grid.replaceChildren();
+      listMsg.error(err);
+    },
+  });
+}
+
+function summaryText(items) {
+  const sum = (f) => items.reduce((s, p) => s + (p[f] || 0), 0);
+  return t('cluster.summary', {
+    pools: formatNumber(items.length), gpus: formatNumber(sum('gpus')),
+    free: formatNumber(sum('free_slices')), sched: formatNumber(sum('schedulable_slices')),
+  });
 }

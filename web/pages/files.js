@@ -6,9 +6,9 @@
 // folder, rename/move, delete to the trash and restore, and a usage bar
 // against the quota. The folder lives in the hash: #/files?area=home&path=a/b
 import { api } from '../api.js';
-import { t, formatBytes, formatDate } from '../i18n.js';
-import { h, field, messageBox, openDialog, confirmDialog, emptyRow, toast, errorText, icon } from '../ui.js';
-import { tensorboardButton } from './route-buttons.js';
+import { t, fromServer, formatBytes, formatDate } from '../i18n.js';
+import { h, field, messageBox, openDialog, confirmDialog, emptyRow, toast, icon, errorParts } from '../ui.js';
+import { tensorboardButton } from '../parts/route-buttons.js';
 
 const PAGE = 200;
 const SMALL = 8 * 1024 * 1024;      // below: one PUT; above: resumable parts
@@ -48,9 +48,16 @@ function xhrPut(url, body, onProgress) {
   });
 }
 
+// Over the hard limit: the server says why in English (block_reason).
+function overHard(serverText) {
+  const { text, detail } = fromServer('files.overHard', serverText);
+  return h('p', { class: 'msg msg-error', 'data-over-hard': '', title: detail || null }, text);
+}
+
 function apiErr(res) {
   const e = res.json?.error || {};
   const err = new Error(e.message || `HTTP ${res.status}`);
+  err.code = e.code;
   err.hint = e.hint;
   err.status = res.status;
   return err;
@@ -132,7 +139,7 @@ export function render(main, ctx) {
           ? t('files.usage', { used: formatBytes(s.bytes), limit: formatBytes(limit) })
           : t('files.usageNoLimit', { used: formatBytes(s.bytes) })),
         h('div', { class: pct >= 90 || s.over_soft ? 'meter meter-high' : 'meter', role: 'meter', 'aria-valuemin': 0, 'aria-valuemax': 100, 'aria-valuenow': pct, 'aria-label': t('files.usageLabel') }, fill),
-        s.over_hard ? h('p', { class: 'msg msg-error', 'data-over-hard': '' }, s.block_reason || t('files.overHard'))
+        s.over_hard ? overHard(s.block_reason)
           : s.over_soft ? h('p', { class: 'msg msg-warn', 'data-over-soft': '' }, t('files.overSoft')) : null);
     } catch { /* the listing shows errors */ }
     if (ctx.user?.role === 'admin') {
@@ -162,7 +169,7 @@ export function render(main, ctx) {
         ' ',
         h('button', { type: 'button', class: 'btn btn-small btn-danger', 'data-delete': item.name, onclick: () => remove(p, item.name) }, t('files.delete')),
         // TensorBoard runs on a folder of one's own home
-        ...(item.type === 'dir' && area === 'home' ? [' ', tensorboardButton(p, ctx, (e) => msg.error(errorText(e)))] : [])));
+        ...(item.type === 'dir' && area === 'home' ? [' ', tensorboardButton(p, ctx, (e) => msg.error(e))] : [])));
   }
 
   async function load(append = false) {
@@ -177,7 +184,7 @@ export function render(main, ctx) {
       msg.clear();
     } catch (e) {
       tbody.replaceChildren(emptyRow(5, ''));
-      msg.error(errorText(e));
+      msg.error(e);
     }
   }
 
@@ -197,7 +204,8 @@ export function render(main, ctx) {
       else body = h('p', null, t('files.binary', { size: formatBytes(pv.size) }));
       if (pv.truncated) body = [body, h('p', { class: 'muted' }, t('files.truncated'))];
     } catch (e) {
-      body = h('p', { class: 'msg msg-error' }, errorText(e));
+      const { text, detail } = errorParts(e);
+      body = h('p', { class: 'msg msg-error', title: detail || null }, text);
     }
     await openDialog({ title: item.name, wide: true, build: () => h('div', { 'data-preview': '' }, body) });
   }
@@ -211,7 +219,7 @@ export function render(main, ctx) {
         return h('form', {
           onsubmit: async (e) => {
             e.preventDefault();
-            try { await api.post(`/files/${encodeURIComponent(area)}/${enc(p)}`, { op: 'move', to: input.value }); close(true); refresh(); } catch (err) { m.error(errorText(err)); }
+            try { await api.post(`/files/${encodeURIComponent(area)}/${enc(p)}`, { op: 'move', to: input.value }); close(true); refresh(); } catch (err) { m.error(err); }
           },
         }, field(t('files.newPath'), input), m.el,
         h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'btn btn-primary' }, t('files.rename'))));
@@ -221,7 +229,7 @@ export function render(main, ctx) {
 
   async function remove(p, name) {
     if (!(await confirmDialog({ title: t('files.deleteTitle'), message: t('files.deleteConfirm', { name }), confirmLabel: t('files.delete'), danger: true }))) return;
-    try { await api.del(`/files/${encodeURIComponent(area)}/${enc(p)}`); toast(t('files.deleted', { name })); refresh(); } catch (e) { msg.error(errorText(e)); }
+    try { await api.del(`/files/${encodeURIComponent(area)}/${enc(p)}`); toast(t('files.deleted', { name })); refresh(); } catch (e) { msg.error(e); }
   }
 
   async function mkdir() {
@@ -233,7 +241,7 @@ export function render(main, ctx) {
         return h('form', {
           onsubmit: async (e) => {
             e.preventDefault();
-            try { await api.post(`/files/${encodeURIComponent(area)}/${enc(join(path, input.value))}`, { op: 'mkdir' }); close(true); refresh(); } catch (err) { m.error(errorText(err)); }
+            try { await api.post(`/files/${encodeURIComponent(area)}/${enc(join(path, input.value))}`, { op: 'mkdir' }); close(true); refresh(); } catch (err) { m.error(err); }
           },
         }, field(t('files.folderName'), input), m.el,
         h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'btn btn-primary' }, t('files.create'))));
@@ -257,7 +265,9 @@ export function render(main, ctx) {
         state.textContent = t('files.uploaded');
         li.dataset.done = 'ok';
       } catch (e) {
-        state.textContent = errorText(e);
+        const { text, detail } = errorParts(e);
+        state.textContent = text;
+        if (detail) state.title = detail;
         li.dataset.done = 'error';
       }
     }));
@@ -285,15 +295,15 @@ export function render(main, ctx) {
           h('td', null, formatDate(it.deleted_at)),
           h('td', { class: 'actions-cell' },
             h('button', { type: 'button', class: 'btn btn-small', 'data-restore': it.path, onclick: async () => {
-              try { await api.post(`/trash/${it.id}/restore`); toast(t('files.restored', { name: it.path })); refresh(); } catch (e) { msg.error(errorText(e)); }
+              try { await api.post(`/trash/${it.id}/restore`); toast(t('files.restored', { name: it.path })); refresh(); } catch (e) { msg.error(e); }
             } }, t('files.restore')),
             ' ',
             h('button', { type: 'button', class: 'btn btn-small btn-danger', 'data-purge': it.path, onclick: async () => {
-              try { await api.del(`/trash/${it.id}`); refresh(); } catch (e) { msg.error(errorText(e)); }
+              try { await api.del(`/trash/${it.id}`); refresh(); } catch (e) { msg.error(e); }
             } }, t('files.purge')))));
       }
       more.hidden = true;
-    } catch (e) { msg.error(errorText(e)); }
+    } catch (e) { msg.error(e); }
   }
 
   const trashBtn = h('button', { type: 'button', class: 'btn', 'data-action': 'trash', 'aria-pressed': 'false', onclick: () => {
@@ -305,7 +315,7 @@ export function render(main, ctx) {
   } }, t('files.trash'));
   const emptyBtn = h('button', { type: 'button', class: 'btn btn-danger', hidden: true, 'data-action': 'empty-trash', onclick: async () => {
     if (!(await confirmDialog({ title: t('files.emptyTrash'), message: t('files.emptyConfirm'), danger: true }))) return;
-    try { await api.del('/trash', { query: { area } }); refresh(); } catch (e) { msg.error(errorText(e)); }
+    try { await api.del('/trash', { query: { area } }); refresh(); } catch (e) { msg.error(e); }
   } }, t('files.emptyTrash'));
 
   // ---- layout ----

@@ -7,8 +7,9 @@
 import { api } from '../api.js';
 import { t, formatNumber, formatBytes, formatDate } from '../i18n.js';
 import { h, field, messageBox, busy, openDialog, toast } from '../ui.js';
-import { routeButtons } from './route-buttons.js';
-import { instanceStateBadge, waitText, actionButtons } from './instances.js';
+import { routeButtons } from '../parts/route-buttons.js';
+import { instanceStateBadge, waitInfo, actionButtons } from '../parts/instance.js';
+import { poll } from '../parts/poll.js';
 
 const POLL_MS = 2000;
 const SAMPLES = 60;
@@ -87,11 +88,12 @@ export function render(main) {
   const gone = () => !main.isConnected;
 
   function drawHead() {
-    const why = waitText(inst);
+    const why = waitInfo(inst);
     head.replaceChildren(
       h('div', { class: 'page-head-text' },
         h('h1', null, h('span', { class: 'mono' }, inst.name), ' ', instanceStateBadge(inst.state)),
-        why ? h('p', { 'data-field': 'why' }, why) : null,
+        why.text ? h('p', { 'data-field': 'why', title: why.detail || null }, why.text,
+          why.detail ? h('span', { class: 'msg-detail muted', 'data-field': 'why-detail', lang: 'en' }, why.detail) : null) : null,
         inst.idle_warning_at ? h('p', { class: 'callout warning', 'data-field': 'idle-warning' }, inst.idle_message || t('inst.idleWarned')) : null),
       h('div', { class: 'toolbar' },
         routeButtons(inst),
@@ -113,23 +115,20 @@ export function render(main) {
     try { await api.post(`/instances/${inst.id}/${action}`); toast(t(`inst.did.${action}`, { name: inst.name })); load(); } catch (err) { msg.error(err); }
   }
 
-  async function load() {
-    try {
-      const got = await api.get(`/instances/${id}`);
-      if (gone()) return;
-      const was = inst?.state;
-      inst = got;
-      const k = JSON.stringify(got);
-      if (k !== key) { key = k; drawHead(); }
-      msg.clear();
-      if (inst.state === 'running' && (!follow || was !== 'running')) startLog();
-      else if (!logShown && inst.state !== 'running' && inst.container_name && inst.node) startLog(false);
-      if (inst.state === 'running') sample();
-    } catch (err) {
-      if (gone()) return;
-      if (err.status === 404) { head.replaceChildren(h('h1', null, t('inst.detail.gone'))); stop(); }
-      msg.error(err);
-    }
+  function show(got) {
+    const was = inst?.state;
+    inst = got;
+    const k = JSON.stringify(got);
+    if (k !== key) { key = k; drawHead(); }
+    msg.clear();
+    if (inst.state === 'running' && (!follow || was !== 'running')) startLog();
+    else if (!logShown && inst.state !== 'running' && inst.container_name && inst.node) startLog(false);
+    if (inst.state === 'running') sample();
+  }
+
+  function fail(err) {
+    if (err.status === 404) { head.replaceChildren(h('h1', null, t('inst.detail.gone'))); stop(); }
+    msg.error(err);
   }
 
   async function sample() {
@@ -175,15 +174,11 @@ export function render(main) {
     }
   }
 
-  function stop() {
-    clearInterval(timer);
-    if (follow) follow.abort();
-  }
-
-  const timer = setInterval(() => {
-    if (gone()) { stop(); return; }
-    if (!document.hidden) load();
-  }, POLL_MS);
+  // Leaving the page (or the instance gone) ends the polling and the log.
+  let poller = null;
+  const load = () => poller?.refresh();
+  const stop = () => poller?.stop();
+  const stopped = () => { if (follow) follow.abort(); };
 
   main.append(h('section', { class: 'page', 'data-instance-page': id },
     h('p', null, h('a', { href: '#/instances' }, t('inst.back'))),
@@ -195,6 +190,6 @@ export function render(main) {
       h('div', { class: 'page-head-row' }, h('h2', null, t('inst.detail.log')),
         h('button', { type: 'button', class: 'btn btn-small', 'data-action': 'reload-log', onclick: () => startLog(inst?.state === 'running') }, t('inst.detail.reloadLog'))),
       logState, logBox)));
-  if (!Number.isInteger(id) || id < 1) { head.replaceChildren(h('h1', null, t('inst.detail.gone'))); stop(); return; }
-  load();
+  if (!Number.isInteger(id) || id < 1) { head.replaceChildren(h('h1', null, t('inst.detail.gone'))); return; }
+  poller = poll(() => api.get(`/instances/${id}`), POLL_MS, { until: main, show, fail, stopped });
 }

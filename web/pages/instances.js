@@ -3,126 +3,46 @@
 // is in the queue, an idle warning when one stands, and the actions that fit
 // the state (start, stop, delete, open its apps). Admins may show everyone's.
 import { api } from '../api.js';
-import { t, tMaybe, formatNumber, formatDate } from '../i18n.js';
-import { h, messageBox, emptyRow, toast, confirmDialog } from '../ui.js';
-import { routeButtons } from './route-buttons.js';
+import { t, formatNumber, formatDate } from '../i18n.js';
+import { h, messageBox, emptyRow } from '../ui.js';
+import { routeButtons } from '../parts/route-buttons.js';
+import { instanceStateBadge, waitInfo, actionButtons } from '../parts/instance.js';
+import { poll } from '../parts/poll.js';
+import { keyedRows } from '../parts/keyed-rows.js';
 
 const COLS = 6;
 const POLL_MS = 2000;
 
-const STATE_CLASS = {
-  running: 'badge-on', queued: 'badge-warn', pulling: 'badge-warn', creating: 'badge-warn',
-  stopping: 'badge-warn', stopped: 'badge-off', failed: 'badge-warn', lost: 'badge-warn',
-};
-
-export function instanceStateBadge(state) {
-  return h('span', { class: `badge badge-state ${STATE_CLASS[state] || ''}`.trim(), 'data-state': state },
-    tMaybe(`inst.state.${state}`) || state);
-}
-
-// What a queued instance waits for, or why it stopped or failed.
-export function waitText(inst) {
-  if (inst.state === 'queued' && inst.request && inst.request.state === 'queued') {
-    const why = inst.request.reason || t('inst.waiting');
-    return inst.request.position ? t('inst.queuePosition', { reason: why, n: formatNumber(inst.request.position) }) : why;
-  }
-  if (['stopped', 'failed', 'lost', 'stopping'].includes(inst.state) && inst.reason) return inst.reason;
-  return '';
-}
-
-const startable = (s) => ['stopped', 'failed', 'lost'].includes(s);
-const stoppable = (s) => ['queued', 'pulling', 'creating', 'running'].includes(s);
-
-// Runs an action on an instance; a toast says what happened.
-export async function instanceAction(inst, action) {
-  if (action === 'delete') {
-    const ok = await confirmDialog({
-      title: t('inst.deleteTitle'), message: t('inst.deleteMessage', { name: inst.name }),
-      confirmLabel: t('inst.delete'), danger: true,
-    });
-    if (!ok) return false;
-    await api.del(`/instances/${inst.id}`);
-    toast(t('inst.deleting', { name: inst.name }));
-    return true;
-  }
-  await api.post(`/instances/${inst.id}/${action}`);
-  toast(t(`inst.did.${action}`, { name: inst.name }));
-  return true;
-}
-
-export function actionButtons(inst, after, onError) {
-  const run = (action) => async () => {
-    try { if (await instanceAction(inst, action)) after(); } catch (err) { onError(err); }
-  };
-  return [
-    startable(inst.state) ? h('button', { type: 'button', class: 'btn btn-small btn-primary', 'data-action': 'start', onclick: run('start') }, t('inst.start')) : null,
-    stoppable(inst.state) ? h('button', { type: 'button', class: 'btn btn-small', 'data-action': 'stop', onclick: run('stop') }, t('inst.stop')) : null,
-    h('button', { type: 'button', class: 'btn btn-small btn-danger-outline', 'data-action': 'delete', onclick: run('delete') }, t('inst.delete')),
-  ];
+// One instance's row. A row is drawn again only when its instance changed
+// (its route buttons fetch the instance's routes once per drawing).
+function row(inst, all, after, onError) {
+  const why = waitInfo(inst);
+  const gpus = inst.slices ? t('inst.gpuCell', { n: formatNumber(inst.slices), pool: inst.pool || '—' }) : t('inst.noGpu');
+  return h('tr', { 'data-instance': inst.name, 'data-id': inst.id, 'data-state': inst.state },
+    h('td', null,
+      h('a', { href: `#/instance?id=${inst.id}`, class: 'mono', 'data-action': 'open' }, inst.name),
+      all ? h('div', { class: 'cell-sub muted' }, inst.username) : null),
+    h('td', null, inst.image_name || inst.image || '—', h('div', { class: 'cell-sub muted mono' }, inst.image || '')),
+    h('td', { 'data-field': 'state' }, instanceStateBadge(inst.state),
+      why.text ? h('div', { class: 'cell-sub', 'data-field': 'why', title: why.detail || null }, why.text) : null,
+      inst.idle_warning_at ? h('div', { class: 'cell-sub warning', 'data-field': 'idle-warning' }, inst.idle_message || t('inst.idleWarned')) : null),
+    h('td', null, gpus, h('div', { class: 'cell-sub muted' }, inst.node || '')),
+    h('td', { class: 'nowrap muted' }, formatDate(inst.created_at)),
+    h('td', { class: 'cell-actions' }, routeButtons(inst), actionButtons(inst, after, onError)));
 }
 
 export function render(main, ctx) {
   const msg = messageBox();
   const tbody = h('tbody', null, emptyRow(COLS, t('common.loading')));
   const count = h('p', { class: 'muted table-count', 'data-instance-count': '' });
-  let all = false;
-  let inflight = false;
-  let seq = 0;
-  const keys = new Map(); // id → JSON of the row shown (redraw only what changed)
-
-  async function load() {
-    if (inflight) return;
-    inflight = true;
-    const mine = ++seq;
-    try {
-      const reply = await api.get('/instances', { query: { all: all ? 1 : undefined } });
-      if (mine !== seq || !main.isConnected) return;
-      show(reply.items || []);
-      msg.clear();
-    } catch (err) {
-      if (mine !== seq || !main.isConnected) return;
-      msg.error(err);
-    } finally {
-      inflight = false;
-    }
-  }
-
-  function row(inst) {
-    const why = waitText(inst);
-    const gpus = inst.slices ? t('inst.gpuCell', { n: formatNumber(inst.slices), pool: inst.pool || '—' }) : t('inst.noGpu');
-    return h('tr', { 'data-instance': inst.name, 'data-id': inst.id, 'data-state': inst.state },
-      h('td', null,
-        h('a', { href: `#/instance?id=${inst.id}`, class: 'mono', 'data-action': 'open' }, inst.name),
-        all ? h('div', { class: 'cell-sub muted' }, inst.username) : null),
-      h('td', null, inst.image_name || inst.image || '—', h('div', { class: 'cell-sub muted mono' }, inst.image || '')),
-      h('td', { 'data-field': 'state' }, instanceStateBadge(inst.state),
-        why ? h('div', { class: 'cell-sub', 'data-field': 'why' }, why) : null,
-        inst.idle_warning_at ? h('div', { class: 'cell-sub warning', 'data-field': 'idle-warning' }, inst.idle_message || t('inst.idleWarned')) : null),
-      h('td', null, gpus, h('div', { class: 'cell-sub muted' }, inst.node || '')),
-      h('td', { class: 'nowrap muted' }, formatDate(inst.created_at)),
-      h('td', { class: 'cell-actions' }, routeButtons(inst), actionButtons(inst, load, (e) => msg.error(e))));
-  }
-
-  function show(items) {
-    const seen = new Set();
-    const rows = [];
-    for (const inst of items) {
-      seen.add(inst.id);
-      const key = JSON.stringify(inst);
-      let tr = tbody.querySelector(`tr[data-id="${inst.id}"]`);
-      if (!tr || keys.get(inst.id) !== key) { tr = row(inst); keys.set(inst.id, key); }
-      rows.push(tr);
-    }
-    for (const id of [...keys.keys()]) if (!seen.has(id)) keys.delete(id);
-    if (!items.length) tbody.replaceChildren(h('tr', { class: 'empty', 'data-empty': 'instances' }, h('td', { colspan: COLS }, t('inst.none'))));
-    else tbody.replaceChildren(...rows);
-    count.textContent = t('inst.count', { n: formatNumber(items.length), running: formatNumber(items.filter((i) => i.state === 'running').length) });
-  }
-
-  const timer = setInterval(() => {
-    if (!main.isConnected) { clearInterval(timer); return; }
-    if (!document.hidden) load();
-  }, POLL_MS);
+  let all = false;   // an admin's "show everyone's"
+  const refresh = () => list.refresh();
+  const draw = (inst) => ({ el: row(inst, all, refresh, (e) => msg.error(e)), key: JSON.stringify(inst) });
+  const rows = keyedRows(tbody, {
+    make: draw,
+    update: (r, inst) => { if (r.key !== JSON.stringify(inst)) Object.assign(r, draw(inst)); },
+    empty: () => h('tr', { class: 'empty', 'data-empty': 'instances' }, h('td', { colspan: COLS }, t('inst.none'))),
+  });
 
   main.append(h('section', { class: 'page' },
     h('div', { class: 'page-head page-head-row' },
@@ -132,7 +52,7 @@ export function render(main, ctx) {
       h('a', { class: 'btn btn-primary', href: '#/instances/new', 'data-action': 'new-instance' }, t('inst.new'))),
     msg.el,
     ctx.user.role === 'admin'
-      ? h('label', { class: 'check' }, h('input', { type: 'checkbox', 'data-action': 'show-all', onchange: (e) => { all = e.target.checked; keys.clear(); seq++; inflight = false; load(); } }), ' ', t('inst.showAll'))
+      ? h('label', { class: 'check' }, h('input', { type: 'checkbox', 'data-action': 'show-all', onchange: (e) => { all = e.target.checked; rows.clear(); refresh(); } }), ' ', t('inst.showAll'))
       : null,
     h('div', { class: 'card card-flush' },
       h('div', { class: 'table-wrap' },
@@ -146,5 +66,15 @@ export function render(main, ctx) {
             h('th', { scope: 'col' }, h('span', { class: 'visually-hidden' }, t('inst.col.actions'))))),
           tbody))),
     count));
-  load();
+
+  const list = poll(() => api.get('/instances', { query: { all: all ? 1 : undefined } }), POLL_MS, {
+    until: main,
+    show: (reply) => {
+      const items = reply.items || [];
+      rows.sync(items);
+      count.textContent = t('inst.count', { count: items.length, running: formatNumber(items.filter((i) => i.state === 'running').length) });
+      msg.clear();
+    },
+    fail: (err) => msg.error(err),
+  });
 }

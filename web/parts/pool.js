@@ -1,4 +1,4 @@
-// pages/pool-parts.js — pieces the Cluster page and Administration → Pools
+// parts/pool.js — pieces the Cluster page and Administration → Pools
 // both show for a GPU pool: its sharing mode, the memory-limit note, the
 // simulated mark and the capacity meter.
 import { t, formatNumber, formatBytes } from '../i18n.js';

@@ -1,7 +1,7 @@
-// pages/route-buttons.js — "Open Jupyter / TensorBoard / <port>" and
+// parts/route-buttons.js — "Open Jupyter / TensorBoard / <port>" and
 // "Terminal" for an instance, for any page that shows one:
 //
-//   import { routeButtons } from './route-buttons.js';
+//   import { routeButtons } from '../parts/route-buttons.js';
 //   cell.append(routeButtons(instance));   // instance: {id, state}
 //
 // Apps open on their own origin in a new tab: the app's address itself.  Not

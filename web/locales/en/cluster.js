@@ -1,0 +1,22 @@
+// English — the Cluster page.
+export default {
+  'cluster.title': 'Cluster',
+  'cluster.intro': 'Free GPU capacity in each pool, and where its GPUs are. This page refreshes every few seconds.',
+  'cluster.summary': 'Pools: {pools} · GPUs: {gpus} · Free slices: {free} of {sched}',
+  'cluster.none': 'No GPU pools yet: an administrator has not grouped any GPUs for use.',
+  'cluster.createPool': 'Create a pool',
+  'cluster.managePools': 'Manage pools',
+  'cluster.noGpus': 'No GPUs in this pool yet.',
+  'cluster.freeGpus': 'free GPUs',
+  'cluster.freeSlots': 'free slots',
+  'cluster.ofAvailable': 'of {n} available',
+  'cluster.totalSlices': '{n} slices on {gpus} GPUs',
+  'cluster.unavailable': '{n} on nodes that take no work now',
+  'cluster.capacityOf': 'Free capacity of {name}',
+  'cluster.gpusOn': 'GPUs on {node}',
+  'cluster.gpuTip': 'GPU {index} · {model} · {uuid} · {free} of {slices} slices free',
+  'cluster.gpuUnavailable': 'node takes no work now',
+  'cluster.legendFree': 'Free',
+  'cluster.legendUsed': 'In use',
+  'cluster.legendOff': 'Unavailable (node not up)',
+};

@@ -1,0 +1,50 @@
+// English — the shell: app, header, navigation, roles, scopes, common words, errors.
+export default {
+  'app.name': 'gpucloud',
+  'app.skip': 'Skip to content',
+
+  'header.language': 'Language',
+  'header.logout': 'Log out',
+  'header.menu': 'Menu',
+  'header.userMenu': 'Account menu for {name}',
+
+  'nav.label': 'Main',
+  'nav.home': 'Home',
+  'nav.cluster': 'Cluster',
+  'nav.account': 'Account',
+  'nav.section.admin': 'Administration',
+  'nav.users': 'Users',
+  'nav.nodes': 'Nodes',
+  'nav.pools': 'Pools',
+  'nav.registries': 'Registries',
+  'nav.images': 'Images',
+  'nav.instances': 'Instances',
+  'nav.files': 'Files',
+
+  'role.admin': 'Administrator',
+  'role.teacher': 'Teacher',
+  'role.researcher': 'Researcher',
+  'role.student': 'Student',
+
+  'scope.read': 'Read',
+  'scope.write': 'Write',
+
+  'common.actions': 'Actions',
+  'common.cancel': 'Cancel',
+  'common.close': 'Close',
+  'common.confirm': 'Confirm',
+  'common.copy': 'Copy',
+  'common.copied': 'Copied to the clipboard',
+  'common.copyFailed': 'Could not copy: select the text and copy it by hand',
+  'common.done': 'Done',
+  'common.loading': 'Loading…',
+  'common.no': 'No',
+  'common.yes': 'Yes',
+  'common.shownOnce': 'This is shown only once. Store it somewhere safe now.',
+
+  'error.network': 'The server could not be reached. Check your connection and try again.',
+  'error.unknown': 'Something went wrong.',
+  'error.forbiddenTitle': 'Not permitted',
+  'error.forbidden': 'Your account does not have access to this page.',
+  'error.pageLoad': 'This page could not be loaded. Check your connection and reload.',
+};

@@ -1,0 +1,22 @@
+// 简体中文 — the Cluster page.
+export default {
+  'cluster.title': '集群',
+  'cluster.intro': '各 GPU 池的空闲容量及其 GPU 所在位置。本页每隔几秒自动刷新。',
+  'cluster.summary': 'GPU 池：{pools} · GPU：{gpus} · 空闲切片：{free} / {sched}',
+  'cluster.none': '暂无 GPU 池：管理员尚未将 GPU 分组供使用。',
+  'cluster.createPool': '创建 GPU 池',
+  'cluster.managePools': '管理 GPU 池',
+  'cluster.noGpus': '该池中暂无 GPU。',
+  'cluster.freeGpus': '块 GPU 空闲',
+  'cluster.freeSlots': '个槽位空闲',
+  'cluster.ofAvailable': '共 {n} 个可用',
+  'cluster.totalSlices': '{gpus} 块 GPU 上共 {n} 个切片',
+  'cluster.unavailable': '{n} 个位于暂不接收任务的节点上',
+  'cluster.capacityOf': '{name} 的空闲容量',
+  'cluster.gpusOn': '{node} 上的 GPU',
+  'cluster.gpuTip': 'GPU {index} · {model} · {uuid} · {slices} 个切片中 {free} 个空闲',
+  'cluster.gpuUnavailable': '节点暂不接收任务',
+  'cluster.legendFree': '空闲',
+  'cluster.legendUsed': '使用中',
+  'cluster.legendOff': '不可用（节点未在线）',
+};

@@ -1,0 +1,26 @@
+// 简体中文 — the server's error codes, one sentence each (the server's
+// English message is shown with it as detail).
+export default {
+  'error.code.invalid': '请求无效，请检查填写的内容。',
+  'error.code.unauthorized': '身份验证失败：用户名或密码不正确，或会话已失效。',
+  'error.code.forbidden': '您的账户无权执行此操作。',
+  'error.code.not_found': '找不到该对象，它可能已被删除。',
+  'error.code.method_not_allowed': '服务器不允许在此执行该操作。',
+  'error.code.conflict': '此操作与当前状态冲突（例如名称已被占用，或对象仍在使用中）。',
+  'error.code.body_too_large': '提交的内容过大。',
+  'error.code.unsupported_media_type': '服务器不接受此类内容。',
+  'error.code.throttled': '请求过于频繁，请稍候再试。',
+  'error.code.headers_too_large': '请求头过大。',
+  'error.code.uri_too_long': '请求地址过长。',
+  'error.code.request_timeout': '请求传输超时，请重试。',
+  'error.code.insufficient_storage': '存储空间不足（配额或磁盘已满）。',
+  'error.code.unavailable': '服务暂时不可用，请稍后再试。',
+  'error.code.timeout': '服务器等待响应超时，请稍后再试。',
+  'error.code.database_error': '数据库出错，请稍后再试。',
+  'error.code.docker_error': '节点的容器引擎出错。',
+  'error.code.internal': '服务器内部错误。',
+  'error.code.out_of_memory': '服务器内存不足，请稍后再试。',
+  'error.code.range_not_satisfiable': '请求的文件范围不存在。',
+  'error.code.not_implemented': '服务器不支持此操作（尚未实现）。',
+  'error.code.bad_response': '服务器返回了无法读取的响应。',
+};

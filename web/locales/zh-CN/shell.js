@@ -1,0 +1,50 @@
+// 简体中文 — the shell: app, header, navigation, roles, scopes, common words, errors.
+export default {
+  'app.name': 'gpucloud',
+  'app.skip': '跳到正文',
+
+  'header.language': '语言',
+  'header.logout': '退出登录',
+  'header.menu': '菜单',
+  'header.userMenu': '{name} 的账户菜单',
+
+  'nav.label': '主导航',
+  'nav.home': '首页',
+  'nav.cluster': '集群',
+  'nav.account': '账户',
+  'nav.section.admin': '系统管理',
+  'nav.users': '用户',
+  'nav.nodes': '节点',
+  'nav.pools': 'GPU 池',
+  'nav.registries': '镜像仓库',
+  'nav.images': '镜像目录',
+  'nav.instances': '实例',
+  'nav.files': '文件',
+
+  'role.admin': '管理员',
+  'role.teacher': '教师',
+  'role.researcher': '研究人员',
+  'role.student': '学生',
+
+  'scope.read': '读取',
+  'scope.write': '写入',
+
+  'common.actions': '操作',
+  'common.cancel': '取消',
+  'common.close': '关闭',
+  'common.confirm': '确认',
+  'common.copy': '复制',
+  'common.copied': '已复制到剪贴板',
+  'common.copyFailed': '无法复制，请手动选中文本复制',
+  'common.done': '完成',
+  'common.loading': '加载中…',
+  'common.no': '否',
+  'common.yes': '是',
+  'common.shownOnce': '此内容仅显示一次，请立即妥善保存。',
+
+  'error.network': '无法连接服务器，请检查网络后重试。',
+  'error.unknown': '出现错误。',
+  'error.forbiddenTitle': '无权访问',
+  'error.forbidden': '您的账户无权访问此页面。',
+  'error.pageLoad': '无法加载此页面，请检查网络后刷新。',
+};
