@@ -95,13 +95,13 @@ test('every key the frontend names exists in the dictionaries', () => {
 test('every server error code and queue reason code has a sentence', () => {
   // Read from the server's sources (the one table of codes, the one switch of
   // reasons) so a new code cannot be missed; 'new' is the queue's default.
-  const rc = readFileSync(join(ROOT, 'server/rc.c'), 'utf8');
+  const rc = readFileSync(join(ROOT, 'server/base/rc.c'), 'utf8');
   const codes = [...rc.matchAll(/\[RC_\w+\] = \{ \d+, "(\w+)" \}/g)].map((m) => m[1]).filter((c) => c !== 'ok');
-  assert.ok(codes.length > 10, 'error codes found in server/rc.c');
+  assert.ok(codes.length > 10, 'error codes found in server/base/rc.c');
   assert.deepEqual(codes.filter((c) => !(`error.code.${c}` in en)), [], 'error codes without a sentence');
-  const place = readFileSync(join(ROOT, 'server/place.c'), 'utf8');
+  const place = readFileSync(join(ROOT, 'server/sched/place.c'), 'utf8');
   const reasons = [...place.matchAll(/case REASON_\w+: return "(\w+)";/g)].map((m) => m[1]).filter((c) => c !== 'none');
-  assert.ok(reasons.length > 5, 'reason codes found in server/place.c');
+  assert.ok(reasons.length > 5, 'reason codes found in server/sched/place.c');
   assert.deepEqual([...reasons, 'new'].filter((c) => !(`inst.reason.${c}` in en)), [], 'reason codes without a sentence');
 });
 
