@@ -3,7 +3,8 @@
 // generators build on), documents every routed path and method (from
 // `gpucloudd --print-routes`) and nothing else, marks exactly the public
 // routes as needing no credentials, declares every path parameter and no
-// other, resolves every $ref, and is what the server serves.
+// other, names every operation with a unique operationId, resolves every
+// $ref, and is what the server serves.
 //
 // The router's rest-of-path capture `{name...}` has no OpenAPI form: the
 // document writes it `{name}`, a parameter that may hold slashes, and the
@@ -146,6 +147,16 @@ describe('API documentation (server/api/openapi.yaml)', () => {
         const rr = resolve(doc, resp);
         assert.equal(typeof rr.description, 'string', `${o.method} ${o.docPath} ${code} has no description`);
       }
+    }
+  });
+
+  it('names every operation with a unique operationId (the method names of a generated client)', () => {
+    const seen = new Map();
+    for (const o of ops) {
+      const id = o.op.operationId;
+      assert.match(String(id), /^[A-Za-z][A-Za-z0-9]*$/, `${o.method} ${o.docPath}: operationId ${id}`);
+      assert.ok(!seen.has(id), `${o.method} ${o.docPath}: operationId ${id} is also ${seen.get(id)}`);
+      seen.set(id, `${o.method} ${o.docPath}`);
     }
   });
 
