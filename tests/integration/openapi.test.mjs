@@ -1,24 +1,35 @@
-// server/api/openapi.yaml stays true: it documents every routed path and
-// method (from `gpucloudd --print-routes`) and nothing else, marks exactly
-// the public routes as needing no credentials, declares every path
-// parameter, resolves every $ref, and is what the server serves.
+// server/api/openapi.yaml stays true and valid: it is a valid OpenAPI 3.0
+// document for a real validator (@apidevtools/swagger-parser, what client
+// generators build on), documents every routed path and method (from
+// `gpucloudd --print-routes`) and nothing else, marks exactly the public
+// routes as needing no credentials, declares every path parameter and no
+// other, names every operation with a unique operationId, resolves every
+// $ref, and is what the server serves.
+//
+// The router's rest-of-path capture `{name...}` has no OpenAPI form: the
+// document writes it `{name}`, a parameter that may hold slashes, and the
+// routes are compared in that form.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import YAML from 'yaml';
+import SwaggerParser from '@apidevtools/swagger-parser';
 import { startServer, BIN, ROOT } from '../lib/server.mjs';
 import { stopClean } from '../lib/itest.mjs';
 
 const FILE = join(ROOT, 'server/api/openapi.yaml');
 const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'];
 
+// The router's `{name...}` (the rest of the path) as the document writes it.
+const asDocumented = (path) => path.replace(/\{([^}]+)\.\.\.\}/g, '{$1}');
+
 function routes() {
   const out = execFileSync(BIN, ['--print-routes'], { encoding: 'utf8' });
   const list = out.trim().split('\n').map((l) => {
     const [method, path, roles] = l.trim().split(/\s+/);
-    return { method, path, roles };
+    return { method, path: asDocumented(path), roles };
   });
   assert.ok(list.length > 0, '--print-routes printed nothing');
   for (const r of list) assert.match(r.method, /^[A-Z]+$/, JSON.stringify(r));
@@ -67,6 +78,32 @@ describe('API documentation (server/api/openapi.yaml)', () => {
     ops = documented(doc);
   });
 
+  it('is valid OpenAPI for a real validator (swagger-parser)', async () => {
+    // validate() dereferences in place: give it its own copy.
+    const copy = YAML.parse(readFileSync(FILE, 'utf8'));
+    try {
+      await SwaggerParser.validate(copy);
+    } catch (e) {
+      // e.message lists every violation with its JSON pointer.
+      assert.fail(`server/api/openapi.yaml is not valid OpenAPI: ${e.message}`);
+    }
+  });
+
+  it('has no YAML slips: no key without a value (an unquoted comma in a {flow: mapping})', () => {
+    const bad = [];
+    const walk = (n, at) => {
+      if (Array.isArray(n)) n.forEach((x, i) => walk(x, `${at}/${i}`));
+      else if (n && typeof n === 'object') {
+        for (const [k, v] of Object.entries(n)) {
+          if (v === null && k !== 'example' && k !== 'default') bad.push(`${at}/${k}`);
+          walk(v, `${at}/${k}`);
+        }
+      }
+    };
+    walk(doc, '#');
+    assert.deepEqual(bad, [], 'keys with no value: quote the description they were cut from');
+  });
+
   it('documents every routed path and method', () => {
     const have = new Set(ops.map((o) => `${o.method} ${o.path}`));
     const missing = rts.filter((r) => !have.has(`${r.method} ${r.path}`)).map((r) => `${r.method} ${r.path}`);
@@ -91,14 +128,18 @@ describe('API documentation (server/api/openapi.yaml)', () => {
     }
   });
 
-  it('declares every path parameter and gives every operation responses', () => {
+  it('declares every path parameter, and no other, and gives every operation responses', () => {
     for (const o of ops) {
-      const names = [...o.docPath.matchAll(/\{([^}]+)\}/g)].map((m) => m[1].replace(/\.\.\.$/, ''));
+      const names = [...o.docPath.matchAll(/\{([^}]+)\}/g)].map((m) => m[1]);
       const params = [...(o.item.parameters || []), ...(o.op.parameters || [])].map((p) => resolve(doc, p));
       for (const n of names) {
+        assert.match(n, /^[A-Za-z_][A-Za-z0-9_]*$/, `${o.method} ${o.docPath}: '{${n}}' is not an OpenAPI path template (write {path...} as {path})`);
         const p = params.find((x) => x && x.in === 'path' && x.name === n);
         assert.ok(p, `${o.method} ${o.docPath}: path parameter '${n}' is not declared`);
         assert.equal(p.required, true, `${o.method} ${o.docPath}: path parameter '${n}' must be required`);
+      }
+      for (const p of params) {
+        if (p && p.in === 'path') assert.ok(names.includes(p.name), `${o.method} ${o.docPath}: path parameter '${p.name}' is declared but not in the path`);
       }
       assert.ok(o.op.responses && Object.keys(o.op.responses).length > 0, `${o.method} ${o.docPath} has no responses`);
       for (const [code, resp] of Object.entries(o.op.responses)) {
@@ -106,6 +147,16 @@ describe('API documentation (server/api/openapi.yaml)', () => {
         const rr = resolve(doc, resp);
         assert.equal(typeof rr.description, 'string', `${o.method} ${o.docPath} ${code} has no description`);
       }
+    }
+  });
+
+  it('names every operation with a unique operationId (the method names of a generated client)', () => {
+    const seen = new Map();
+    for (const o of ops) {
+      const id = o.op.operationId;
+      assert.match(String(id), /^[A-Za-z][A-Za-z0-9]*$/, `${o.method} ${o.docPath}: operationId ${id}`);
+      assert.ok(!seen.has(id), `${o.method} ${o.docPath}: operationId ${id} is also ${seen.get(id)}`);
+      seen.set(id, `${o.method} ${o.docPath}`);
     }
   });
 
