@@ -29,7 +29,6 @@
 #include <jansson.h>
 #include <openssl/ssl.h>
 
-#include "api/api.h"
 #include "auth/auth.h"
 #include "base/config.h"
 #include "db/db.h"
@@ -538,7 +537,7 @@ static void instance_read(PGresult *res, enum rc rc, void *arg)
 	if (rc != RC_OK) {
 		t->r = NULL;
 		term_free(t);
-		api_reply_db_error(r, rc, "cannot read the instance");
+		http_reply_db_error(r, rc, "cannot read the instance");
 		return;
 	}
 	if (PQntuples(res) != 1 || (strtoll(db_val(res, 0, 0), NULL, 10) != r->auth->user_id &&
@@ -628,7 +627,7 @@ static void open_terminal(struct http_req *r)
 	const char *params[1] = { ids };
 	struct term *t;
 
-	if (api_id(r, "id", &id) < 0)
+	if (http_param_id(r, "id", &id) < 0)
 		return;
 	if (!up || strcasecmp(up, "websocket") != 0 || !connection_upgrade(r)) {
 		http_add_header(r, "Upgrade", "websocket");

@@ -689,6 +689,48 @@ void http_reply_error(struct http_req *r, enum rc rc, const char *hint, const ch
 	http_reply_error_details(r, rc, NULL, hint, msg);
 }
 
+void http_reply_db_error(struct http_req *r, enum rc rc, const char *what)
+{
+	if (rc == RC_UNAVAILABLE)
+		http_reply_error(r, RC_UNAVAILABLE, "retry in a few seconds",
+		                 "the database is unavailable");
+	else if (rc == RC_CONFLICT)
+		http_reply_error(r, RC_CONFLICT, NULL, "%s", what);
+	else if (rc == RC_INVALID)
+		http_reply_error(r, RC_INVALID, NULL, "%s", what);
+	else
+		http_reply_error(r, RC_DB, NULL, "database error");
+}
+
+/* Canonical non-negative decimal only: no sign, space or leading zero, so
+ * one resource has one URL. */
+static int parse_id(const char *s, long long *out)
+{
+	char *end;
+	long long v;
+	size_t n = strlen(s);
+
+	if (n == 0 || n > 18 || strspn(s, "0123456789") != n || (n > 1 && s[0] == '0'))
+		return -1;
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno || *end != '\0')
+		return -1;
+	*out = v;
+	return 0;
+}
+
+int http_param_id(struct http_req *r, const char *name, long long *id)
+{
+	const char *s = http_param(r, name);
+
+	if (!s || parse_id(s, id) < 0 || *id <= 0) {
+		http_reply_error(r, RC_NOTFOUND, NULL, "no such %s '%s'", name, s ? s : "");
+		return -1;
+	}
+	return 0;
+}
+
 static int http_header_out_has(const struct http_req *r, const char *name)
 {
 	struct evbuffer_ptr p;

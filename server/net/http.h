@@ -155,6 +155,16 @@ void http_reply_error(struct http_req *r, enum rc rc, const char *hint, const ch
 void http_reply_error_details(struct http_req *r, enum rc rc, json_t *details, const char *hint,
                               const char *message);
 
+/* Reply for a failed database call: 503 (with Retry-After) when the
+ * database is unavailable, 409 for RC_CONFLICT and 400 for RC_INVALID (with
+ * what as the message), else 500. */
+void http_reply_db_error(struct http_req *r, enum rc rc, const char *what);
+
+/* Parses the route capture name as a positive id (canonical decimal: no
+ * sign, space or leading zero) into id.  Returns 0, or replies 404 and
+ * returns -1 (the request is then finished) when it is not one. */
+int http_param_id(struct http_req *r, const char *name, long long *id);
+
 /* Streaming responses.  length -1 means chunked transfer encoding, -2 no
  * body framing at all (204, 304, a reply to HEAD without a length).
  * http_stream_write returns 0, or -1 when the client is gone (then call
