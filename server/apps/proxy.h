@@ -16,6 +16,11 @@
  * db/migrations/0012_route_notify.sql) drops the instance's cached checks
  * and re-checks its tunnels on the spot; the cache's expiry and the
  * periodic re-check remain the fallback while the listener is down.
+ *
+ * This header is all the rest of the server sees of apps/ proxying; the
+ * parts behind it: route.h (route check, cookies, handshake), upstream.h
+ * (connections to apps, idle pool), tunnel.h (websockets), forward.h
+ * (header rules), page.h (the proxy's own pages), activity.h (traffic).
  */
 #ifndef GPUCLOUD_PROXY_H
 #define GPUCLOUD_PROXY_H
@@ -38,25 +43,9 @@ extern const struct route proxy_route;
 
 /* Writes the origin of route id ("http://<id>.localhost:8080") into out. */
 void proxy_route_origin(const char *route_id, char *out, size_t outlen);
-/* Writes the origin browsers use for the API (cfg.public_url, else
- * http(s)://<apps_domain>:<port>) into out. */
-void proxy_api_origin(char *out, size_t outlen);
-
-/* Name of the route cookie: "__Host-gc_route" under TLS, else "gc_route". */
-const char *proxy_cookie_name(void);
-
-/* Name of the sign-in state cookie a route's origin sets before a ticket is
- * minted (the ticket carries its sha256): "__Host-gc_state" under TLS, else
- * "gc_state". */
-const char *proxy_state_cookie_name(void);
 
 /* 1 when s is a well-formed route id (a lowercase DNS label). */
 int proxy_route_id_ok(const char *s);
-
-/* 1 when an app's Set-Cookie header value may pass to the browser: a
- * host-only cookie (no Domain attribute) whose name is not gpucloud's own
- * (gc_*, also behind a __Host-/__Secure- prefix). */
-int proxy_set_cookie_ok(const char *value);
 
 /* Appends the proxy's counters (requests, bytes, open tunnels, idle
  * upstream connections; no per-route or per-instance labels, which would
