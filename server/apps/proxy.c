@@ -15,7 +15,7 @@
  * its own pages (page.c), activity (activity.c), making routes (database
  * triggers), tickets (api/api_routes.c), the instances themselves.
  *
- * Flow of one request: proxy_begin (the http layer's hook, like auth) →
+ * Flow of one request: proxy_begin (the virtual host's hook, like auth) →
  * route check (cached) → upstream connection (pooled or new) → request head
  * written → http_resume: the body streams through proxy_on_body → the
  * handler runs at the end of the request → the response head and body
@@ -753,7 +753,7 @@ static void on_client_close(struct http_req *r, void *arg)
 		log_msg(LOG_ERROR, "proxy", NULL, "cannot schedule the end of a request");
 }
 
-void proxy_begin(struct http_req *r)
+static void proxy_begin(struct http_req *r)
 {
 	struct preq *p = calloc(1, sizeof(*p));
 	char cookie[128];
@@ -861,7 +861,7 @@ static void proxy_handler(struct http_req *r)
 	up_drive(p);
 }
 
-const struct route proxy_route = {
+static const struct route proxy_route = {
 	.method = HTTP_GET,
 	.pattern = "(proxy)",
 	.handler = proxy_handler,
@@ -871,12 +871,18 @@ const struct route proxy_route = {
 	.on_body = proxy_on_body,
 };
 
-int proxy_match(const struct http_req *r)
+static int proxy_match(const char *host)
 {
 	char id[64];
 
-	return route_from_host(http_header(r, "Host"), id, sizeof(id));
+	return route_from_host(host, id, sizeof(id));
 }
+
+const struct http_vhost proxy_vhost = {
+	.match = proxy_match,
+	.begin = proxy_begin,
+	.route = &proxy_route,
+};
 
 /* ---- for the API and metrics ---- */
 

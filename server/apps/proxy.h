@@ -2,8 +2,8 @@
  * TensorBoard, any published port), each on its own origin
  * <route>.<apps_domain>.
  *
- * The http layer hands every request whose Host is a route's origin to
- * proxy_begin() (instead of the router).  The proxy resolves the route and
+ * The http layer hands every request whose Host is under the apps domain
+ * to the proxy's virtual host (proxy_vhost, instead of the router).  The proxy resolves the route and
  * the route cookie (a route session made by the one-time handshake at
  * /__gpucloud/handshake) against the database, with a short cache, checks
  * that the caller may use the route (owner or admin) and that the instance
@@ -36,10 +36,10 @@ int proxy_init(struct event_base *base, int port);
 /* Closes tunnels and idle upstream connections, stops timers. */
 void proxy_shutdown(void);
 
-/* The http server's hooks (struct http_server_opts). */
-int proxy_match(const struct http_req *r);
-void proxy_begin(struct http_req *r);
-extern const struct route proxy_route;
+/* The http server's virtual host for every host under cfg.apps_domain
+ * (struct http_server_opts.vhost); a host there that is not a route id
+ * gets 404, never the API. */
+extern const struct http_vhost proxy_vhost;
 
 /* Writes the origin of route id ("http://<id>.localhost:8080") into out. */
 void proxy_route_origin(const char *route_id, char *out, size_t outlen);

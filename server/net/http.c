@@ -1090,8 +1090,9 @@ static void reply_not_implemented(struct http_conn *c, const char *msg)
 	                          "message", msg, "hint", "send the body with Content-Length"));
 }
 
-/* Called once headers are parsed: checks, route, limits, then the auth (or
- * proxy) hook, which ends in http_resume(). */
+/* Called once headers are parsed: checks, route (or virtual host), then
+ * for either the body limit and Expect, then the auth (or virtual host's)
+ * hook, which ends in http_resume(). */
 static void headers_ready(struct http_conn *c)
 {
 	struct http_req *r = c->req;
@@ -1138,10 +1139,10 @@ static void headers_ready(struct http_conn *c)
 	 * be trusted to delimit the next request (RFC 9112 §6.1) */
 	if (c->parser.http_minor == 0 && http_header(r, "Transfer-Encoding"))
 		c->keep_alive = 0;
-	if (c->srv->opts.proxy_match && c->srv->opts.proxy_match(r)) {
-		/* another origin: the reverse proxy decides, not the router */
-		r->route = c->srv->opts.proxy_route;
-		hook = c->srv->opts.proxy_begin;
+	if (c->srv->opts.vhost && c->srv->opts.vhost->match(host)) {
+		/* another origin: its virtual host decides, not the router */
+		r->route = c->srv->opts.vhost->route;
+		hook = c->srv->opts.vhost->begin;
 	} else {
 		r->route = router_match(r->method, r->path, &r->params, &why);
 		if (!r->route) {
