@@ -83,20 +83,19 @@ void route_origin(const char *route_id, char *out, size_t outlen)
 	         cfg.apps_domain, port);
 }
 
-void route_api_origin(char *out, size_t outlen)
+int route_api_origin(char *out, size_t outlen)
 {
-	char port[16];
-	size_t n;
+	char port[16], host[300];
 
-	if (cfg.public_url && *cfg.public_url) {
-		snprintf(out, outlen, "%s", cfg.public_url);
-		n = strlen(out);
-		while (n && out[n - 1] == '/')
-			out[--n] = '\0';
-		return;
-	}
+	/* the browser is on an app's origin: the API's host, as the apps
+	 * domain sees it, is the apps domain itself on the apps' port */
 	port_suffix(port, sizeof(port));
-	snprintf(out, outlen, "%s://%s%s", tls_on() ? "https" : "http", cfg.apps_domain, port);
+	if ((size_t)snprintf(host, sizeof(host), "%s%s", cfg.apps_domain, port) >= sizeof(host)) {
+		if (outlen)
+			out[0] = '\0';
+		return -1;
+	}
+	return http_own_origin(tls_on(), host, out, outlen);
 }
 
 int route_id_ok(const char *s)
@@ -458,8 +457,13 @@ void route_sign_in(struct http_req *r, const char *route)
 		page_reply(r, 503, "unavailable", "Busy", "out of memory", NULL, 2);
 		return;
 	}
+	if (route_api_origin(api, sizeof(api)) < 0) {
+		page_reply(r, 500, "internal", "Cannot sign in",
+		           "the API's address is misconfigured",
+		           "set public_url to the API's origin", 0);
+		return;
+	}
 	crypto_sha256_hex(state, strlen(state), shash);
-	route_api_origin(api, sizeof(api));
 	pct_encode(r->url, path, sizeof(path));
 	snprintf(loc, sizeof(loc), "%s/#/login?open=%s&state=%s&path=%s", api, route, shash, path);
 	snprintf(set, sizeof(set), "%s=%s; Path=/; HttpOnly; SameSite=Lax; Max-Age=600%s",

@@ -32,9 +32,10 @@ const char *route_state_cookie_name(void);
 /* Writes the origin of route id ("http://<id>.localhost:8080") into out. */
 void route_origin(const char *route_id, char *out, size_t outlen);
 
-/* Writes the origin browsers use for the API, as seen from the apps
- * domain, into out. */
-void route_api_origin(char *out, size_t outlen);
+/* Writes the origin browsers use for the API into out, by the one rule of
+ * http_own_origin(): cfg.public_url, else the apps domain itself on the
+ * apps' port.  Returns 0, or -1 (out "") when it does not fit. */
+int route_api_origin(char *out, size_t outlen);
 
 /* 1 when s is a well-formed route id (a lowercase DNS label of 16 to 63
  * letters and digits). */

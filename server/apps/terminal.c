@@ -579,22 +579,12 @@ static void instance_read(PGresult *res, enum rc rc, void *arg)
 static int origin_ok(const struct http_req *r)
 {
 	const char *origin = http_header(r, "Origin");
-	const char *host = http_header(r, "Host");
 	char expect[512];
-	size_t n;
 
 	if (!origin)
 		return r->auth->token_id != 0; /* scripts with a token send none */
-	if (cfg.public_url && *cfg.public_url) {
-		snprintf(expect, sizeof(expect), "%s", cfg.public_url);
-		n = strlen(expect);
-		while (n && expect[n - 1] == '/')
-			expect[--n] = '\0';
-	} else {
-		if (!host)
-			return 0;
-		snprintf(expect, sizeof(expect), "%s://%s", r->tls ? "https" : "http", host);
-	}
+	if (http_own_origin(r->tls, http_header(r, "Host"), expect, sizeof(expect)) < 0)
+		return 0;
 	return strcmp(origin, expect) == 0;
 }
 

@@ -689,6 +689,34 @@ void http_reply_error(struct http_req *r, enum rc rc, const char *hint, const ch
 	http_reply_error_details(r, rc, NULL, hint, msg);
 }
 
+int http_own_origin(int tls, const char *host, char *out, size_t outlen)
+{
+	const char *pub = cfg.public_url;
+	size_t n;
+	int len;
+
+	if (outlen)
+		out[0] = '\0';
+	if (pub && *pub) {
+		n = strlen(pub);
+		while (n && pub[n - 1] == '/')
+			n--;
+		if (n == 0 || n >= outlen)
+			return -1;
+		memcpy(out, pub, n);
+		out[n] = '\0';
+		return 0;
+	}
+	if (!host || !*host || outlen == 0)
+		return -1;
+	len = snprintf(out, outlen, "%s://%s", tls ? "https" : "http", host);
+	if (len < 0 || (size_t)len >= outlen) {
+		out[0] = '\0';
+		return -1;
+	}
+	return 0;
+}
+
 void http_reply_db_error(struct http_req *r, enum rc rc, const char *what)
 {
 	if (rc == RC_UNAVAILABLE)

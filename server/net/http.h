@@ -166,6 +166,16 @@ void http_reply_error(struct http_req *r, enum rc rc, const char *hint, const ch
 void http_reply_error_details(struct http_req *r, enum rc rc, json_t *details, const char *hint,
                               const char *message);
 
+/* The API's own origin, as browsers name it ("https://gpu.example.org"):
+ * what the Origin and Referer of a cookie-authenticated request must be,
+ * and where links back to the API point.  One rule for every caller:
+ * cfg.public_url without its trailing slashes when it is set; otherwise
+ * "https://" (tls) or "http://" followed by host, the API's host[:port] as
+ * the browser sends it (for a request to the API, its own Host header).
+ * Returns 0, or -1 with out "" when there is no host, public_url is only
+ * slashes, or the origin does not fit in out: callers refuse then. */
+int http_own_origin(int tls, const char *host, char *out, size_t outlen);
+
 /* Reply for a failed database call: 503 (with Retry-After) when the
  * database is unavailable, 409 for RC_CONFLICT and 400 for RC_INVALID (with
  * what as the message), else 500. */

@@ -128,6 +128,32 @@ TEST(app_set_cookie)
 	CHECK(forward_set_cookie_ok("domainish=1; Path=/"));
 }
 
+/* the sign-in link's API origin follows http_own_origin(): public_url, else
+ * the apps domain itself on the apps' port */
+TEST(api_origin)
+{
+	char o[128];
+
+	cfg.tls_cert = (char *)"";
+	cfg.apps_domain = (char *)"localhost";
+	cfg.apps_port = 0;
+	cfg.public_url = (char *)"";
+	route_init(8080);
+	CHECK(route_api_origin(o, sizeof(o)) == 0);
+	CHECK_STR(o, "http://localhost:8080");
+	cfg.apps_port = 80;
+	CHECK(route_api_origin(o, sizeof(o)) == 0);
+	CHECK_STR(o, "http://localhost");
+	cfg.public_url = (char *)"https://gpu.example.org/";
+	CHECK(route_api_origin(o, sizeof(o)) == 0);
+	CHECK_STR(o, "https://gpu.example.org");
+	CHECK(route_api_origin(o, 8) == -1);
+	CHECK_STR(o, "");
+	cfg.public_url = (char *)"";
+	cfg.apps_port = 0;
+	route_init(0);
+}
+
 int main(void)
 {
 	RUN(app_set_cookie);
@@ -136,5 +162,6 @@ int main(void)
 	RUN(hop_headers);
 	RUN(cookie_filter);
 	RUN(redirect_paths);
+	RUN(api_origin);
 	return harness_done("test_proxy");
 }
