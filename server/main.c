@@ -142,9 +142,7 @@ int main(int argc, char **argv)
 		.auth_free = auth_info_free,
 		.fallback = static_serve,
 		.observe = metrics_observe,
-		.proxy_match = proxy_match,
-		.proxy_route = &proxy_route,
-		.proxy_begin = proxy_begin,
+		.vhost = &proxy_vhost,
 	};
 	struct event *sigterm = NULL, *sigint = NULL;
 	int lvl, rc;

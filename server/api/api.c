@@ -163,15 +163,7 @@ json_t *api_json_body(struct http_req *r, const struct jfield *spec)
 
 void api_reply_db_error(struct http_req *r, enum rc rc, const char *what)
 {
-	if (rc == RC_UNAVAILABLE)
-		http_reply_error(r, RC_UNAVAILABLE, "retry in a few seconds",
-		                 "the database is unavailable");
-	else if (rc == RC_CONFLICT)
-		http_reply_error(r, RC_CONFLICT, NULL, "%s", what);
-	else if (rc == RC_INVALID)
-		http_reply_error(r, RC_INVALID, NULL, "%s", what);
-	else
-		http_reply_error(r, RC_DB, NULL, "database error");
+	http_reply_db_error(r, rc, what);
 }
 
 void *api_state(struct http_req *r, size_t size, void (*free_fn)(void *))
@@ -259,13 +251,7 @@ int api_page(struct http_req *r, int def, int max, int *limit, long long *cursor
 
 int api_id(struct http_req *r, const char *name, long long *id)
 {
-	const char *s = http_param(r, name);
-
-	if (!s || parse_ll(s, id) < 0 || *id <= 0) {
-		http_reply_error(r, RC_NOTFOUND, NULL, "no such %s '%s'", name, s ? s : "");
-		return -1;
-	}
-	return 0;
+	return http_param_id(r, name, id);
 }
 
 json_t *api_user_row(const PGresult *res, int row, int col)

@@ -30,8 +30,7 @@ json_t *api_json_body(struct http_req *r, const struct jfield *spec);
 json_t *api_json_decode(const char *buf, size_t len, const struct jfield *spec, char *err,
                         size_t errlen);
 
-/* Reply for a failed database call: 503 when the database is unavailable,
- * 409 for conflicts (with msg), else 500. */
+/* http_reply_db_error() (net/http.h), under the name api/ uses. */
 void api_reply_db_error(struct http_req *r, enum rc rc, const char *what);
 
 /* Allocates size zeroed bytes as r's handler state, freed with the request
@@ -49,8 +48,7 @@ long api_query(struct http_req *r, const char *name, char *out, size_t outlen);
  * absent).  Replies 400 and returns -1 on malformed values. */
 int api_page(struct http_req *r, int def, int max, int *limit, long long *cursor);
 
-/* Parses a positive integer id from a route capture; replies 404 and
- * returns -1 when it is not one. */
+/* http_param_id() (net/http.h), under the name api/ uses. */
 int api_id(struct http_req *r, const char *name, long long *id);
 
 /* The columns of a user, in the order api_user_row() reads them. */

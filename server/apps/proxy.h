@@ -2,8 +2,8 @@
  * TensorBoard, any published port), each on its own origin
  * <route>.<apps_domain>.
  *
- * The http layer hands every request whose Host is a route's origin to
- * proxy_begin() (instead of the router).  The proxy resolves the route and
+ * The http layer hands every request whose Host is under the apps domain
+ * to the proxy's virtual host (proxy_vhost, instead of the router).  The proxy resolves the route and
  * the route cookie (a route session made by the one-time handshake at
  * /__gpucloud/handshake) against the database, with a short cache, checks
  * that the caller may use the route (owner or admin) and that the instance
@@ -16,6 +16,11 @@
  * db/migrations/0012_route_notify.sql) drops the instance's cached checks
  * and re-checks its tunnels on the spot; the cache's expiry and the
  * periodic re-check remain the fallback while the listener is down.
+ *
+ * This header is all the rest of the server sees of apps/ proxying; the
+ * parts behind it: route.h (route check, cookies, handshake), upstream.h
+ * (connections to apps, idle pool), tunnel.h (websockets), forward.h
+ * (header rules), page.h (the proxy's own pages), activity.h (traffic).
  */
 #ifndef GPUCLOUD_PROXY_H
 #define GPUCLOUD_PROXY_H
@@ -31,32 +36,16 @@ int proxy_init(struct event_base *base, int port);
 /* Closes tunnels and idle upstream connections, stops timers. */
 void proxy_shutdown(void);
 
-/* The http server's hooks (struct http_server_opts). */
-int proxy_match(const struct http_req *r);
-void proxy_begin(struct http_req *r);
-extern const struct route proxy_route;
+/* The http server's virtual host for every host under cfg.apps_domain
+ * (struct http_server_opts.vhost); a host there that is not a route id
+ * gets 404, never the API. */
+extern const struct http_vhost proxy_vhost;
 
 /* Writes the origin of route id ("http://<id>.localhost:8080") into out. */
 void proxy_route_origin(const char *route_id, char *out, size_t outlen);
-/* Writes the origin browsers use for the API (cfg.public_url, else
- * http(s)://<apps_domain>:<port>) into out. */
-void proxy_api_origin(char *out, size_t outlen);
-
-/* Name of the route cookie: "__Host-gc_route" under TLS, else "gc_route". */
-const char *proxy_cookie_name(void);
-
-/* Name of the sign-in state cookie a route's origin sets before a ticket is
- * minted (the ticket carries its sha256): "__Host-gc_state" under TLS, else
- * "gc_state". */
-const char *proxy_state_cookie_name(void);
 
 /* 1 when s is a well-formed route id (a lowercase DNS label). */
 int proxy_route_id_ok(const char *s);
-
-/* 1 when an app's Set-Cookie header value may pass to the browser: a
- * host-only cookie (no Domain attribute) whose name is not gpucloud's own
- * (gc_*, also behind a __Host-/__Secure- prefix). */
-int proxy_set_cookie_ok(const char *value);
 
 /* Appends the proxy's counters (requests, bytes, open tunnels, idle
  * upstream connections; no per-route or per-instance labels, which would

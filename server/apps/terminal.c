@@ -29,7 +29,6 @@
 #include <jansson.h>
 #include <openssl/ssl.h>
 
-#include "api/api.h"
 #include "auth/auth.h"
 #include "base/config.h"
 #include "db/db.h"
@@ -538,7 +537,7 @@ static void instance_read(PGresult *res, enum rc rc, void *arg)
 	if (rc != RC_OK) {
 		t->r = NULL;
 		term_free(t);
-		api_reply_db_error(r, rc, "cannot read the instance");
+		http_reply_db_error(r, rc, "cannot read the instance");
 		return;
 	}
 	if (PQntuples(res) != 1 || (strtoll(db_val(res, 0, 0), NULL, 10) != r->auth->user_id &&
@@ -580,22 +579,12 @@ static void instance_read(PGresult *res, enum rc rc, void *arg)
 static int origin_ok(const struct http_req *r)
 {
 	const char *origin = http_header(r, "Origin");
-	const char *host = http_header(r, "Host");
 	char expect[512];
-	size_t n;
 
 	if (!origin)
 		return r->auth->token_id != 0; /* scripts with a token send none */
-	if (cfg.public_url && *cfg.public_url) {
-		snprintf(expect, sizeof(expect), "%s", cfg.public_url);
-		n = strlen(expect);
-		while (n && expect[n - 1] == '/')
-			expect[--n] = '\0';
-	} else {
-		if (!host)
-			return 0;
-		snprintf(expect, sizeof(expect), "%s://%s", r->tls ? "https" : "http", host);
-	}
+	if (http_own_origin(r->tls, http_header(r, "Host"), expect, sizeof(expect)) < 0)
+		return 0;
 	return strcmp(origin, expect) == 0;
 }
 
@@ -628,7 +617,7 @@ static void open_terminal(struct http_req *r)
 	const char *params[1] = { ids };
 	struct term *t;
 
-	if (api_id(r, "id", &id) < 0)
+	if (http_param_id(r, "id", &id) < 0)
 		return;
 	if (!up || strcasecmp(up, "websocket") != 0 || !connection_upgrade(r)) {
 		http_add_header(r, "Upgrade", "websocket");

@@ -403,23 +403,11 @@ static int origin_ok(const struct http_req *r)
 {
 	const char *origin = http_header(r, "Origin");
 	const char *referer = http_header(r, "Referer");
-	const char *host = http_header(r, "Host");
 	char expect[512];
 	size_t n;
 
-	if (cfg.public_url && *cfg.public_url) {
-		n = strlen(cfg.public_url);
-		while (n && cfg.public_url[n - 1] == '/')
-			n--;
-		if (n >= sizeof(expect))
-			return 0;
-		memcpy(expect, cfg.public_url, n);
-		expect[n] = '\0';
-	} else {
-		if (!host)
-			return 0;
-		snprintf(expect, sizeof(expect), "%s://%s", r->tls ? "https" : "http", host);
-	}
+	if (http_own_origin(r->tls, http_header(r, "Host"), expect, sizeof(expect)) < 0)
+		return 0;
 	n = strlen(expect);
 	if (origin)
 		return strcmp(origin, expect) == 0;

@@ -689,6 +689,76 @@ void http_reply_error(struct http_req *r, enum rc rc, const char *hint, const ch
 	http_reply_error_details(r, rc, NULL, hint, msg);
 }
 
+int http_own_origin(int tls, const char *host, char *out, size_t outlen)
+{
+	const char *pub = cfg.public_url;
+	size_t n;
+	int len;
+
+	if (outlen)
+		out[0] = '\0';
+	if (pub && *pub) {
+		n = strlen(pub);
+		while (n && pub[n - 1] == '/')
+			n--;
+		if (n == 0 || n >= outlen)
+			return -1;
+		memcpy(out, pub, n);
+		out[n] = '\0';
+		return 0;
+	}
+	if (!host || !*host || outlen == 0)
+		return -1;
+	len = snprintf(out, outlen, "%s://%s", tls ? "https" : "http", host);
+	if (len < 0 || (size_t)len >= outlen) {
+		out[0] = '\0';
+		return -1;
+	}
+	return 0;
+}
+
+void http_reply_db_error(struct http_req *r, enum rc rc, const char *what)
+{
+	if (rc == RC_UNAVAILABLE)
+		http_reply_error(r, RC_UNAVAILABLE, "retry in a few seconds",
+		                 "the database is unavailable");
+	else if (rc == RC_CONFLICT)
+		http_reply_error(r, RC_CONFLICT, NULL, "%s", what);
+	else if (rc == RC_INVALID)
+		http_reply_error(r, RC_INVALID, NULL, "%s", what);
+	else
+		http_reply_error(r, RC_DB, NULL, "database error");
+}
+
+/* Canonical non-negative decimal only: no sign, space or leading zero, so
+ * one resource has one URL. */
+static int parse_id(const char *s, long long *out)
+{
+	char *end;
+	long long v;
+	size_t n = strlen(s);
+
+	if (n == 0 || n > 18 || strspn(s, "0123456789") != n || (n > 1 && s[0] == '0'))
+		return -1;
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno || *end != '\0')
+		return -1;
+	*out = v;
+	return 0;
+}
+
+int http_param_id(struct http_req *r, const char *name, long long *id)
+{
+	const char *s = http_param(r, name);
+
+	if (!s || parse_id(s, id) < 0 || *id <= 0) {
+		http_reply_error(r, RC_NOTFOUND, NULL, "no such %s '%s'", name, s ? s : "");
+		return -1;
+	}
+	return 0;
+}
+
 static int http_header_out_has(const struct http_req *r, const char *name)
 {
 	struct evbuffer_ptr p;
@@ -1048,8 +1118,9 @@ static void reply_not_implemented(struct http_conn *c, const char *msg)
 	                          "message", msg, "hint", "send the body with Content-Length"));
 }
 
-/* Called once headers are parsed: checks, route, limits, then the auth (or
- * proxy) hook, which ends in http_resume(). */
+/* Called once headers are parsed: checks, route (or virtual host), then
+ * for either the body limit and Expect, then the auth (or virtual host's)
+ * hook, which ends in http_resume(). */
 static void headers_ready(struct http_conn *c)
 {
 	struct http_req *r = c->req;
@@ -1096,10 +1167,10 @@ static void headers_ready(struct http_conn *c)
 	 * be trusted to delimit the next request (RFC 9112 §6.1) */
 	if (c->parser.http_minor == 0 && http_header(r, "Transfer-Encoding"))
 		c->keep_alive = 0;
-	if (c->srv->opts.proxy_match && c->srv->opts.proxy_match(r)) {
-		/* another origin: the reverse proxy decides, not the router */
-		r->route = c->srv->opts.proxy_route;
-		hook = c->srv->opts.proxy_begin;
+	if (c->srv->opts.vhost && c->srv->opts.vhost->match(host)) {
+		/* another origin: its virtual host decides, not the router */
+		r->route = c->srv->opts.vhost->route;
+		hook = c->srv->opts.vhost->begin;
 	} else {
 		r->route = router_match(r->method, r->path, &r->params, &why);
 		if (!r->route) {

@@ -4,8 +4,9 @@
  * http-parser, limits and timeouts, routing, the authentication hook, request
  * bodies (buffered up to the route's limit, or streamed to the route), and
  * writing responses (whole, or streamed with backpressure), keep-alive,
- * pipelining and graceful shutdown.  It knows nothing of users or the
- * database: authentication is a hook set at start-up.
+ * pipelining and graceful shutdown.  It knows nothing of users, the
+ * database or the app proxy: authentication and other origins (virtual
+ * hosts) are hooks set at start-up.
  *
  * Request lifetime: a request is created when its first byte arrives and is
  * freed when its response is complete.  A handler may reply later (after a
@@ -93,20 +94,30 @@ typedef void (*http_fallback_hook)(struct http_req *r);
  * method, status, seconds, bytes written. */
 typedef void (*http_observe_hook)(const struct http_req *r, int status, double seconds);
 
+/* A virtual host: requests for other origins, recognised by their Host
+ * header, that a module serves instead of the router (the app proxy's
+ * <route>.<apps_domain>).  They pass the same framing checks as every
+ * request first (target, duplicate and Host headers, transfer codings),
+ * then the same body limit (route->max_body) and Expect check. */
+struct http_vhost {
+	/* 1 when host (the Host header, well-formed; NULL when absent) is
+	 * this virtual host's.  Called once per request, after the headers. */
+	int (*match)(const char *host);
+	/* Runs for each of its requests in place of the auth hook, before
+	 * the body is read: must end with http_resume(r) or an http_reply*(),
+	 * and may complete asynchronously. */
+	http_auth_hook begin;
+	/* The route every such request gets: its handler runs once the body
+	 * has been read (ROUTE_STREAM hands the body to on_body). */
+	const struct route *route;
+};
+
 struct http_server_opts {
 	http_auth_hook auth;
 	void (*auth_free)(struct auth_info *a);
 	http_fallback_hook fallback;
 	http_observe_hook observe;
-	/* Requests for another origin (by Host), served by the reverse proxy
-	 * instead of the router: proxy_match says whether r is one (called
-	 * after the headers); such requests get proxy_route (its handler runs
-	 * once the body has been read; ROUTE_STREAM hands the body to
-	 * on_body) and proxy_begin runs first, like the auth hook: it must end
-	 * with http_resume(r) or an http_reply*().  All three NULL: no proxy. */
-	int (*proxy_match)(const struct http_req *r);
-	const struct route *proxy_route;
-	http_auth_hook proxy_begin;
+	const struct http_vhost *vhost; /* NULL: every request goes to the router */
 };
 
 /* Binds cfg.listen:cfg.port (TLS when cfg.tls_cert is set) and starts
@@ -154,6 +165,26 @@ void http_reply_error(struct http_req *r, enum rc rc, const char *hint, const ch
 /* Same, with an extra "details" member (stolen). */
 void http_reply_error_details(struct http_req *r, enum rc rc, json_t *details, const char *hint,
                               const char *message);
+
+/* The API's own origin, as browsers name it ("https://gpu.example.org"):
+ * what the Origin and Referer of a cookie-authenticated request must be,
+ * and where links back to the API point.  One rule for every caller:
+ * cfg.public_url without its trailing slashes when it is set; otherwise
+ * "https://" (tls) or "http://" followed by host, the API's host[:port] as
+ * the browser sends it (for a request to the API, its own Host header).
+ * Returns 0, or -1 with out "" when there is no host, public_url is only
+ * slashes, or the origin does not fit in out: callers refuse then. */
+int http_own_origin(int tls, const char *host, char *out, size_t outlen);
+
+/* Reply for a failed database call: 503 (with Retry-After) when the
+ * database is unavailable, 409 for RC_CONFLICT and 400 for RC_INVALID (with
+ * what as the message), else 500. */
+void http_reply_db_error(struct http_req *r, enum rc rc, const char *what);
+
+/* Parses the route capture name as a positive id (canonical decimal: no
+ * sign, space or leading zero) into id.  Returns 0, or replies 404 and
+ * returns -1 (the request is then finished) when it is not one. */
+int http_param_id(struct http_req *r, const char *name, long long *id);
 
 /* Streaming responses.  length -1 means chunked transfer encoding, -2 no
  * body framing at all (204, 304, a reply to HEAD without a length).

@@ -1,7 +1,10 @@
 /* test_proxy.c — the proxy's pure parts: which hosts are app origins and
  * which route they name, route ids, hop-by-hop headers and the Connection
- * list, gpucloud's cookies stripped from what the app sees, redirect paths. */
-#include "apps/proxy.c"
+ * list, gpucloud's cookies stripped from what the app sees, redirect paths
+ * (route.c, included for its statics; forward.c). */
+#include "apps/route.c"
+
+#include "apps/forward.h"
 
 #include "harness.h"
 
@@ -30,31 +33,31 @@ TEST(app_hosts)
 	char id[64];
 
 	cfg.apps_domain = (char *)"localhost";
-	CHECK(host_route(req_with("abcdef0123456789.localhost:8080", NULL), id, sizeof(id)) == 1);
+	CHECK(route_from_host("abcdef0123456789.localhost:8080", id, sizeof(id)) == 1);
 	CHECK_STR(id, "abcdef0123456789");
-	CHECK(host_route(req_with("ABCDEF0123456789.LocalHost", NULL), id, sizeof(id)) == 1);
+	CHECK(route_from_host("ABCDEF0123456789.LocalHost", id, sizeof(id)) == 1);
 	CHECK_STR(id, "abcdef0123456789");
-	CHECK(host_route(req_with("abcdef0123456789.localhost.", NULL), id, sizeof(id)) == 1);
-	CHECK(host_route(req_with("localhost:8080", NULL), id, sizeof(id)) == 0);
-	CHECK(host_route(req_with("127.0.0.1:8080", NULL), id, sizeof(id)) == 0);
-	CHECK(host_route(req_with("x.localhost.evil.example", NULL), id, sizeof(id)) == 0);
-	CHECK(host_route(req_with("xlocalhost", NULL), id, sizeof(id)) == 0);
-	CHECK(host_route(req_with(NULL, NULL), id, sizeof(id)) == 0);
+	CHECK(route_from_host("abcdef0123456789.localhost.", id, sizeof(id)) == 1);
+	CHECK(route_from_host("localhost:8080", id, sizeof(id)) == 0);
+	CHECK(route_from_host("127.0.0.1:8080", id, sizeof(id)) == 0);
+	CHECK(route_from_host("x.localhost.evil.example", id, sizeof(id)) == 0);
+	CHECK(route_from_host("xlocalhost", id, sizeof(id)) == 0);
+	CHECK(route_from_host(NULL, id, sizeof(id)) == 0);
 	/* under the domain but not a route id: still the proxy's (404 there) */
-	CHECK(host_route(req_with("a.b.localhost", NULL), id, sizeof(id)) == 1);
-	CHECK(!proxy_route_id_ok(id));
+	CHECK(route_from_host("a.b.localhost", id, sizeof(id)) == 1);
+	CHECK(!route_id_ok(id));
 	cfg.apps_domain = (char *)"";
-	CHECK(host_route(req_with("abcdef0123456789.localhost", NULL), id, sizeof(id)) == 0);
+	CHECK(route_from_host("abcdef0123456789.localhost", id, sizeof(id)) == 0);
 	cfg.apps_domain = (char *)"localhost";
 }
 
 TEST(route_ids)
 {
-	CHECK(proxy_route_id_ok("0123456789abcdef0123456789abcdef"));
-	CHECK(!proxy_route_id_ok("0123456789ABCDEF"));
-	CHECK(!proxy_route_id_ok("short"));
-	CHECK(!proxy_route_id_ok("0123456789abcdef-"));
-	CHECK(!proxy_route_id_ok(""));
+	CHECK(route_id_ok("0123456789abcdef0123456789abcdef"));
+	CHECK(!route_id_ok("0123456789ABCDEF"));
+	CHECK(!route_id_ok("short"));
+	CHECK(!route_id_ok("0123456789abcdef-"));
+	CHECK(!route_id_ok(""));
 }
 
 TEST(hop_headers)
@@ -63,12 +66,13 @@ TEST(hop_headers)
 		                      (char *)"keep-alive, X-Secret ,Upgrade" },
 		                    { (char *)"X-Secret", (char *)"1" } };
 
-	CHECK(hop_by_hop("transfer-encoding") && hop_by_hop("Keep-Alive") && hop_by_hop("TE"));
-	CHECK(hop_by_hop("Proxy-Authorization") && !hop_by_hop("Authorization"));
-	CHECK(listed_in_connection(h, 2, "x-secret"));
-	CHECK(listed_in_connection(h, 2, "upgrade"));
-	CHECK(!listed_in_connection(h, 2, "x-sec"));
-	CHECK(!listed_in_connection(h, 2, "Cookie"));
+	CHECK(forward_hop_by_hop("transfer-encoding") && forward_hop_by_hop("Keep-Alive") &&
+	      forward_hop_by_hop("TE"));
+	CHECK(forward_hop_by_hop("Proxy-Authorization") && !forward_hop_by_hop("Authorization"));
+	CHECK(forward_in_connection(h, 2, "x-secret"));
+	CHECK(forward_in_connection(h, 2, "upgrade"));
+	CHECK(!forward_in_connection(h, 2, "x-sec"));
+	CHECK(!forward_in_connection(h, 2, "Cookie"));
 }
 
 TEST(cookie_filter)
@@ -77,14 +81,14 @@ TEST(cookie_filter)
 	char out[256] = "";
 	size_t n;
 
-	app_cookies(
+	forward_app_cookies(
 	        req_with("x", "gc_session=a; theme=dark; gc_route=b;__Host-gc_route=c; _xsrf=2|x"),
 	        b);
 	n = evbuffer_get_length(b);
 	evbuffer_remove(b, out, n < sizeof(out) - 1 ? n : sizeof(out) - 1);
 	CHECK_STR(out, "Cookie: theme=dark; _xsrf=2|x\r\n");
 	evbuffer_drain(b, evbuffer_get_length(b));
-	app_cookies(req_with("x", "gc_session=a"), b);
+	forward_app_cookies(req_with("x", "gc_session=a"), b);
 	CHECK(evbuffer_get_length(b) == 0);
 	evbuffer_free(b);
 	{
@@ -112,16 +116,42 @@ TEST(redirect_paths)
  * routes), nothing named like gpucloud's own */
 TEST(app_set_cookie)
 {
-	CHECK(proxy_set_cookie_ok("a=1; Path=/; HttpOnly"));
-	CHECK(proxy_set_cookie_ok("_xsrf=2|abc; expires=Tue, 01 Dec 2026 10:00:00 GMT; Path=/"));
-	CHECK(!proxy_set_cookie_ok("a=1; Domain=apps.gpucloud.test; Path=/"));
-	CHECK(!proxy_set_cookie_ok("a=1; path=/;domain=.localhost"));
-	CHECK(!proxy_set_cookie_ok("a=1; DOMAIN = x"));
-	CHECK(!proxy_set_cookie_ok("gc_route=x; Path=/"));
-	CHECK(!proxy_set_cookie_ok("__Host-gc_state=x; Path=/; Secure"));
-	CHECK(!proxy_set_cookie_ok("__Secure-gc_session=x"));
-	CHECK(!proxy_set_cookie_ok("noequals"));
-	CHECK(proxy_set_cookie_ok("domainish=1; Path=/"));
+	CHECK(forward_set_cookie_ok("a=1; Path=/; HttpOnly"));
+	CHECK(forward_set_cookie_ok("_xsrf=2|abc; expires=Tue, 01 Dec 2026 10:00:00 GMT; Path=/"));
+	CHECK(!forward_set_cookie_ok("a=1; Domain=apps.gpucloud.test; Path=/"));
+	CHECK(!forward_set_cookie_ok("a=1; path=/;domain=.localhost"));
+	CHECK(!forward_set_cookie_ok("a=1; DOMAIN = x"));
+	CHECK(!forward_set_cookie_ok("gc_route=x; Path=/"));
+	CHECK(!forward_set_cookie_ok("__Host-gc_state=x; Path=/; Secure"));
+	CHECK(!forward_set_cookie_ok("__Secure-gc_session=x"));
+	CHECK(!forward_set_cookie_ok("noequals"));
+	CHECK(forward_set_cookie_ok("domainish=1; Path=/"));
+}
+
+/* the sign-in link's API origin follows http_own_origin(): public_url, else
+ * the apps domain itself on the apps' port */
+TEST(api_origin)
+{
+	char o[128];
+
+	cfg.tls_cert = (char *)"";
+	cfg.apps_domain = (char *)"localhost";
+	cfg.apps_port = 0;
+	cfg.public_url = (char *)"";
+	route_init(8080);
+	CHECK(route_api_origin(o, sizeof(o)) == 0);
+	CHECK_STR(o, "http://localhost:8080");
+	cfg.apps_port = 80;
+	CHECK(route_api_origin(o, sizeof(o)) == 0);
+	CHECK_STR(o, "http://localhost");
+	cfg.public_url = (char *)"https://gpu.example.org/";
+	CHECK(route_api_origin(o, sizeof(o)) == 0);
+	CHECK_STR(o, "https://gpu.example.org");
+	CHECK(route_api_origin(o, 8) == -1);
+	CHECK_STR(o, "");
+	cfg.public_url = (char *)"";
+	cfg.apps_port = 0;
+	route_init(0);
 }
 
 int main(void)
@@ -132,5 +162,6 @@ int main(void)
 	RUN(hop_headers);
 	RUN(cookie_filter);
 	RUN(redirect_paths);
+	RUN(api_origin);
 	return harness_done("test_proxy");
 }

@@ -1,0 +1,149 @@
+/* forward.c — the header rules of the app proxy.
+ *
+ * Owns: hop-by-hop headers (fixed ones and those a Connection header
+ * lists), header values that would break a line, gpucloud's own cookies
+ * (kept from every app: an app must never see the API session or the
+ * route cookie), and apps' Set-Cookie (host-only, never named like ours).
+ * Does not own: writing the request head or the response (proxy.c).
+ */
+#include "apps/forward.h"
+
+#include <string.h>
+#include <strings.h>
+
+int forward_hop_by_hop(const char *name)
+{
+	static const char *const hop[] = { "Connection",
+		                           "Keep-Alive",
+		                           "Proxy-Connection",
+		                           "TE",
+		                           "Trailer",
+		                           "Transfer-Encoding",
+		                           "Upgrade",
+		                           "Proxy-Authenticate",
+		                           "Proxy-Authorization",
+		                           NULL };
+
+	for (int i = 0; hop[i]; i++)
+		if (strcasecmp(name, hop[i]) == 0)
+			return 1;
+	return 0;
+}
+
+/* Is name listed in a Connection header among hdrs? */
+int forward_in_connection(const struct http_header *h, int n, const char *name)
+{
+	size_t nlen = strlen(name);
+
+	for (int i = 0; i < n; i++) {
+		const char *v = h[i].value;
+		if (!h[i].name || !v || strcasecmp(h[i].name, "Connection") != 0)
+			continue;
+		while (*v) {
+			size_t len;
+			while (*v == ' ' || *v == ',' || *v == '\t')
+				v++;
+			len = strcspn(v, ", \t");
+			if (len == nlen && strncasecmp(v, name, nlen) == 0)
+				return 1;
+			v += len;
+		}
+	}
+	return 0;
+}
+
+int forward_value_ok(const char *v)
+{
+	return v && !strpbrk(v, "\r\n");
+}
+
+/* 1 when an app's Set-Cookie value may reach the browser: host-only
+ * cookies only.  A Domain attribute would toss the cookie onto every other
+ * route (and the API) under a parent domain; a cookie named like
+ * gpucloud's own (gc_*, with or without a __Host-/__Secure- prefix) could
+ * shadow the route cookie or the sign-in state.  (Browsers themselves drop
+ * __Host-/__Secure- cookies that break their prefix rules.) */
+int forward_set_cookie_ok(const char *v)
+{
+	const char *name = v, *a;
+	size_t nlen;
+
+	while (*name == ' ' || *name == '\t')
+		name++;
+	nlen = strcspn(name, "=;");
+	if (name[nlen] != '=' || nlen == 0)
+		return 0; /* not a cookie at all */
+	{
+		const char *n = name;
+		size_t l = nlen;
+		if (l > 7 && strncasecmp(n, "__Host-", 7) == 0) {
+			n += 7;
+			l -= 7;
+		} else if (l > 9 && strncasecmp(n, "__Secure-", 9) == 0) {
+			n += 9;
+			l -= 9;
+		}
+		if (l >= 3 && strncasecmp(n, "gc_", 3) == 0)
+			return 0;
+	}
+	for (a = strchr(name, ';'); a; a = strchr(a + 1, ';')) {
+		const char *k = a + 1;
+		while (*k == ' ' || *k == '\t')
+			k++;
+		if (strncasecmp(k, "domain", 6) == 0) {
+			const char *e = k + 6;
+			while (*e == ' ' || *e == '\t')
+				e++;
+			if (*e == '=' || *e == ';' || *e == '\0')
+				return 0;
+		}
+	}
+	return 1;
+}
+
+static int is_our_cookie(const char *name, size_t len)
+{
+	static const char *const ours[] = { "gc_session", "__Host-gc_session",
+		                            "gc_route",   "__Host-gc_route",
+		                            "gc_state",   "__Host-gc_state",
+		                            NULL };
+
+	for (int i = 0; ours[i]; i++)
+		if (strlen(ours[i]) == len && strncmp(name, ours[i], len) == 0)
+			return 1;
+	return 0;
+}
+
+/* The Cookie headers of r without gpucloud's own cookies, joined. */
+void forward_app_cookies(const struct http_req *r, struct evbuffer *out)
+{
+	int first = 1;
+
+	for (int i = 0; i < r->nhdr; i++) {
+		const char *v = r->hdr[i].value;
+		if (strcasecmp(r->hdr[i].name, "Cookie") != 0)
+			continue;
+		while (v && *v) {
+			size_t len, nlen;
+			while (*v == ' ' || *v == ';')
+				v++;
+			len = strcspn(v, ";");
+			nlen = strcspn(v, "=");
+			if (nlen > len)
+				nlen = len;
+			while (nlen && v[nlen - 1] == ' ')
+				nlen--;
+			if (len && !is_our_cookie(v, nlen)) {
+				if (first)
+					evbuffer_add_printf(out, "Cookie: ");
+				else
+					evbuffer_add(out, "; ", 2);
+				evbuffer_add(out, v, len);
+				first = 0;
+			}
+			v += len;
+		}
+	}
+	if (!first)
+		evbuffer_add(out, "\r\n", 2);
+}
