@@ -232,17 +232,17 @@ static void ask(struct http_req *r)
 	lv = json_object_get(body, "lease_s");
 	if (json_is_integer(lv) &&
 	    (json_integer_value(lv) < 1 ||
-	     (!is_admin(r) && json_integer_value(lv) > cfg.alloc_max_lease) ||
+	     (!is_admin(r) && json_integer_value(lv) > cfg.alloc_max_lease_s) ||
 	     json_integer_value(lv) > 31536000)) {
 		json_decref(body);
 		http_reply_error(r, RC_INVALID, NULL, "lease_s must be 1 to %d seconds",
-		                 is_admin(r) ? 31536000 : cfg.alloc_max_lease);
+		                 is_admin(r) ? 31536000 : cfg.alloc_max_lease_s);
 		return;
 	}
 	if (!json_is_integer(lv) && !is_admin(r)) {
 		json_decref(body);
 		http_reply_error(r, RC_FORBIDDEN,
-		                 "give lease_s (seconds, at most the alloc_max_lease setting), or "
+		                 "give lease_s (seconds, at most the alloc_max_lease_s setting), or "
 		                 "create an instance",
 		                 "only admins may hold an allocation without a lease");
 		return;

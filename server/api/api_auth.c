@@ -109,8 +109,8 @@ static int backoff(int n, int free_failures)
 	if (over < 0)
 		return 0;
 	if (over > 12)
-		return cfg.login_max_delay;
-	return (1 << over) < cfg.login_max_delay ? (1 << over) : cfg.login_max_delay;
+		return cfg.login_max_delay_s;
+	return (1 << over) < cfg.login_max_delay_s ? (1 << over) : cfg.login_max_delay_s;
 }
 
 /* Seconds ip must wait before another attempt, counting those in flight as
@@ -183,7 +183,7 @@ static void pair_settle(struct login *l, int ok, void (*done)(PGresult *, enum r
 
 	l->pair_held = 0;
 	snprintf(freef, sizeof(freef), "%d", cfg.login_free_failures);
-	snprintf(maxd, sizeof(maxd), "%d", cfg.login_max_delay);
+	snprintf(maxd, sizeof(maxd), "%d", cfg.login_max_delay_s);
 	db_query("SELECT login_settle($1, $2, $3, $4::boolean, $5::int, $6::int)", 6, p,
 	         done ? done : api_db_ignore, done ? (void *)l : NULL);
 }
@@ -230,7 +230,7 @@ static void login_session_done(PGresult *res, enum rc rc, void *arg)
 		api_reply_db_error(r, rc, "could not create a session");
 		return;
 	}
-	set_session_cookie(r, l->session_token, cfg.session_max_age);
+	set_session_cookie(r, l->session_token, cfg.session_max_age_s);
 	out = json_pack("{s:o, s:s}", "user", auth_user_json(&l->info), "csrf_token", l->csrf);
 	auth_audit(r, &l->info, "login.success", l->info.username, NULL);
 	http_reply_json(r, 200, out);
@@ -299,9 +299,9 @@ static void login_verified(void *arg, int ok, const char *new_phc)
 		         1, q, api_db_ignore, NULL);
 	}
 	crypto_sha256_hex(l->session_token, strlen(l->session_token), hash);
-	snprintf(ttl, sizeof(ttl), "%d", cfg.session_max_age);
+	snprintf(ttl, sizeof(ttl), "%d", cfg.session_max_age_s);
 	snprintf(freef, sizeof(freef), "%d", cfg.login_free_failures);
-	snprintf(maxd, sizeof(maxd), "%d", cfg.login_max_delay);
+	snprintf(maxd, sizeof(maxd), "%d", cfg.login_max_delay_s);
 	p[0] = l->user_id;
 	p[1] = hash;
 	p[2] = l->csrf;

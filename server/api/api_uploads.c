@@ -885,7 +885,7 @@ static void create_staged(void *arg)
 	snprintf(parts, sizeof(parts), "%lld", (long long)u->parts);
 	snprintf(res, sizeof(res), "%lld", u->reservation);
 	snprintf(uid, sizeof(uid), "%lld", (long long)u->r->auth->user_id);
-	snprintf(ttl, sizeof(ttl), "%d seconds", cfg.upload_expiry);
+	snprintf(ttl, sizeof(ttl), "%d seconds", cfg.upload_expiry_s);
 	snprintf(nbytes, sizeof(nbytes), "%lld", (long long)((u->parts + 7) / 8));
 	snprintf(ow, sizeof(ow), "%s", u->overwrite ? "t" : "f");
 	p[0] = uid;
@@ -949,7 +949,7 @@ static void create_area(void *arg, const struct storage_area *a, enum rc rc, con
 		return;
 	}
 	u->a = *a;
-	reserve_bytes(a, u->size, cfg.upload_expiry + 3600, create_reserved, u);
+	reserve_bytes(a, u->size, cfg.upload_expiry_s + 3600, create_reserved, u);
 }
 
 static const struct jfield create_spec[] = {
