@@ -90,11 +90,16 @@ int api_one_row(struct http_req *r, const PGresult *res, enum rc rc, const char 
                 const char *what);
 
 /* The columns of a user, in the order api_user_row() reads them. */
-#define API_USER_COLS(FIRST, COL)                                                              \
-	FIRST(USER_ID, "id")                                                                   \
-	COL(USER_USERNAME, "username") COL(USER_DISPLAY_NAME, "display_name")                  \
-	        COL(USER_EMAIL, "email") COL(USER_ROLE, "role") COL(USER_DISABLED, "disabled") \
-	                COL(USER_CREATED_AT, DB_TS("created_at"))
+/* clang-format off */
+#define API_USER_COLS(FIRST, COL)                   \
+	FIRST(USER_ID, "id")                        \
+	COL(USER_USERNAME, "username")              \
+	COL(USER_DISPLAY_NAME, "display_name")      \
+	COL(USER_EMAIL, "email")                    \
+	COL(USER_ROLE, "role")                      \
+	COL(USER_DISABLED, "disabled")              \
+	COL(USER_CREATED_AT, DB_TS("created_at"))
+/* clang-format on */
 enum api_user_col { DB_COLS_ENUM(API_USER_COLS) API_USER_NCOLS };
 /* The SELECT list of API_USER_COLS. */
 #define API_USER_SELECT DB_COLS_SQL(API_USER_COLS)

@@ -241,10 +241,11 @@ static void ask(struct http_req *r)
 	}
 	if (!json_is_integer(lv) && !is_admin(r)) {
 		json_decref(body);
-		http_reply_error(r, RC_FORBIDDEN,
-		                 "give lease_s (seconds, at most the alloc_max_lease_s setting), or "
-		                 "create an instance",
-		                 "only admins may hold an allocation without a lease");
+		http_reply_error(
+		        r, RC_FORBIDDEN,
+		        "give lease_s (seconds, at most the alloc_max_lease_s setting), or "
+		        "create an instance",
+		        "only admins may hold an allocation without a lease");
 		return;
 	}
 	nodes = json_object_get(body, "nodes");
