@@ -333,7 +333,10 @@ static void read_start(struct http_req *r, const struct api_resource *rs, int st
 	q->rs = rs;
 	q->status = status;
 	q->limit = limit;
-	db_query_args(sql, a, cb, q);
+	if (a)
+		db_query_args(sql, a, cb, q);
+	else
+		db_query(sql, 0, NULL, cb, q);
 }
 
 void api_list(struct http_req *r, const struct api_resource *rs, const char *sql,
@@ -353,6 +356,17 @@ void api_one(struct http_req *r, const struct api_resource *rs, int status, cons
              const struct db_args *a)
 {
 	read_start(r, rs, status, 0, sql, a, one_read);
+}
+
+void api_get(struct http_req *r, const struct api_resource *rs, const char *sql)
+{
+	long long id;
+	struct db_args a = DB_ARGS_INIT;
+
+	if (api_id(r, "id", &id) < 0)
+		return;
+	db_arg_ll(&a, id);
+	api_one(r, rs, 200, sql, &a);
 }
 
 int api_one_row(struct http_req *r, const PGresult *res, enum rc rc, const char *noun,

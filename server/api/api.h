@@ -64,8 +64,8 @@ struct api_resource {
 	int quote_id; /* the 404 also quotes the route's {id}: "no such user '7'" */
 };
 
-/* Runs sql with a and replies 200 {"items": [every row]}.  A database error
- * replies as api_reply_db_error() does. */
+/* Runs sql with a (NULL: no parameters) and replies 200 {"items": [every
+ * row]}.  A database error replies as api_reply_db_error() does. */
 void api_list(struct http_req *r, const struct api_resource *rs, const char *sql,
               const struct db_args *a);
 
@@ -81,6 +81,10 @@ void api_list_page(struct http_req *r, const struct api_resource *rs, int limit,
  * row; no row replies 404 "no such <noun>". */
 void api_one(struct http_req *r, const struct api_resource *rs, int status, const char *sql,
              const struct db_args *a);
+
+/* GET /<resource>/{id}: runs sql with the route's {id} as $1 and replies as
+ * api_one() with 200; an {id} that is not a positive integer is a 404. */
+void api_get(struct http_req *r, const struct api_resource *rs, const char *sql);
 
 /* For the completion of a change that returns its row: 0 when res holds
  * exactly one row; else replies (api_reply_db_error() with what, or 404

@@ -45,11 +45,12 @@
 	COL(ALLOC_LEASE_S, "r.lease_s")                                                            \
 	COL(ALLOC_LEASE_ENDS_AT, DB_TS("r.allocated_at + make_interval(secs => r.lease_s)"))
 enum alloc_col { DB_COLS_ENUM(ALLOC_COLS) };
+#define ALLOC_LIST DB_COLS_SQL(ALLOC_COLS)
 
-#define ALLOC_SELECT                                                                             \
-	"SELECT " DB_COLS_SQL(ALLOC_COLS) " FROM alloc_requests r"                               \
-	                                  " JOIN users u ON u.id = r.user_id LEFT JOIN pools p " \
-	                                  "ON p.id = r.pool_id"
+#define ALLOC_SELECT                                           \
+	"SELECT " ALLOC_LIST " FROM alloc_requests r"          \
+	" JOIN users u ON u.id = r.user_id LEFT JOIN pools p " \
+	"ON p.id = r.pool_id"
 
 static json_t *nullable(const char *s)
 {
@@ -315,6 +316,7 @@ static void release(struct http_req *r)
 	COL(QUOTA_GPU_HOURS, "q.gpu_hours_per_week")  \
 	COL(QUOTA_MAX_RUNTIME_S, "q.max_runtime_s")
 enum quota_col { DB_COLS_ENUM(QUOTA_COLS) };
+#define QUOTA_LIST DB_COLS_SQL(QUOTA_COLS)
 
 static json_t *quota_row(const PGresult *res, int i)
 {
@@ -388,8 +390,8 @@ static void quota_put(struct http_req *r)
 	        "  max_cpu_millis = EXCLUDED.max_cpu_millis, max_mem_mib = EXCLUDED.max_mem_mib,"
 	        "  gpu_hours_per_week = EXCLUDED.gpu_hours_per_week,"
 	        "  max_runtime_s = EXCLUDED.max_runtime_s, updated_at = now() RETURNING *)"
-	        " SELECT " DB_COLS_SQL(QUOTA_COLS) " FROM q JOIN users u ON u.id = q.user_id"
-	                                           " JOIN pools p ON p.id = q.pool_id",
+	        " SELECT " QUOTA_LIST " FROM q JOIN users u ON u.id = q.user_id"
+	        " JOIN pools p ON p.id = q.pool_id",
 	        &a, quota_set, r);
 	json_decref(body);
 	sched_kick();
@@ -409,11 +411,11 @@ static void quota_list(struct http_req *r)
 	}
 	db_arg_str(&a, n > 0 ? uid : NULL);
 	api_list(r, &quota_resource,
-	         "SELECT " DB_COLS_SQL(QUOTA_COLS) " FROM quotas q"
-	                                           " JOIN users u ON u.id = q.user_id JOIN pools p "
-	                                           "ON p.id = q.pool_id"
-	                                           " WHERE $1::bigint IS NULL OR q.user_id = "
-	                                           "$1::bigint ORDER BY u.username, p.name",
+	         "SELECT " QUOTA_LIST " FROM quotas q"
+	         " JOIN users u ON u.id = q.user_id JOIN pools p "
+	         "ON p.id = q.pool_id"
+	         " WHERE $1::bigint IS NULL OR q.user_id = "
+	         "$1::bigint ORDER BY u.username, p.name",
 	         &a);
 }
 
@@ -430,6 +432,7 @@ static void quota_list(struct http_req *r)
 	COL(DEF_MAX_RUNTIME_S, "d.max_runtime_s")   \
 	COL(DEF_MAX_TENSORBOARDS, "d.max_tensorboards")
 enum default_col { DB_COLS_ENUM(DEFAULT_COLS) };
+#define DEFAULT_LIST DB_COLS_SQL(DEFAULT_COLS)
 
 static json_t *default_row(const PGresult *res, int i)
 {
@@ -449,14 +452,11 @@ static const struct api_resource default_resource = { "default quota", default_r
 
 static void defaults_list(struct http_req *r)
 {
-	struct db_args a = DB_ARGS_INIT;
-
-	api_list(
-	        r, &default_resource,
-	        "SELECT " DB_COLS_SQL(
-	                DEFAULT_COLS) " FROM quota_defaults d LEFT JOIN pools p ON p.id = d.pool_id"
-	                              " ORDER BY d.role, p.name NULLS FIRST",
-	        &a);
+	api_list(r, &default_resource,
+	         "SELECT " DEFAULT_LIST
+	         " FROM quota_defaults d LEFT JOIN pools p ON p.id = d.pool_id"
+	         " ORDER BY d.role, p.name NULLS FIRST",
+	         NULL);
 }
 
 static void default_set(PGresult *res, enum rc rc, void *arg)
@@ -536,8 +536,7 @@ static void default_put(struct http_req *r)
 	        "  gpu_hours_per_week = EXCLUDED.gpu_hours_per_week,"
 	        "  max_runtime_s = EXCLUDED.max_runtime_s,"
 	        "  max_tensorboards = EXCLUDED.max_tensorboards, updated_at = now() RETURNING *)"
-	        " SELECT " DB_COLS_SQL(
-	                DEFAULT_COLS) " FROM d LEFT JOIN pools p ON p.id = d.pool_id",
+	        " SELECT " DEFAULT_LIST " FROM d LEFT JOIN pools p ON p.id = d.pool_id",
 	        &a, default_set, r);
 	json_decref(body);
 }

@@ -19,6 +19,7 @@
 	COL(AUDIT_REQUEST_ID, "request_id") \
 	COL(AUDIT_DETAILS, "details::text")
 enum audit_col { DB_COLS_ENUM(AUDIT_COLS) };
+#define AUDIT_LIST DB_COLS_SQL(AUDIT_COLS)
 
 static json_t *audit_row(const PGresult *res, int i)
 {
@@ -56,15 +57,14 @@ static void list(struct http_req *r)
 		return;
 	db_arg_str(&a, n > 0 ? actor : NULL);
 	db_arg_ll(&a, limit + 1);
-	api_list_page(
-	        r, &audit_resource, limit,
-	        "SELECT " DB_COLS_SQL(AUDIT_COLS) " FROM audit_log"
-	                                          " WHERE ($1::bigint IS NULL OR id < $1::bigint)"
-	                                          " AND ($2::text IS NULL OR action = $2 OR action "
-	                                          "LIKE $2 || '.%')"
-	                                          " AND ($3::text IS NULL OR actor_name = $3)"
-	                                          " ORDER BY id DESC LIMIT $4::int",
-	        &a);
+	api_list_page(r, &audit_resource, limit,
+	              "SELECT " AUDIT_LIST " FROM audit_log"
+	              " WHERE ($1::bigint IS NULL OR id < $1::bigint)"
+	              " AND ($2::text IS NULL OR action = $2 OR action "
+	              "LIKE $2 || '.%')"
+	              " AND ($3::text IS NULL OR actor_name = $3)"
+	              " ORDER BY id DESC LIMIT $4::int",
+	              &a);
 }
 
 const struct route api_audit_routes[] = {

@@ -335,6 +335,7 @@ static void login_verified(void *arg, int ok, const char *new_phc)
 	COL(LOGIN_BUDGET, "x.budget")                \
 	COL(LOGIN_WAIT_S, "x.wait_s")
 enum login_col { DB_COLS_ENUM(LOGIN_COLS) };
+#define LOGIN_LIST DB_COLS_SQL(LOGIN_COLS)
 
 static void login_user_done(PGresult *res, enum rc rc, void *arg)
 {
@@ -419,11 +420,10 @@ static void login(struct http_req *r)
 	db_arg_ll(&a, cfg.login_account_failures);
 	db_arg_ll(&a, cfg.login_reserve_failures);
 	/* the attempt is reserved in the same round trip that finds the account */
-	db_query_args(
-	        "SELECT " DB_COLS_SQL(LOGIN_COLS) " FROM users u, LATERAL login_reserve(u.id, $2, "
-	                                          "$3::int, $4::int) x"
-	                                          " WHERE u.username = lower($1)",
-	        &a, login_user_done, l);
+	db_query_args("SELECT " LOGIN_LIST " FROM users u, LATERAL login_reserve(u.id, $2, "
+	              "$3::int, $4::int) x"
+	              " WHERE u.username = lower($1)",
+	              &a, login_user_done, l);
 }
 
 /* ---- logout ---- */

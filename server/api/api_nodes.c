@@ -64,8 +64,9 @@
 	COL(NODE_CUDA_SOURCE, "n.cuda_source")                                                    \
 	COL(NODE_CUDA_DISCOVERED, "n.cuda_discovered")
 enum node_col { DB_COLS_ENUM(NODE_COLS) };
+#define NODE_LIST DB_COLS_SQL(NODE_COLS)
 
-#define NODE_SELECT "SELECT " DB_COLS_SQL(NODE_COLS) " FROM nodes n"
+#define NODE_SELECT "SELECT " NODE_LIST " FROM nodes n"
 
 static json_t *str_or_null(const char *s)
 {
@@ -138,9 +139,7 @@ static const struct api_resource node_resource = { "node", node_row, 0 };
 
 static void list(struct http_req *r)
 {
-	struct db_args a = DB_ARGS_INIT;
-
-	api_list(r, &node_resource, NODE_SELECT " ORDER BY n.name", &a);
+	api_list(r, &node_resource, NODE_SELECT " ORDER BY n.name", NULL);
 }
 
 static void reply_node(struct http_req *r, long long id, int status)
@@ -153,11 +152,7 @@ static void reply_node(struct http_req *r, long long id, int status)
 
 static void get(struct http_req *r)
 {
-	long long id;
-
-	if (api_id(r, "id", &id) < 0)
-		return;
-	reply_node(r, id, 200);
+	api_get(r, &node_resource, NODE_SELECT " WHERE n.id = $1");
 }
 
 /* ---- declared GPUs ---- */

@@ -56,8 +56,9 @@
 	    "  AND g.pool_id = p.id))::text")                                                      \
 	COL(POOL_ROLES, "array_to_json(p.roles)::text")
 enum pool_col { DB_COLS_ENUM(POOL_COLS) };
+#define POOL_LIST DB_COLS_SQL(POOL_COLS)
 
-#define POOL_SELECT "SELECT " DB_COLS_SQL(POOL_COLS) " FROM pools p"
+#define POOL_SELECT "SELECT " POOL_LIST " FROM pools p"
 
 static json_t *count(const PGresult *res, int i, int col)
 {
@@ -97,9 +98,7 @@ static const struct api_resource pool_resource = { "pool", pool_row, 0 };
 
 static void list(struct http_req *r)
 {
-	struct db_args a = DB_ARGS_INIT;
-
-	api_list(r, &pool_resource, POOL_SELECT " ORDER BY p.name", &a);
+	api_list(r, &pool_resource, POOL_SELECT " ORDER BY p.name", NULL);
 }
 
 static void reply_pool(struct http_req *r, long long id, int status)
@@ -112,11 +111,7 @@ static void reply_pool(struct http_req *r, long long id, int status)
 
 static void get(struct http_req *r)
 {
-	long long id;
-
-	if (api_id(r, "id", &id) < 0)
-		return;
-	reply_pool(r, id, 200);
+	api_get(r, &pool_resource, POOL_SELECT " WHERE p.id = $1");
 }
 
 /* ---- create, change, remove ---- */

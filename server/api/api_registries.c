@@ -32,8 +32,9 @@
 	COL(REG_UPDATED_AT, DB_TS("updated_at"))           \
 	COL(REG_IMAGES, "(SELECT count(*) FROM images i WHERE i.registry_id = registries.id)")
 enum reg_col { DB_COLS_ENUM(REG_COLS) };
+#define REG_LIST DB_COLS_SQL(REG_COLS)
 
-#define REG_SELECT "SELECT " DB_COLS_SQL(REG_COLS) " FROM registries"
+#define REG_SELECT "SELECT " REG_LIST " FROM registries"
 
 static json_t *reg_row(const PGresult *res, int i)
 {
@@ -52,9 +53,7 @@ static const struct api_resource reg_resource = { "registry", reg_row, 0 };
 
 static void list(struct http_req *r)
 {
-	struct db_args a = DB_ARGS_INIT;
-
-	api_list(r, &reg_resource, REG_SELECT " ORDER BY name", &a);
+	api_list(r, &reg_resource, REG_SELECT " ORDER BY name", NULL);
 }
 
 static void reply_reg(struct http_req *r, long long id, int status)
@@ -67,11 +66,7 @@ static void reply_reg(struct http_req *r, long long id, int status)
 
 static void get(struct http_req *r)
 {
-	long long id;
-
-	if (api_id(r, "id", &id) < 0)
-		return;
-	reply_reg(r, id, 200);
+	api_get(r, &reg_resource, REG_SELECT " WHERE id = $1");
 }
 
 /* ---- create, change, remove ---- */
@@ -237,6 +232,7 @@ static void upd_free(void *p)
 	COL(UPD_SERVER, "server") \
 	COL(UPD_SEALED, "secret_sealed")
 enum upd_col { DB_COLS_ENUM(UPD_COLS) };
+#define UPD_LIST DB_COLS_SQL(UPD_COLS)
 
 static void upd_named(PGresult *res, enum rc rc, void *arg)
 {
@@ -318,8 +314,7 @@ static void update(struct http_req *r)
 	}
 	u->body = body;
 	db_arg_ll(&a, id);
-	db_query_args("SELECT " DB_COLS_SQL(UPD_COLS) " FROM registries WHERE id = $1", &a,
-	              upd_named, r);
+	db_query_args("SELECT " UPD_LIST " FROM registries WHERE id = $1", &a, upd_named, r);
 }
 
 static void removed(PGresult *res, enum rc rc, void *arg)

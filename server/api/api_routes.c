@@ -32,6 +32,7 @@
 	COL(ROUTE_PORT_NAME, "r.port_name")     \
 	COL(ROUTE_STATE, "i.state")
 enum route_col { DB_COLS_ENUM(ROUTE_COLS) };
+#define ROUTE_LIST DB_COLS_SQL(ROUTE_COLS)
 
 static json_t *route_json(const PGresult *res, int i)
 {
@@ -71,11 +72,10 @@ static void list(struct http_req *r)
 	db_arg_ll(&a, r->auth->user_id);
 	db_arg_ll_opt(&a, v, n >= 0);
 	api_list(r, &route_resource,
-	         "SELECT " DB_COLS_SQL(
-	                 ROUTE_COLS) " FROM routes r JOIN instances i ON i.id = r.instance_id"
-	                             " WHERE i.user_id = $1 AND i.state <> 'deleted'"
-	                             " AND ($2::bigint IS NULL OR i.id = $2::bigint)"
-	                             " ORDER BY r.instance_id DESC, r.port_name",
+	         "SELECT " ROUTE_LIST " FROM routes r JOIN instances i ON i.id = r.instance_id"
+	         " WHERE i.user_id = $1 AND i.state <> 'deleted'"
+	         " AND ($2::bigint IS NULL OR i.id = $2::bigint)"
+	         " ORDER BY r.instance_id DESC, r.port_name",
 	         &a);
 }
 

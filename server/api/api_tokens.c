@@ -25,6 +25,7 @@
 	COL(TOKEN_EXPIRES_AT, DB_TS("expires_at"))       \
 	COL(TOKEN_LAST_USED_AT, DB_TS("last_used_at"))
 enum token_col { DB_COLS_ENUM(TOKEN_COLS) };
+#define TOKEN_LIST DB_COLS_SQL(TOKEN_COLS)
 
 static json_t *token_row(const PGresult *res, int i)
 {
@@ -48,9 +49,8 @@ static void list(struct http_req *r)
 
 	db_arg_ll(&a, r->auth->user_id);
 	api_list(r, &token_resource,
-	         "SELECT " DB_COLS_SQL(
-	                 TOKEN_COLS) " FROM api_tokens WHERE user_id = $1"
-	                             " AND revoked_at IS NULL AND expires_at > now() ORDER BY id",
+	         "SELECT " TOKEN_LIST " FROM api_tokens WHERE user_id = $1"
+	         " AND revoked_at IS NULL AND expires_at > now() ORDER BY id",
 	         &a);
 }
 
@@ -164,7 +164,7 @@ static void create(struct http_req *r)
 	db_query_args(
 	        "INSERT INTO api_tokens (user_id, name, token_hash, prefix, scopes, expires_at)"
 	        " VALUES ($1, $2, $3, $4, $5::text[], now() + make_interval(days => $6::int))"
-	        " RETURNING " DB_COLS_SQL(TOKEN_COLS),
+	        " RETURNING " TOKEN_LIST,
 	        &a, create_done, c);
 	json_decref(body);
 }

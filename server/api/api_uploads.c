@@ -500,6 +500,7 @@ static void area_ok(void *arg, const struct storage_area *a, enum rc rc, const c
 	COL(PART_PARTS, "parts")         \
 	COL(PART_STATE, "state")
 enum part_col { DB_COLS_ENUM(PART_COLS) };
+#define PART_LIST DB_COLS_SQL(PART_COLS)
 
 static void part_found(PGresult *res, enum rc rc, void *arg)
 {
@@ -607,9 +608,8 @@ static void w_prepare(void *arg)
 		} else {
 			w->expect = w->r->content_length;
 			db_arg_ll(&a, w->upload_id);
-			db_query_args("SELECT " DB_COLS_SQL(
-			                      PART_COLS) " FROM uploads WHERE id = $1::bigint",
-			              &a, part_found, w);
+			db_query_args("SELECT " PART_LIST " FROM uploads WHERE id = $1::bigint", &a,
+			              part_found, w);
 			return;
 		}
 	}
@@ -759,6 +759,7 @@ static void up_free(void *p)
 	COL(STATUS_STATE, "state")         \
 	COL(STATUS_EXPIRES_AT, DB_TS("expires_at"))
 enum status_col { DB_COLS_ENUM(STATUS_COLS) };
+#define STATUS_LIST DB_COLS_SQL(STATUS_COLS)
 
 static json_t *status_json(const PGresult *res, int i)
 {
@@ -919,7 +920,7 @@ static void create_staged(void *arg)
 	        " received, overwrite, sha256, reservation_id, staging, expires_at)"
 	        " VALUES ($1::bigint, $2, $3, $4, $5::bigint, $6::bigint, $7::int,"
 	        " decode(repeat('00', $8::int), 'hex'), $9::boolean, $10, $11::bigint, $12,"
-	        " now() + $13::interval) RETURNING " DB_COLS_SQL(STATUS_COLS),
+	        " now() + $13::interval) RETURNING " STATUS_LIST,
 	        &a, created, u);
 }
 
@@ -1031,10 +1032,9 @@ static void upload_status(struct http_req *r)
 		return;
 	db_arg_ll(&a, id);
 	db_arg_ll(&a, r->auth->user_id);
-	db_query_args(
-	        "SELECT " DB_COLS_SQL(
-	                STATUS_COLS) " FROM uploads WHERE id = $1::bigint AND user_id = $2::bigint",
-	        &a, status_done, r);
+	db_query_args("SELECT " STATUS_LIST
+	              " FROM uploads WHERE id = $1::bigint AND user_id = $2::bigint",
+	              &a, status_done, r);
 }
 
 /* complete: claim (open -> completing), area, worker, record */
@@ -1134,6 +1134,7 @@ static void complete_area(void *arg, const struct storage_area *a, enum rc rc, c
 	COL(CLAIM_OVERWRITE, "overwrite")                                 \
 	COL(CLAIM_AREA, "area")
 enum claim_col { DB_COLS_ENUM(CLAIM_COLS) };
+#define CLAIM_LIST DB_COLS_SQL(CLAIM_COLS)
 
 static void complete_claimed(PGresult *res, enum rc rc, void *arg)
 {
@@ -1183,8 +1184,8 @@ static void upload_complete(struct http_req *r)
 	        "WITH c AS (UPDATE uploads SET state = 'completing' WHERE id = $1::bigint"
 	        "  AND user_id = $2::bigint AND state = 'open' AND bit_count(received) = parts"
 	        "  RETURNING id)"
-	        " SELECT " DB_COLS_SQL(
-	                CLAIM_COLS) " FROM uploads WHERE id = $1::bigint AND user_id = $2::bigint",
+	        " SELECT " CLAIM_LIST
+	        " FROM uploads WHERE id = $1::bigint AND user_id = $2::bigint",
 	        &a, complete_claimed, u);
 }
 

@@ -126,13 +126,7 @@ static void list(struct http_req *r)
 
 static void get(struct http_req *r)
 {
-	long long id;
-	struct db_args a = DB_ARGS_INIT;
-
-	if (api_id(r, "id", &id) < 0)
-		return;
-	db_arg_ll(&a, id);
-	api_one(r, &user_resource, 200, USER_SELECT " WHERE id = $1", &a);
+	api_get(r, &user_resource, USER_SELECT " WHERE id = $1");
 }
 
 /* ---- create ---- */

@@ -91,8 +91,9 @@ void db_conn_query_args(struct db_conn *c, const char *sql, const struct db_args
  * COL (so the SELECT list needs no stray comma):
  *
  *     #define NODE_COLS(FIRST, COL) FIRST(NODE_ID, "n.id") COL(NODE_NAME, "n.name")
- *     enum { DB_COLS_ENUM(NODE_COLS) };           NODE_ID = 0, NODE_NAME = 1
- *     "SELECT " DB_COLS_SQL(NODE_COLS) " FROM nodes n"
+ *     enum node_col { DB_COLS_ENUM(NODE_COLS) };  NODE_ID = 0, NODE_NAME = 1
+ *     #define NODE_LIST DB_COLS_SQL(NODE_COLS)    "n.id, n.name"
+ *     "SELECT " NODE_LIST " FROM nodes n"
  *
  * so db_val(res, i, NODE_NAME) cannot drift from the SQL. */
 #define DB_COL_ENUM(name, sql) name,
