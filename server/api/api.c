@@ -283,7 +283,6 @@ struct read {
 static void one_read(PGresult *res, enum rc rc, void *arg)
 {
 	struct read *q = arg;
-
 	const char *id = http_param(q->r, "id");
 
 	if (rc == RC_OK && PQntuples(res) != 1 && q->rs->quote_id)
