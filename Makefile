@@ -32,7 +32,7 @@ LIBS    = -levent -levent_openssl -levent_pthreads -lpq -ljansson -lssl -lcrypto
 
 # One source list, folder by folder, lowest layer first (the folder rule:
 # deploy/check-layers.sh, run by `make check`).
-SRCS = $(addprefix server/base/,rc.c log.c config.c crypto.c worker.c csv.c) \
+SRCS = $(addprefix server/base/,rc.c log.c config.c crypto.c worker.c csv.c clock.c) \
        $(addprefix server/net/,router.c http.c static.c ws.c) \
        $(addprefix server/db/,db.c notify.c) \
        $(addprefix server/engine/,docker.c nodes.c nvsmi.c images.c) \

@@ -1,9 +1,12 @@
 /* api.c — what every REST handler shares: strict JSON bodies (unknown
  * fields, wrong types and bad UTF-8 are 400s), database error replies,
- * pagination and ids, and the registration of all route tables.
+ * the read side of a resource (list, page, one row, 404), pagination and
+ * ids, and the registration of all route tables.  The SQL of a resource is
+ * not here: each api_<resource>.c keeps its own.
  */
 #include "api/api.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -254,16 +257,129 @@ int api_id(struct http_req *r, const char *name, long long *id)
 	return http_param_id(r, name, id);
 }
 
+/* ---- the read side of a resource ---- */
+
+/* What a read's completion needs besides the request; freed there. */
+struct read {
+	struct http_req *r;
+	const struct api_resource *rs;
+	int status; /* one row: the reply's status */
+	int limit;  /* a page: its size; 0 = every row */
+};
+
+static void one_read(PGresult *res, enum rc rc, void *arg)
+{
+	struct read *q = arg;
+	const char *id = http_param(q->r, "id");
+
+	if (rc == RC_OK && PQntuples(res) != 1 && q->rs->quote_id)
+		http_reply_error(q->r, RC_NOTFOUND, NULL, "no such %s '%s'", q->rs->noun,
+		                 id ? id : "");
+	else if (api_one_row(q->r, res, rc, q->rs->noun, "") == 0)
+		http_reply_json(q->r, q->status, q->rs->row(res, 0));
+	free(q);
+}
+
+static void list_read(PGresult *res, enum rc rc, void *arg)
+{
+	struct read *q = arg;
+	struct http_req *r = q->r;
+	int n, shown;
+	json_t *items, *out;
+
+	if (rc != RC_OK) {
+		api_reply_db_error(r, rc, "");
+		free(q);
+		return;
+	}
+	n = PQntuples(res);
+	shown = q->limit && n > q->limit ? q->limit : n;
+	items = json_array();
+	for (int i = 0; i < shown; i++)
+		json_array_append_new(items, q->rs->row(res, i));
+	out = json_pack("{s:o}", "items", items);
+	if (q->limit)
+		json_object_set_new(out, "next_cursor",
+		                    n > q->limit ? json_string(db_val(res, q->limit - 1, 0))
+		                                 : json_null());
+	http_reply_json(r, 200, out);
+	free(q);
+}
+
+static void read_start(struct http_req *r, const struct api_resource *rs, int status, int limit,
+                       const char *sql, const struct db_args *a, db_cb cb)
+{
+	struct read *q = malloc(sizeof(*q));
+
+	if (!q) {
+		http_reply_error(r, RC_NOMEM, NULL, "out of memory");
+		return;
+	}
+	q->r = r;
+	q->rs = rs;
+	q->status = status;
+	q->limit = limit;
+	if (a)
+		db_query_args(sql, a, cb, q);
+	else
+		db_query(sql, 0, NULL, cb, q);
+}
+
+void api_list(struct http_req *r, const struct api_resource *rs, const char *sql,
+              const struct db_args *a)
+{
+	read_start(r, rs, 200, 0, sql, a, list_read);
+}
+
+void api_list_page(struct http_req *r, const struct api_resource *rs, int limit, const char *sql,
+                   const struct db_args *a)
+{
+	assert(limit >= 1);
+	read_start(r, rs, 200, limit, sql, a, list_read);
+}
+
+void api_one(struct http_req *r, const struct api_resource *rs, int status, const char *sql,
+             const struct db_args *a)
+{
+	read_start(r, rs, status, 0, sql, a, one_read);
+}
+
+void api_get(struct http_req *r, const struct api_resource *rs, const char *sql)
+{
+	long long id;
+	struct db_args a = DB_ARGS_INIT;
+
+	if (api_id(r, "id", &id) < 0)
+		return;
+	db_arg_ll(&a, id);
+	api_one(r, rs, 200, sql, &a);
+}
+
+int api_one_row(struct http_req *r, const PGresult *res, enum rc rc, const char *noun,
+                const char *what)
+{
+	if (rc != RC_OK) {
+		api_reply_db_error(r, rc, what);
+		return -1;
+	}
+	if (PQntuples(res) != 1) {
+		http_reply_error(r, RC_NOTFOUND, NULL, "no such %s", noun);
+		return -1;
+	}
+	return 0;
+}
+
 json_t *api_user_row(const PGresult *res, int row, int col)
 {
-	const char *dn = db_val(res, row, col + 2), *em = db_val(res, row, col + 3);
+	const char *dn = db_val(res, row, col + USER_DISPLAY_NAME),
+	           *em = db_val(res, row, col + USER_EMAIL);
 
 	return json_pack("{s:I, s:s, s:s, s:s, s:s, s:b, s:s}", "id",
-	                 (json_int_t)strtoll(db_val(res, row, col), NULL, 10), "username",
-	                 db_val(res, row, col + 1), "display_name", dn ? dn : "", "email",
-	                 em ? em : "", "role", db_val(res, row, col + 4), "disabled",
-	                 strcmp(db_val(res, row, col + 5), "t") == 0, "created_at",
-	                 db_val(res, row, col + 6));
+	                 (json_int_t)strtoll(db_val(res, row, col + USER_ID), NULL, 10), "username",
+	                 db_val(res, row, col + USER_USERNAME), "display_name", dn ? dn : "",
+	                 "email", em ? em : "", "role", db_val(res, row, col + USER_ROLE),
+	                 "disabled", strcmp(db_val(res, row, col + USER_DISABLED), "t") == 0,
+	                 "created_at", db_val(res, row, col + USER_CREATED_AT));
 }
 
 void api_area_resolve(const struct auth_info *auth, const char *name, int want_write, areas_cb cb,

@@ -1,6 +1,7 @@
 /* api.h — helpers shared by the api_<resource>.c handlers: strict JSON body
- * decoding, user JSON from database rows, pagination cursors, and the
- * registration of every resource's route table.
+ * decoding, the read side of a resource (lists, cursor pages, one-row
+ * replies with their 404), user JSON from database rows, pagination cursors,
+ * and the registration of every resource's route table.
  */
 #ifndef GPUCLOUD_API_H
 #define GPUCLOUD_API_H
@@ -8,6 +9,7 @@
 #include <libpq-fe.h>
 #include <jansson.h>
 #include "net/http.h"
+#include "db/db.h"
 #include "storage/areas.h"
 
 enum jtype { J_STRING, J_INT, J_BOOL, J_STRINGS, J_OBJECT, J_ARRAY };
@@ -51,10 +53,59 @@ int api_page(struct http_req *r, int def, int max, int *limit, long long *cursor
 /* http_param_id() (net/http.h), under the name api/ uses. */
 int api_id(struct http_req *r, const char *name, long long *id);
 
+/* ---- the read side of a resource ----
+ * A resource says how one of its rows becomes JSON and what a missing one is
+ * called; these run its SQL and make the reply.  The SQL and its parameters
+ * stay with the resource (its visibility rules are its own). */
+struct api_resource {
+	const char *noun;                           /* "node": a 404 says "no such node" */
+	json_t *(*row)(const PGresult *res, int i); /* row i as JSON; new reference */
+	int quote_id; /* the 404 also quotes the route's {id}: "no such user '7'" */
+};
+
+/* Runs sql with a (NULL: no parameters) and replies 200 {"items": [every
+ * row]}.  A database error replies as api_reply_db_error() does. */
+void api_list(struct http_req *r, const struct api_resource *rs, const char *sql,
+              const struct db_args *a);
+
+/* One page of a list ordered by id (either way): sql must return at most
+ * limit + 1 rows with the id in column 0 (bind limit + 1 as its LIMIT, and
+ * the cursor from api_page() as where the ids continue).  Replies 200
+ * {"items": [the first limit rows], "next_cursor": the id of the last row
+ * shown, as a string, or null at the end}. */
+void api_list_page(struct http_req *r, const struct api_resource *rs, int limit, const char *sql,
+                   const struct db_args *a);
+
+/* Runs sql, which selects at most one row, and replies status with that
+ * row; no row replies 404 "no such <noun>". */
+void api_one(struct http_req *r, const struct api_resource *rs, int status, const char *sql,
+             const struct db_args *a);
+
+/* GET /<resource>/{id}: runs sql with the route's {id} as $1 and replies as
+ * api_one() with 200; an {id} that is not a positive integer is a 404. */
+void api_get(struct http_req *r, const struct api_resource *rs, const char *sql);
+
+/* For the completion of a change that returns its row: 0 when res holds
+ * exactly one row; else replies (api_reply_db_error() with what, or 404
+ * "no such <noun>") and returns -1, the request then being finished.
+ * Errors that mean something particular to the resource are checked first. */
+int api_one_row(struct http_req *r, const PGresult *res, enum rc rc, const char *noun,
+                const char *what);
+
 /* The columns of a user, in the order api_user_row() reads them. */
-#define API_USER_COLS                                        \
-	"id, username, display_name, email, role, disabled," \
-	" to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
+/* clang-format off */
+#define API_USER_COLS(FIRST, COL)                   \
+	FIRST(USER_ID, "id")                        \
+	COL(USER_USERNAME, "username")              \
+	COL(USER_DISPLAY_NAME, "display_name")      \
+	COL(USER_EMAIL, "email")                    \
+	COL(USER_ROLE, "role")                      \
+	COL(USER_DISABLED, "disabled")              \
+	COL(USER_CREATED_AT, DB_TS("created_at"))
+/* clang-format on */
+enum api_user_col { DB_COLS_ENUM(API_USER_COLS) API_USER_NCOLS };
+/* The SELECT list of API_USER_COLS. */
+#define API_USER_SELECT DB_COLS_SQL(API_USER_COLS)
 
 /* User JSON from the API_USER_COLS columns of row, starting at column col.
  * New reference. */

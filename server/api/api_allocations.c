@@ -3,7 +3,6 @@
  * pool).  Instances and jobs will create requests the same way, with their
  * own owner kind; this is the surface to use and test the scheduler alone.
  */
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,40 +15,42 @@
 #include "engine/images.h"
 #include "sched/scheduler.h"
 
-#define TS(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
+/* An allocation request's columns, by name (DB_COLS_*: db.h). */
+#define ALLOC_COLS(FIRST, COL)                                                                     \
+	FIRST(ALLOC_ID, "r.id")                                                                    \
+	COL(ALLOC_USER_ID, "r.user_id")                                                            \
+	COL(ALLOC_USERNAME, "u.username")                                                          \
+	COL(ALLOC_POOL, "p.name")                                                                  \
+	COL(ALLOC_POOL_ID, "r.pool_id")                                                            \
+	COL(ALLOC_PRIORITY, "r.priority")                                                          \
+	COL(ALLOC_SLICES, "r.slices")                                                              \
+	COL(ALLOC_NODES, "r.nodes")                                                                \
+	COL(ALLOC_CPU_MILLIS, "r.cpu_millis")                                                      \
+	COL(ALLOC_MEM_MIB, "r.mem_mib")                                                            \
+	COL(ALLOC_STATE, "r.state")                                                                \
+	COL(ALLOC_REASON_CODE, "r.reason_code")                                                    \
+	COL(ALLOC_REASON, "r.reason")                                                              \
+	COL(ALLOC_POSITION, "r.position")                                                          \
+	COL(ALLOC_PREEMPT_REQUESTED_AT, DB_TS("r.preempt_requested_at"))                           \
+	COL(ALLOC_CREATED_AT, DB_TS("r.created_at"))                                               \
+	COL(ALLOC_ALLOCATED_AT, DB_TS("r.allocated_at"))                                           \
+	COL(ALLOC_RELEASED_AT, DB_TS("r.released_at"))                                             \
+	COL(ALLOC_RELEASE_REASON, "r.release_reason")                                              \
+	COL(ALLOC_GRANTS,                                                                          \
+	    "COALESCE((SELECT json_agg(json_build_object('slice_id', a.slice_id, 'node_id',"       \
+	    "  a.node_id, 'node', n.name, 'gpu_uuid', g.uuid, 'gpu_index', g.idx, 'slot', s.slot)" \
+	    "  ORDER BY a.id) FROM allocations a JOIN slices s ON s.id = a.slice_id"               \
+	    "  JOIN gpus g ON g.id = s.gpu_id JOIN nodes n ON n.id = a.node_id"                    \
+	    "  WHERE a.request_id = r.id AND a.released_at IS NULL), '[]')::text")                 \
+	COL(ALLOC_LEASE_S, "r.lease_s")                                                            \
+	COL(ALLOC_LEASE_ENDS_AT, DB_TS("r.allocated_at + make_interval(secs => r.lease_s)"))
+enum alloc_col { DB_COLS_ENUM(ALLOC_COLS) };
+#define ALLOC_LIST DB_COLS_SQL(ALLOC_COLS)
 
-#define ALLOC_SELECT                                                                               \
-	"SELECT r.id, r.user_id, u.username, p.name, r.pool_id, r.priority, r.slices, r.nodes,"    \
-	" r.cpu_millis, r.mem_mib, r.state, r.reason_code, r.reason, r.position,"                  \
-	" " TS("r.preempt_requested_at") ", " TS("r.created_at") ", " TS(                          \
-	        "r.allocated_at") ","                                                              \
-	                          " " TS("r.released_at") ", r.release_reason,"                    \
-	                                                  " COALESCE((SELECT "                     \
-	                                                  "json_agg(json_build_object('slice_id'," \
-	                                                  " a.slice_id, 'node_id',"                \
-	                                                  "  a.node_id, 'node', n.name, "          \
-	                                                  "'gpu_uuid', g.uuid, 'gpu_index', "      \
-	                                                  "g.idx, 'slot', s.slot)"                 \
-	                                                  "  ORDER BY a.id) FROM allocations a "   \
-	                                                  "JOIN slices s ON s.id = a.slice_id"     \
-	                                                  "  JOIN gpus g ON g.id = s.gpu_id JOIN " \
-	                                                  "nodes n ON n.id = a.node_id"            \
-	                                                  "  WHERE a.request_id = r.id AND "       \
-	                                                  "a.released_at IS NULL), '[]')::text,"   \
-	                                                  " r.lease_s, " TS(                       \
-	                                                          "(r.allocated_at + "             \
-	                                                          "make_interval(secs "            \
-	                                                          "=> r.lease_s))") " FROM "       \
-	                                                                            "alloc_"       \
-	                                                                            "requests r "  \
-	                                                                            "JOIN users "  \
-	                                                                            "u "           \
-	                                                                            "ON u.id = "   \
-	                                                                            "r.user_id "   \
-	                                                                            "LEFT JOIN "   \
-	                                                                            "pools p "     \
-	                                                                            "ON p.id = "   \
-	                                                                            "r.pool_id"
+#define ALLOC_SELECT                                           \
+	"SELECT " ALLOC_LIST " FROM alloc_requests r"          \
+	" JOIN users u ON u.id = r.user_id LEFT JOIN pools p " \
+	"ON p.id = r.pool_id"
 
 static json_t *nullable(const char *s)
 {
@@ -64,26 +65,31 @@ static json_t *int_col(const PGresult *res, int i, int c)
 
 static json_t *alloc_row(const PGresult *res, int i)
 {
-	json_t *o = json_pack("{s:o, s:o, s:s, s:o, s:o, s:s, s:o, s:o, s:o, s:o, s:s, s:s, s:s}",
-	                      "id", int_col(res, i, 0), "user_id", int_col(res, i, 1), "username",
-	                      db_val(res, i, 2), "pool", nullable(db_val(res, i, 3)), "pool_id",
-	                      int_col(res, i, 4), "priority", db_val(res, i, 5), "slices",
-	                      int_col(res, i, 6), "nodes", int_col(res, i, 7), "cpu_millis",
-	                      int_col(res, i, 8), "mem_mib", int_col(res, i, 9), "state",
-	                      db_val(res, i, 10), "reason_code", db_val(res, i, 11), "reason",
-	                      db_val(res, i, 12));
+	json_t *o = json_pack(
+	        "{s:o, s:o, s:s, s:o, s:o, s:s, s:o, s:o, s:o, s:o, s:s, s:s, s:s}", "id",
+	        int_col(res, i, ALLOC_ID), "user_id", int_col(res, i, ALLOC_USER_ID), "username",
+	        db_val(res, i, ALLOC_USERNAME), "pool", nullable(db_val(res, i, ALLOC_POOL)),
+	        "pool_id", int_col(res, i, ALLOC_POOL_ID), "priority",
+	        db_val(res, i, ALLOC_PRIORITY), "slices", int_col(res, i, ALLOC_SLICES), "nodes",
+	        int_col(res, i, ALLOC_NODES), "cpu_millis", int_col(res, i, ALLOC_CPU_MILLIS),
+	        "mem_mib", int_col(res, i, ALLOC_MEM_MIB), "state", db_val(res, i, ALLOC_STATE),
+	        "reason_code", db_val(res, i, ALLOC_REASON_CODE), "reason",
+	        db_val(res, i, ALLOC_REASON));
 
-	json_object_set_new(o, "position", int_col(res, i, 13));
-	json_object_set_new(o, "preempt_requested_at", nullable(db_val(res, i, 14)));
-	json_object_set_new(o, "created_at", nullable(db_val(res, i, 15)));
-	json_object_set_new(o, "allocated_at", nullable(db_val(res, i, 16)));
-	json_object_set_new(o, "released_at", nullable(db_val(res, i, 17)));
-	json_object_set_new(o, "release_reason", nullable(db_val(res, i, 18)));
-	json_object_set_new(o, "grants", json_loads(db_val(res, i, 19), 0, NULL));
-	json_object_set_new(o, "lease_s", int_col(res, i, 20));
-	json_object_set_new(o, "lease_ends_at", nullable(db_val(res, i, 21)));
+	json_object_set_new(o, "position", int_col(res, i, ALLOC_POSITION));
+	json_object_set_new(o, "preempt_requested_at",
+	                    nullable(db_val(res, i, ALLOC_PREEMPT_REQUESTED_AT)));
+	json_object_set_new(o, "created_at", nullable(db_val(res, i, ALLOC_CREATED_AT)));
+	json_object_set_new(o, "allocated_at", nullable(db_val(res, i, ALLOC_ALLOCATED_AT)));
+	json_object_set_new(o, "released_at", nullable(db_val(res, i, ALLOC_RELEASED_AT)));
+	json_object_set_new(o, "release_reason", nullable(db_val(res, i, ALLOC_RELEASE_REASON)));
+	json_object_set_new(o, "grants", json_loads(db_val(res, i, ALLOC_GRANTS), 0, NULL));
+	json_object_set_new(o, "lease_s", int_col(res, i, ALLOC_LEASE_S));
+	json_object_set_new(o, "lease_ends_at", nullable(db_val(res, i, ALLOC_LEASE_ENDS_AT)));
 	return o;
 }
+
+static const struct api_resource alloc_resource = { "allocation", alloc_row, 0 };
 
 static int is_admin(const struct http_req *r)
 {
@@ -92,97 +98,48 @@ static int is_admin(const struct http_req *r)
 
 /* ---- read ---- */
 
-static void list_done(PGresult *res, enum rc rc, void *arg)
-{
-	struct http_req *r = arg;
-	int n, limit = (int)(intptr_t)r->data;
-	json_t *items, *out;
-
-	if (rc != RC_OK) {
-		api_reply_db_error(r, rc, "");
-		return;
-	}
-	n = PQntuples(res);
-	items = json_array();
-	for (int i = 0; i < n && i < limit; i++)
-		json_array_append_new(items, alloc_row(res, i));
-	out = json_pack("{s:o}", "items", items);
-	json_object_set_new(out, "next_cursor",
-	                    n > limit ? json_string(db_val(res, limit - 1, 0)) : json_null());
-	http_reply_json(r, 200, out);
-}
-
 static void list(struct http_req *r)
 {
 	int limit;
 	long long cursor;
-	char all[8], uid[24], cur[24], lim[16];
-	const char *p[4];
+	char all[8];
+	struct db_args a = DB_ARGS_INIT;
 
 	if (api_page(r, 100, 1000, &limit, &cursor) < 0)
 		return;
 	if (api_query(r, "all", all, sizeof(all)) == -2)
 		return;
-	snprintf(uid, sizeof(uid), "%lld", (long long)r->auth->user_id);
-	snprintf(cur, sizeof(cur), "%lld", cursor);
-	snprintf(lim, sizeof(lim), "%d", limit + 1);
-	p[0] = is_admin(r) && http_query(r, "all", all, sizeof(all)) >= 0 && strcmp(all, "0") != 0
-	               ? NULL
-	               : uid;
-	p[1] = cursor ? cur : NULL;
-	p[2] = lim;
-	r->data = (void *)(intptr_t)limit;
-	db_query(ALLOC_SELECT " WHERE ($1::bigint IS NULL OR r.user_id = $1::bigint)"
-	                      " AND ($2::bigint IS NULL OR r.id < $2::bigint)"
-	                      " ORDER BY r.id DESC LIMIT $3::int",
-	         3, p, list_done, r);
-}
-
-static void one_reply(PGresult *res, enum rc rc, struct http_req *r, int status)
-{
-	if (rc != RC_OK) {
-		api_reply_db_error(r, rc, "");
-		return;
-	}
-	if (PQntuples(res) != 1) {
-		http_reply_error(r, RC_NOTFOUND, NULL, "no such allocation");
-		return;
-	}
-	http_reply_json(r, status, alloc_row(res, 0));
-}
-
-static void one_done(PGresult *res, enum rc rc, void *arg)
-{
-	one_reply(res, rc, arg, 200);
-}
-
-static void one_accepted(PGresult *res, enum rc rc, void *arg)
-{
-	one_reply(res, rc, arg, 202);
+	db_arg_ll_opt(&a, r->auth->user_id,
+	              !(is_admin(r) && http_query(r, "all", all, sizeof(all)) >= 0 &&
+	                strcmp(all, "0") != 0));
+	db_arg_ll_opt(&a, cursor, cursor != 0);
+	db_arg_ll(&a, limit + 1);
+	api_list_page(r, &alloc_resource, limit,
+	              ALLOC_SELECT " WHERE ($1::bigint IS NULL OR r.user_id = $1::bigint)"
+	                           " AND ($2::bigint IS NULL OR r.id < $2::bigint)"
+	                           " ORDER BY r.id DESC LIMIT $3::int",
+	              &a);
 }
 
 /* Owner or admin only; someone else's request is "not found". */
-static void reply_alloc(struct http_req *r, const char *id, int status)
+static void reply_alloc(struct http_req *r, long long id, int status)
 {
-	char uid[24];
-	const char *p[2] = { id, uid };
+	struct db_args a = DB_ARGS_INIT;
 
-	snprintf(uid, sizeof(uid), "%lld", (long long)r->auth->user_id);
-	if (is_admin(r))
-		p[1] = NULL;
-	db_query(ALLOC_SELECT " WHERE r.id = $1 AND ($2::bigint IS NULL OR r.user_id = $2::bigint)",
-	         2, p, status == 202 ? one_accepted : one_done, r);
+	db_arg_ll(&a, id);
+	db_arg_ll_opt(&a, r->auth->user_id, !is_admin(r));
+	api_one(r, &alloc_resource, status,
+	        ALLOC_SELECT " WHERE r.id = $1 AND ($2::bigint IS NULL OR r.user_id = $2::bigint)",
+	        &a);
 }
 
 static void get(struct http_req *r)
 {
 	long long id;
-	char ids[24];
 
 	if (api_id(r, "id", &id) < 0)
 		return;
-	snprintf(ids, sizeof(ids), "%lld", id);
-	reply_alloc(r, ids, 200);
+	reply_alloc(r, id, 200);
 }
 
 /* ---- ask ---- */
@@ -209,7 +166,7 @@ static void created(PGresult *res, enum rc rc, void *arg)
 		return;
 	}
 	sched_kick();
-	reply_alloc(r, db_val(res, 0, 0), 202);
+	reply_alloc(r, strtoll(db_val(res, 0, 0), NULL, 10), 202);
 }
 
 static const struct jfield ask_spec[] = {
@@ -233,9 +190,9 @@ static int in_range(json_t *v, long long lo, long long hi)
 static void ask(struct http_req *r)
 {
 	json_t *body = api_json_body(r, ask_spec);
-	const char *prio, *cuda, *p[9];
-	char uid[24], slices[16], nodes[16], cpu[24], mem[24], cuda_min[16], lease[24];
-	json_t *lv;
+	const char *prio, *cuda;
+	json_t *lv, *nodes;
+	struct db_args a = DB_ARGS_INIT;
 
 	if (!body)
 		return;
@@ -271,59 +228,48 @@ static void ask(struct http_req *r)
 		http_reply_error(r, RC_INVALID, "e.g. 12.4", "cuda_version must be a CUDA version");
 		return;
 	}
-	snprintf(cuda_min, sizeof(cuda_min), "%d", cuda && *cuda ? images_cuda_parse(cuda) : 0);
 	/* a raw allocation is not tied to a container that ends: only admins
 	 * may hold one without a lease */
 	lv = json_object_get(body, "lease_s");
 	if (json_is_integer(lv) &&
 	    (json_integer_value(lv) < 1 ||
-	     (!is_admin(r) && json_integer_value(lv) > cfg.alloc_max_lease) ||
+	     (!is_admin(r) && json_integer_value(lv) > cfg.alloc_max_lease_s) ||
 	     json_integer_value(lv) > 31536000)) {
 		json_decref(body);
 		http_reply_error(r, RC_INVALID, NULL, "lease_s must be 1 to %d seconds",
-		                 is_admin(r) ? 31536000 : cfg.alloc_max_lease);
+		                 is_admin(r) ? 31536000 : cfg.alloc_max_lease_s);
 		return;
 	}
 	if (!json_is_integer(lv) && !is_admin(r)) {
 		json_decref(body);
-		http_reply_error(r, RC_FORBIDDEN,
-		                 "give lease_s (seconds, at most the alloc_max_lease setting), or "
-		                 "create an instance",
-		                 "only admins may hold an allocation without a lease");
+		http_reply_error(
+		        r, RC_FORBIDDEN,
+		        "give lease_s (seconds, at most the alloc_max_lease_s setting), or "
+		        "create an instance",
+		        "only admins may hold an allocation without a lease");
 		return;
 	}
-	if (json_is_integer(lv))
-		snprintf(lease, sizeof(lease), "%lld", (long long)json_integer_value(lv));
-	snprintf(uid, sizeof(uid), "%lld", (long long)r->auth->user_id);
-	snprintf(slices, sizeof(slices), "%lld",
-	         (long long)json_integer_value(json_object_get(body, "slices")));
-	snprintf(nodes, sizeof(nodes), "%lld",
-	         json_is_integer(json_object_get(body, "nodes"))
-	                 ? (long long)json_integer_value(json_object_get(body, "nodes"))
-	                 : 1LL);
-	snprintf(cpu, sizeof(cpu), "%lld",
-	         (long long)json_integer_value(json_object_get(body, "cpu_millis")));
-	snprintf(mem, sizeof(mem), "%lld",
-	         (long long)json_integer_value(json_object_get(body, "mem_mib")));
-	p[0] = uid;
-	p[1] = json_string_value(json_object_get(body, "pool"));
-	p[2] = prio;
-	p[3] = slices;
-	p[4] = nodes;
-	p[5] = cpu;
-	p[6] = mem;
-	p[7] = cuda_min;
-	p[8] = json_is_integer(lv) ? lease : NULL;
+	nodes = json_object_get(body, "nodes");
+	db_arg_ll(&a, r->auth->user_id);
+	db_arg_str(&a, json_string_value(json_object_get(body, "pool")));
+	db_arg_str(&a, prio);
+	db_arg_ll(&a, json_integer_value(json_object_get(body, "slices")));
+	db_arg_ll(&a, json_is_integer(nodes) ? json_integer_value(nodes) : 1);
+	db_arg_ll(&a, json_integer_value(json_object_get(body, "cpu_millis")));
+	db_arg_ll(&a, json_integer_value(json_object_get(body, "mem_mib")));
+	db_arg_ll(&a, cuda && *cuda ? images_cuda_parse(cuda) : 0);
+	db_arg_ll_opt(&a, json_integer_value(lv), json_is_integer(lv));
 	/* refused at once when no quota would ever admit it (0015) */
-	db_query("WITH p AS (SELECT id FROM pools WHERE name = $2),"
-	         " w AS (SELECT gc_request_refusal($1, p.id, $4::bigint * $5, $6::bigint * $5,"
-	         "  $7::bigint * $5) AS why FROM p),"
-	         " ins AS (INSERT INTO alloc_requests (user_id, pool_id, priority, slices, nodes,"
-	         "  cpu_millis, mem_mib, cuda_min, lease_s)"
-	         "  SELECT $1, p.id, $3::alloc_priority, $4, $5, $6, $7, $8::int, $9::int FROM p"
-	         "  WHERE NOT EXISTS (SELECT 1 FROM w WHERE why IS NOT NULL) RETURNING id)"
-	         " SELECT (SELECT id FROM ins), (SELECT why FROM w)",
-	         9, p, created, r);
+	db_query_args(
+	        "WITH p AS (SELECT id FROM pools WHERE name = $2),"
+	        " w AS (SELECT gc_request_refusal($1, p.id, $4::bigint * $5, $6::bigint * $5,"
+	        "  $7::bigint * $5) AS why FROM p),"
+	        " ins AS (INSERT INTO alloc_requests (user_id, pool_id, priority, slices, nodes,"
+	        "  cpu_millis, mem_mib, cuda_min, lease_s)"
+	        "  SELECT $1, p.id, $3::alloc_priority, $4, $5, $6, $7, $8::int, $9::int FROM p"
+	        "  WHERE NOT EXISTS (SELECT 1 FROM w WHERE why IS NOT NULL) RETURNING id)"
+	        " SELECT (SELECT id FROM ins), (SELECT why FROM w)",
+	        &a, created, r);
 	json_decref(body);
 }
 
@@ -333,68 +279,68 @@ static void released(PGresult *res, enum rc rc, void *arg)
 {
 	struct http_req *r = arg;
 
-	if (rc != RC_OK) {
-		api_reply_db_error(r, rc, "could not release");
+	if (api_one_row(r, res, rc, "allocation", "could not release") < 0)
 		return;
-	}
-	if (PQntuples(res) != 1) {
-		http_reply_error(r, RC_NOTFOUND, NULL, "no such allocation");
-		return;
-	}
 	sched_kick();
 	auth_audit(r, r->auth, "allocation.release", db_val(res, 0, 0), NULL);
-	reply_alloc(r, db_val(res, 0, 0), 200);
+	reply_alloc(r, strtoll(db_val(res, 0, 0), NULL, 10), 200);
 }
 
 static void release(struct http_req *r)
 {
 	long long id;
-	char ids[24], uid[24], why[96];
-	const char *p[3] = { ids, why, uid };
+	char why[96];
+	struct db_args a = DB_ARGS_INIT;
 
 	if (api_id(r, "id", &id) < 0)
 		return;
-	snprintf(ids, sizeof(ids), "%lld", id);
-	snprintf(uid, sizeof(uid), "%lld", (long long)r->auth->user_id);
 	snprintf(why, sizeof(why), "released by %s", r->auth->username);
-	if (is_admin(r))
-		p[2] = NULL;
-	db_query("SELECT r.id, gc_release_request(r.id, $2) FROM alloc_requests r"
-	         " WHERE r.id = $1 AND ($3::bigint IS NULL OR r.user_id = $3::bigint)",
-	         3, p, released, r);
+	db_arg_ll(&a, id);
+	db_arg_str(&a, why);
+	db_arg_ll_opt(&a, r->auth->user_id, !is_admin(r));
+	db_query_args("SELECT r.id, gc_release_request(r.id, $2) FROM alloc_requests r"
+	              " WHERE r.id = $1 AND ($3::bigint IS NULL OR r.user_id = $3::bigint)",
+	              &a, released, r);
 }
 
 /* ---- quotas ---- */
 
-#define QUOTA_COLS                                                                      \
-	"q.user_id, u.username, p.name, q.max_slices, q.max_cpu_millis, q.max_mem_mib," \
-	" q.gpu_hours_per_week, q.max_runtime_s"
+/* A quota's columns, by name (DB_COLS_*: db.h). */
+#define QUOTA_COLS(FIRST, COL)                        \
+	FIRST(QUOTA_USER_ID, "q.user_id")             \
+	COL(QUOTA_USERNAME, "u.username")             \
+	COL(QUOTA_POOL, "p.name")                     \
+	COL(QUOTA_MAX_SLICES, "q.max_slices")         \
+	COL(QUOTA_MAX_CPU_MILLIS, "q.max_cpu_millis") \
+	COL(QUOTA_MAX_MEM_MIB, "q.max_mem_mib")       \
+	COL(QUOTA_GPU_HOURS, "q.gpu_hours_per_week")  \
+	COL(QUOTA_MAX_RUNTIME_S, "q.max_runtime_s")
+enum quota_col { DB_COLS_ENUM(QUOTA_COLS) };
+#define QUOTA_LIST DB_COLS_SQL(QUOTA_COLS)
 
 static json_t *quota_row(const PGresult *res, int i)
 {
-	const char *h = db_val(res, i, 6);
+	const char *h = db_val(res, i, QUOTA_GPU_HOURS);
 
-	return json_pack("{s:o, s:s, s:s, s:o, s:o, s:o, s:o, s:o}", "user_id", int_col(res, i, 0),
-	                 "username", db_val(res, i, 1), "pool", db_val(res, i, 2), "max_slices",
-	                 int_col(res, i, 3), "max_cpu_millis", int_col(res, i, 4), "max_mem_mib",
-	                 int_col(res, i, 5), "gpu_hours_per_week",
+	return json_pack("{s:o, s:s, s:s, s:o, s:o, s:o, s:o, s:o}", "user_id",
+	                 int_col(res, i, QUOTA_USER_ID), "username", db_val(res, i, QUOTA_USERNAME),
+	                 "pool", db_val(res, i, QUOTA_POOL), "max_slices",
+	                 int_col(res, i, QUOTA_MAX_SLICES), "max_cpu_millis",
+	                 int_col(res, i, QUOTA_MAX_CPU_MILLIS), "max_mem_mib",
+	                 int_col(res, i, QUOTA_MAX_MEM_MIB), "gpu_hours_per_week",
 	                 h ? json_real(strtod(h, NULL)) : json_null(), "max_runtime_s",
-	                 int_col(res, i, 7));
+	                 int_col(res, i, QUOTA_MAX_RUNTIME_S));
 }
+
+static const struct api_resource quota_resource = { "quota", quota_row, 0 };
 
 static void quota_set(PGresult *res, enum rc rc, void *arg)
 {
 	struct http_req *r = arg;
 
-	if (rc != RC_OK) {
-		api_reply_db_error(r, rc, "could not set the quota");
+	if (api_one_row(r, res, rc, "user or pool", "could not set the quota") < 0)
 		return;
-	}
-	if (PQntuples(res) != 1) {
-		http_reply_error(r, RC_NOTFOUND, NULL, "no such user or pool");
-		return;
-	}
-	auth_audit(r, r->auth, "quota.set", db_val(res, 0, 1), quota_row(res, 0));
+	auth_audit(r, r->auth, "quota.set", db_val(res, 0, QUOTA_USERNAME), quota_row(res, 0));
 	http_reply_json(r, 200, quota_row(res, 0));
 }
 
@@ -406,22 +352,18 @@ static const struct jfield quota_spec[] = {
 };
 
 /* A limit as a parameter: NULL (no limit) when absent or null. */
-static const char *limit_param(json_t *body, const char *name, char *buf, size_t len)
+static void limit_arg(struct db_args *a, json_t *body, const char *name)
 {
 	json_t *v = json_object_get(body, name);
 
-	if (!json_is_integer(v))
-		return NULL;
-	snprintf(buf, len, "%lld", (long long)json_integer_value(v));
-	return buf;
+	db_arg_ll_opt(a, json_integer_value(v), json_is_integer(v));
 }
 
 /* Sets every limit of a user in a pool at once; an absent limit is none. */
 static void quota_put(struct http_req *r)
 {
 	json_t *body = api_json_body(r, quota_spec);
-	char uid[24], lim[5][24];
-	const char *p[7];
+	struct db_args a = DB_ARGS_INIT;
 	static const char *const names[5] = { "max_slices", "max_cpu_millis", "max_mem_mib",
 		                              "gpu_hours_per_week", "max_runtime_s" };
 
@@ -435,47 +377,31 @@ static void quota_put(struct http_req *r)
 			                 i == 4 ? " or zero" : "");
 			return;
 		}
-	snprintf(uid, sizeof(uid), "%lld",
-	         (long long)json_integer_value(json_object_get(body, "user_id")));
-	p[0] = uid;
-	p[1] = json_string_value(json_object_get(body, "pool"));
+	db_arg_ll(&a, json_integer_value(json_object_get(body, "user_id")));
+	db_arg_str(&a, json_string_value(json_object_get(body, "pool")));
 	for (int i = 0; i < 5; i++)
-		p[2 + i] = limit_param(body, names[i], lim[i], sizeof(lim[i]));
-	db_query("WITH q AS (INSERT INTO quotas (user_id, pool_id, max_slices, max_cpu_millis,"
-	         "  max_mem_mib, gpu_hours_per_week, max_runtime_s)"
-	         "  SELECT u.id, p.id, $3, $4, $5, $6, $7 FROM users u, pools p"
-	         "  WHERE u.id = $1 AND p.name = $2"
-	         "  ON CONFLICT (user_id, pool_id) DO UPDATE SET max_slices = EXCLUDED.max_slices,"
-	         "  max_cpu_millis = EXCLUDED.max_cpu_millis, max_mem_mib = EXCLUDED.max_mem_mib,"
-	         "  gpu_hours_per_week = EXCLUDED.gpu_hours_per_week,"
-	         "  max_runtime_s = EXCLUDED.max_runtime_s, updated_at = now() RETURNING *)"
-	         " SELECT " QUOTA_COLS " FROM q JOIN users u ON u.id = q.user_id"
-	         " JOIN pools p ON p.id = q.pool_id",
-	         7, p, quota_set, r);
+		limit_arg(&a, body, names[i]);
+	db_query_args(
+	        "WITH q AS (INSERT INTO quotas (user_id, pool_id, max_slices, max_cpu_millis,"
+	        "  max_mem_mib, gpu_hours_per_week, max_runtime_s)"
+	        "  SELECT u.id, p.id, $3, $4, $5, $6, $7 FROM users u, pools p"
+	        "  WHERE u.id = $1 AND p.name = $2"
+	        "  ON CONFLICT (user_id, pool_id) DO UPDATE SET max_slices = EXCLUDED.max_slices,"
+	        "  max_cpu_millis = EXCLUDED.max_cpu_millis, max_mem_mib = EXCLUDED.max_mem_mib,"
+	        "  gpu_hours_per_week = EXCLUDED.gpu_hours_per_week,"
+	        "  max_runtime_s = EXCLUDED.max_runtime_s, updated_at = now() RETURNING *)"
+	        " SELECT " QUOTA_LIST " FROM q JOIN users u ON u.id = q.user_id"
+	        " JOIN pools p ON p.id = q.pool_id",
+	        &a, quota_set, r);
 	json_decref(body);
 	sched_kick();
-}
-
-static void quota_list_done(PGresult *res, enum rc rc, void *arg)
-{
-	struct http_req *r = arg;
-	json_t *items;
-
-	if (rc != RC_OK) {
-		api_reply_db_error(r, rc, "");
-		return;
-	}
-	items = json_array();
-	for (int i = 0; i < PQntuples(res); i++)
-		json_array_append_new(items, quota_row(res, i));
-	http_reply_json(r, 200, json_pack("{s:o}", "items", items));
 }
 
 static void quota_list(struct http_req *r)
 {
 	char uid[32];
 	long n = api_query(r, "user_id", uid, sizeof(uid));
-	const char *p[1];
+	struct db_args a = DB_ARGS_INIT;
 
 	if (n == -2)
 		return;
@@ -483,52 +409,54 @@ static void quota_list(struct http_req *r)
 		http_reply_error(r, RC_INVALID, NULL, "user_id must be a number");
 		return;
 	}
-	p[0] = n > 0 ? uid : NULL;
-	db_query("SELECT " QUOTA_COLS " FROM quotas q"
-	         " JOIN users u ON u.id = q.user_id JOIN pools p ON p.id = q.pool_id"
-	         " WHERE $1::bigint IS NULL OR q.user_id = $1::bigint ORDER BY u.username, p.name",
-	         1, p, quota_list_done, r);
+	db_arg_str(&a, n > 0 ? uid : NULL);
+	api_list(r, &quota_resource,
+	         "SELECT " QUOTA_LIST " FROM quotas q"
+	         " JOIN users u ON u.id = q.user_id JOIN pools p "
+	         "ON p.id = q.pool_id"
+	         " WHERE $1::bigint IS NULL OR q.user_id = "
+	         "$1::bigint ORDER BY u.username, p.name",
+	         &a);
 }
 
 /* ---- per-role default quotas (0015) ---- */
 
-#define DEFAULT_COLS                                                           \
-	"d.role::text, p.name, d.max_slices, d.max_cpu_millis, d.max_mem_mib," \
-	" d.gpu_hours_per_week, d.max_runtime_s, d.max_tensorboards"
+/* A default quota's columns, by name (DB_COLS_*: db.h). */
+#define DEFAULT_COLS(FIRST, COL)                    \
+	FIRST(DEF_ROLE, "d.role::text")             \
+	COL(DEF_POOL, "p.name")                     \
+	COL(DEF_MAX_SLICES, "d.max_slices")         \
+	COL(DEF_MAX_CPU_MILLIS, "d.max_cpu_millis") \
+	COL(DEF_MAX_MEM_MIB, "d.max_mem_mib")       \
+	COL(DEF_GPU_HOURS, "d.gpu_hours_per_week")  \
+	COL(DEF_MAX_RUNTIME_S, "d.max_runtime_s")   \
+	COL(DEF_MAX_TENSORBOARDS, "d.max_tensorboards")
+enum default_col { DB_COLS_ENUM(DEFAULT_COLS) };
+#define DEFAULT_LIST DB_COLS_SQL(DEFAULT_COLS)
 
 static json_t *default_row(const PGresult *res, int i)
 {
-	const char *h = db_val(res, i, 5);
+	const char *h = db_val(res, i, DEF_GPU_HOURS);
 
-	return json_pack("{s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "role", db_val(res, i, 0),
-	                 "pool", nullable(db_val(res, i, 1)), "max_slices", int_col(res, i, 2),
-	                 "max_cpu_millis", int_col(res, i, 3), "max_mem_mib", int_col(res, i, 4),
-	                 "gpu_hours_per_week", h ? json_real(strtod(h, NULL)) : json_null(),
-	                 "max_runtime_s", int_col(res, i, 6), "max_tensorboards",
-	                 int_col(res, i, 7));
+	return json_pack("{s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "role",
+	                 db_val(res, i, DEF_ROLE), "pool", nullable(db_val(res, i, DEF_POOL)),
+	                 "max_slices", int_col(res, i, DEF_MAX_SLICES), "max_cpu_millis",
+	                 int_col(res, i, DEF_MAX_CPU_MILLIS), "max_mem_mib",
+	                 int_col(res, i, DEF_MAX_MEM_MIB), "gpu_hours_per_week",
+	                 h ? json_real(strtod(h, NULL)) : json_null(), "max_runtime_s",
+	                 int_col(res, i, DEF_MAX_RUNTIME_S), "max_tensorboards",
+	                 int_col(res, i, DEF_MAX_TENSORBOARDS));
 }
 
-static void defaults_list_done(PGresult *res, enum rc rc, void *arg)
-{
-	struct http_req *r = arg;
-	json_t *items;
-
-	if (rc != RC_OK) {
-		api_reply_db_error(r, rc, "");
-		return;
-	}
-	items = json_array();
-	for (int i = 0; i < PQntuples(res); i++)
-		json_array_append_new(items, default_row(res, i));
-	http_reply_json(r, 200, json_pack("{s:o}", "items", items));
-}
+static const struct api_resource default_resource = { "default quota", default_row, 0 };
 
 static void defaults_list(struct http_req *r)
 {
-	db_query("SELECT " DEFAULT_COLS
+	api_list(r, &default_resource,
+	         "SELECT " DEFAULT_LIST
 	         " FROM quota_defaults d LEFT JOIN pools p ON p.id = d.pool_id"
 	         " ORDER BY d.role, p.name NULLS FIRST",
-	         0, NULL, defaults_list_done, r);
+	         NULL);
 }
 
 static void default_set(PGresult *res, enum rc rc, void *arg)
@@ -546,8 +474,8 @@ static void default_set(PGresult *res, enum rc rc, void *arg)
 		return;
 	}
 	row = default_row(res, 0);
-	snprintf(target, sizeof(target), "%s/%s", db_val(res, 0, 0),
-	         db_val(res, 0, 1) ? db_val(res, 0, 1) : "*");
+	snprintf(target, sizeof(target), "%s/%s", db_val(res, 0, DEF_ROLE),
+	         db_val(res, 0, DEF_POOL) ? db_val(res, 0, DEF_POOL) : "*");
 	auth_audit(r, r->auth, "quota_default.set", target, json_deep_copy(row));
 	sched_kick();
 	http_reply_json(r, 200, row);
@@ -570,8 +498,8 @@ static const struct jfield default_spec[] = {
 static void default_put(struct http_req *r)
 {
 	json_t *body = api_json_body(r, default_spec);
-	char lim[6][24];
-	const char *p[8], *role;
+	const char *role;
+	struct db_args a = DB_ARGS_INIT;
 	static const char *const names[6] = { "max_slices",    "max_cpu_millis",
 		                              "max_mem_mib",   "gpu_hours_per_week",
 		                              "max_runtime_s", "max_tensorboards" };
@@ -593,22 +521,23 @@ static void default_put(struct http_req *r)
 			                 i == 4 ? " or zero" : "");
 			return;
 		}
-	p[0] = role;
-	p[1] = json_string_value(json_object_get(body, "pool"));
+	db_arg_str(&a, role);
+	db_arg_str(&a, json_string_value(json_object_get(body, "pool")));
 	for (int i = 0; i < 6; i++)
-		p[2 + i] = limit_param(body, names[i], lim[i], sizeof(lim[i]));
-	db_query("WITH pl AS (SELECT id, name FROM pools WHERE name = $2),"
-	         " d AS (INSERT INTO quota_defaults (role, pool_id, max_slices, max_cpu_millis,"
-	         "  max_mem_mib, gpu_hours_per_week, max_runtime_s, max_tensorboards)"
-	         "  SELECT $1::user_role, (SELECT id FROM pl), $3, $4, $5, $6, $7, $8"
-	         "  WHERE $2::text IS NULL OR EXISTS (SELECT 1 FROM pl)"
-	         "  ON CONFLICT (role, pool_id) DO UPDATE SET max_slices = EXCLUDED.max_slices,"
-	         "  max_cpu_millis = EXCLUDED.max_cpu_millis, max_mem_mib = EXCLUDED.max_mem_mib,"
-	         "  gpu_hours_per_week = EXCLUDED.gpu_hours_per_week,"
-	         "  max_runtime_s = EXCLUDED.max_runtime_s,"
-	         "  max_tensorboards = EXCLUDED.max_tensorboards, updated_at = now() RETURNING *)"
-	         " SELECT " DEFAULT_COLS " FROM d LEFT JOIN pools p ON p.id = d.pool_id",
-	         8, p, default_set, r);
+		limit_arg(&a, body, names[i]);
+	db_query_args(
+	        "WITH pl AS (SELECT id, name FROM pools WHERE name = $2),"
+	        " d AS (INSERT INTO quota_defaults (role, pool_id, max_slices, max_cpu_millis,"
+	        "  max_mem_mib, gpu_hours_per_week, max_runtime_s, max_tensorboards)"
+	        "  SELECT $1::user_role, (SELECT id FROM pl), $3, $4, $5, $6, $7, $8"
+	        "  WHERE $2::text IS NULL OR EXISTS (SELECT 1 FROM pl)"
+	        "  ON CONFLICT (role, pool_id) DO UPDATE SET max_slices = EXCLUDED.max_slices,"
+	        "  max_cpu_millis = EXCLUDED.max_cpu_millis, max_mem_mib = EXCLUDED.max_mem_mib,"
+	        "  gpu_hours_per_week = EXCLUDED.gpu_hours_per_week,"
+	        "  max_runtime_s = EXCLUDED.max_runtime_s,"
+	        "  max_tensorboards = EXCLUDED.max_tensorboards, updated_at = now() RETURNING *)"
+	        " SELECT " DEFAULT_LIST " FROM d LEFT JOIN pools p ON p.id = d.pool_id",
+	        &a, default_set, r);
 	json_decref(body);
 }
 
@@ -639,7 +568,7 @@ static void default_delete(struct http_req *r)
 {
 	char role[24], pool[72];
 	long nr = api_query(r, "role", role, sizeof(role)), np;
-	const char *p[2];
+	struct db_args a = DB_ARGS_INIT;
 
 	if (nr == -2 || (np = api_query(r, "pool", pool, sizeof(pool))) == -2)
 		return;
@@ -648,13 +577,13 @@ static void default_delete(struct http_req *r)
 		                 "role must be admin, teacher, researcher or student");
 		return;
 	}
-	p[0] = role;
-	p[1] = np > 0 ? pool : NULL;
-	db_query("DELETE FROM quota_defaults d WHERE d.role = $1::user_role"
-	         " AND d.pool_id IS NOT DISTINCT FROM (SELECT id FROM pools WHERE name = $2)"
-	         " AND ($2::text IS NULL OR EXISTS (SELECT 1 FROM pools WHERE name = $2))"
-	         " RETURNING d.role::text, $2::text",
-	         2, p, default_removed, r);
+	db_arg_str(&a, role);
+	db_arg_str(&a, np > 0 ? pool : NULL);
+	db_query_args("DELETE FROM quota_defaults d WHERE d.role = $1::user_role"
+	              " AND d.pool_id IS NOT DISTINCT FROM (SELECT id FROM pools WHERE name = $2)"
+	              " AND ($2::text IS NULL OR EXISTS (SELECT 1 FROM pools WHERE name = $2))"
+	              " RETURNING d.role::text, $2::text",
+	              &a, default_removed, r);
 }
 
 const struct route api_allocations_routes[] = {

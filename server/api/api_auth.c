@@ -109,8 +109,8 @@ static int backoff(int n, int free_failures)
 	if (over < 0)
 		return 0;
 	if (over > 12)
-		return cfg.login_max_delay;
-	return (1 << over) < cfg.login_max_delay ? (1 << over) : cfg.login_max_delay;
+		return cfg.login_max_delay_s;
+	return (1 << over) < cfg.login_max_delay_s ? (1 << over) : cfg.login_max_delay_s;
 }
 
 /* Seconds ip must wait before another attempt, counting those in flight as
@@ -177,15 +177,17 @@ struct login {
  * done may be NULL (fire and forget). */
 static void pair_settle(struct login *l, int ok, void (*done)(PGresult *, enum rc, void *))
 {
-	char freef[16], maxd[16];
-	const char *p[6] = { l->user_id, l->addr, l->budget, ok < 0 ? NULL : ok ? "t" : "f",
-		             freef,      maxd };
+	struct db_args a = DB_ARGS_INIT;
 
 	l->pair_held = 0;
-	snprintf(freef, sizeof(freef), "%d", cfg.login_free_failures);
-	snprintf(maxd, sizeof(maxd), "%d", cfg.login_max_delay);
-	db_query("SELECT login_settle($1, $2, $3, $4::boolean, $5::int, $6::int)", 6, p,
-	         done ? done : api_db_ignore, done ? (void *)l : NULL);
+	db_arg_str(&a, l->user_id);
+	db_arg_str(&a, l->addr);
+	db_arg_str(&a, l->budget);
+	db_arg_str(&a, ok < 0 ? NULL : ok ? "t" : "f");
+	db_arg_ll(&a, cfg.login_free_failures);
+	db_arg_ll(&a, cfg.login_max_delay_s);
+	db_query_args("SELECT login_settle($1, $2, $3, $4::boolean, $5::int, $6::int)", &a,
+	              done ? done : api_db_ignore, done ? (void *)l : NULL);
 }
 
 static void login_free(void *p)
@@ -230,7 +232,7 @@ static void login_session_done(PGresult *res, enum rc rc, void *arg)
 		api_reply_db_error(r, rc, "could not create a session");
 		return;
 	}
-	set_session_cookie(r, l->session_token, cfg.session_max_age);
+	set_session_cookie(r, l->session_token, cfg.session_max_age_s);
 	out = json_pack("{s:o, s:s}", "user", auth_user_json(&l->info), "csrf_token", l->csrf);
 	auth_audit(r, &l->info, "login.success", l->info.username, NULL);
 	http_reply_json(r, 200, out);
@@ -250,8 +252,8 @@ static void login_verified(void *arg, int ok, const char *new_phc)
 {
 	struct login *l = arg;
 	struct http_req *r = l->r;
-	char hash[65], ttl[24], old[128], freef[16], maxd[16];
-	const char *p[9];
+	char hash[65], old[128];
+	struct db_args a = DB_ARGS_INIT;
 
 	(void)new_phc;
 	if (l->ip_held) {
@@ -292,36 +294,49 @@ static void login_verified(void *arg, int ok, const char *new_phc)
 	/* rotation: a session presented with the login is ended */
 	if (auth_cookie_value(r, old, sizeof(old)) == 0 && *old) {
 		char oldhash[65];
-		const char *q[1] = { oldhash };
+		struct db_args q = DB_ARGS_INIT;
 		crypto_sha256_hex(old, strlen(old), oldhash);
-		db_query("UPDATE sessions SET revoked_at = now() WHERE token_hash = $1 AND "
-		         "revoked_at IS NULL",
-		         1, q, api_db_ignore, NULL);
+		db_arg_str(&q, oldhash);
+		db_query_args("UPDATE sessions SET revoked_at = now() WHERE token_hash = $1 AND "
+		              "revoked_at IS NULL",
+		              &q, api_db_ignore, NULL);
 	}
 	crypto_sha256_hex(l->session_token, strlen(l->session_token), hash);
-	snprintf(ttl, sizeof(ttl), "%d", cfg.session_max_age);
-	snprintf(freef, sizeof(freef), "%d", cfg.login_free_failures);
-	snprintf(maxd, sizeof(maxd), "%d", cfg.login_max_delay);
-	p[0] = l->user_id;
-	p[1] = hash;
-	p[2] = l->csrf;
-	p[3] = l->addr;
-	p[4] = http_header(r, "User-Agent") ? http_header(r, "User-Agent") : "";
-	p[5] = ttl;
-	p[6] = l->budget;
-	p[7] = freef;
-	p[8] = maxd;
+	db_arg_str(&a, l->user_id);
+	db_arg_str(&a, hash);
+	db_arg_str(&a, l->csrf);
+	db_arg_str(&a, l->addr);
+	db_arg_str(&a, http_header(r, "User-Agent") ? http_header(r, "User-Agent") : "");
+	db_arg_ll(&a, cfg.session_max_age_s);
+	db_arg_str(&a, l->budget);
+	db_arg_ll(&a, cfg.login_free_failures);
+	db_arg_ll(&a, cfg.login_max_delay_s);
 	/* the success settles the attempt (refund, the address becomes known)
 	 * in the same statement */
 	l->pair_held = 0;
-	db_query("INSERT INTO sessions (user_id, token_hash, csrf_token, ip, user_agent, "
-	         "expires_at)"
-	         " SELECT $1, $2, $3, $4, left($5, 200), now() + make_interval(secs => $6::int)"
-	         " FROM login_settle($1, $4, $7, true, $8::int, $9::int)",
-	         9, p, login_session_done, l);
+	db_query_args(
+	        "INSERT INTO sessions (user_id, token_hash, csrf_token, ip, user_agent, "
+	        "expires_at)"
+	        " SELECT $1, $2, $3, $4, left($5, 200), now() + make_interval(secs => $6::int)"
+	        " FROM login_settle($1, $4, $7, true, $8::int, $9::int)",
+	        &a, login_session_done, l);
 }
 
 /* The account row with the attempt's reservation (budget NULL: refused). */
+#define LOGIN_COLS(FIRST, COL)                       \
+	FIRST(LOGIN_ID, "u.id")                      \
+	COL(LOGIN_PHC, "u.password_hash")            \
+	COL(LOGIN_DISABLED, "u.disabled")            \
+	COL(LOGIN_DISPLAY_NAME, "u.display_name")    \
+	COL(LOGIN_EMAIL, "u.email")                  \
+	COL(LOGIN_ROLE, "u.role")                    \
+	COL(LOGIN_USERNAME, "u.username")            \
+	COL(LOGIN_CREATED_AT, DB_TS("u.created_at")) \
+	COL(LOGIN_BUDGET, "x.budget")                \
+	COL(LOGIN_WAIT_S, "x.wait_s")
+enum login_col { DB_COLS_ENUM(LOGIN_COLS) };
+#define LOGIN_LIST DB_COLS_SQL(LOGIN_COLS)
+
 static void login_user_done(PGresult *res, enum rc rc, void *arg)
 {
 	struct login *l = arg;
@@ -334,22 +349,24 @@ static void login_user_done(PGresult *res, enum rc rc, void *arg)
 		return;
 	}
 	if (PQntuples(res) == 1) {
-		snprintf(l->user_id, sizeof(l->user_id), "%s", db_val(res, 0, 0));
-		if (!db_val(res, 0, 8)) {
-			reply_throttled(r, (int)strtol(db_val(res, 0, 9), NULL, 10));
+		snprintf(l->user_id, sizeof(l->user_id), "%s", db_val(res, 0, LOGIN_ID));
+		if (!db_val(res, 0, LOGIN_BUDGET)) {
+			reply_throttled(r, (int)strtol(db_val(res, 0, LOGIN_WAIT_S), NULL, 10));
 			return;
 		}
 		l->pair_held = 1;
-		snprintf(l->budget, sizeof(l->budget), "%s", db_val(res, 0, 8));
+		snprintf(l->budget, sizeof(l->budget), "%s", db_val(res, 0, LOGIN_BUDGET));
 		l->found = 1;
-		phc = db_val(res, 0, 1);
-		l->disabled = strcmp(db_val(res, 0, 2), "t") == 0;
+		phc = db_val(res, 0, LOGIN_PHC);
+		l->disabled = strcmp(db_val(res, 0, LOGIN_DISABLED), "t") == 0;
 		l->info.user_id = strtoll(l->user_id, NULL, 10);
-		snprintf(l->info.username, sizeof(l->info.username), "%s", db_val(res, 0, 6));
-		l->info.display_name = strdup((v = db_val(res, 0, 3)) ? v : "");
-		l->info.email = strdup((v = db_val(res, 0, 4)) ? v : "");
-		l->info.role = auth_role_parse(db_val(res, 0, 5));
-		snprintf(l->info.created_at, sizeof(l->info.created_at), "%s", db_val(res, 0, 7));
+		snprintf(l->info.username, sizeof(l->info.username), "%s",
+		         db_val(res, 0, LOGIN_USERNAME));
+		l->info.display_name = strdup((v = db_val(res, 0, LOGIN_DISPLAY_NAME)) ? v : "");
+		l->info.email = strdup((v = db_val(res, 0, LOGIN_EMAIL)) ? v : "");
+		l->info.role = auth_role_parse(db_val(res, 0, LOGIN_ROLE));
+		snprintf(l->info.created_at, sizeof(l->info.created_at), "%s",
+		         db_val(res, 0, LOGIN_CREATED_AT));
 		if (!l->info.display_name || !l->info.email) {
 			http_reply_error(r, RC_NOMEM, NULL, "out of memory");
 			return;
@@ -372,8 +389,7 @@ static void login(struct http_req *r)
 {
 	struct login *l;
 	json_t *body = api_json_body(r, login_spec);
-	char acct[16], reserve[16];
-	const char *p[4];
+	struct db_args a = DB_ARGS_INIT;
 	int wait;
 
 	if (!body)
@@ -399,20 +415,15 @@ static void login(struct http_req *r)
 	}
 	ip_reserve(l->addr);
 	l->ip_held = 1;
-	snprintf(acct, sizeof(acct), "%d", cfg.login_account_failures);
-	snprintf(reserve, sizeof(reserve), "%d", cfg.login_reserve_failures);
-	p[0] = body_str(body, "username");
-	p[1] = l->addr;
-	p[2] = acct;
-	p[3] = reserve;
+	db_arg_str(&a, body_str(body, "username"));
+	db_arg_str(&a, l->addr);
+	db_arg_ll(&a, cfg.login_account_failures);
+	db_arg_ll(&a, cfg.login_reserve_failures);
 	/* the attempt is reserved in the same round trip that finds the account */
-	db_query("SELECT u.id, u.password_hash, u.disabled, u.display_name, u.email, u.role,"
-	         " u.username,"
-	         " to_char(u.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),"
-	         " x.budget, x.wait_s"
-	         " FROM users u, LATERAL login_reserve(u.id, $2, $3::int, $4::int) x"
-	         " WHERE u.username = lower($1)",
-	         4, p, login_user_done, l);
+	db_query_args("SELECT " LOGIN_LIST " FROM users u, LATERAL login_reserve(u.id, $2, "
+	              "$3::int, $4::int) x"
+	              " WHERE u.username = lower($1)",
+	              &a, login_user_done, l);
 }
 
 /* ---- logout ---- */
@@ -432,17 +443,16 @@ static void logout_done(PGresult *res, enum rc rc, void *arg)
 
 static void logout(struct http_req *r)
 {
-	char id[24];
-	const char *p[1] = { id };
+	struct db_args a = DB_ARGS_INIT;
 
 	if (!r->auth->session_id) {
 		http_reply_error(r, RC_INVALID, "revoke the token with DELETE /api/v1/tokens/{id}",
 		                 "logout ends browser sessions; this request used an API token");
 		return;
 	}
-	snprintf(id, sizeof(id), "%lld", (long long)r->auth->session_id);
+	db_arg_ll(&a, r->auth->session_id);
 	auth_audit(r, r->auth, "logout", r->auth->username, NULL);
-	db_query("UPDATE sessions SET revoked_at = now() WHERE id = $1", 1, p, logout_done, r);
+	db_query_args("UPDATE sessions SET revoked_at = now() WHERE id = $1", &a, logout_done, r);
 }
 
 /* ---- me ---- */
@@ -588,8 +598,7 @@ static void pwchange_saved(PGresult *res, enum rc rc, void *arg)
 static void pwchange_verified(void *arg, int ok, const char *new_phc)
 {
 	struct pwchange *c = arg;
-	char uid[24], sid[24];
-	const char *p[3] = { uid, new_phc, sid };
+	struct db_args a = DB_ARGS_INIT;
 
 	if (ok != 1 || !new_phc) {
 		if (ok == 0)
@@ -599,19 +608,21 @@ static void pwchange_verified(void *arg, int ok, const char *new_phc)
 			                 "could not hash the new password");
 		return;
 	}
-	snprintf(uid, sizeof(uid), "%lld", (long long)c->r->auth->user_id);
-	snprintf(sid, sizeof(sid), "%lld", (long long)c->r->auth->session_id);
+	db_arg_ll(&a, c->r->auth->user_id);
+	db_arg_str(&a, new_phc);
+	db_arg_ll(&a, c->r->auth->session_id);
 	/* other sessions end: whoever knew the old password is logged out; and
 	 * every API token is revoked, since one may have been made by whoever
 	 * knew it (scripts need new tokens: the safe choice, and the UI says so) */
-	db_query("WITH s AS (UPDATE sessions SET revoked_at = now()"
-	         "  WHERE user_id = $1 AND id <> $3 AND revoked_at IS NULL),"
-	         " t AS (UPDATE api_tokens SET revoked_at = now()"
-	         "  WHERE user_id = $1 AND revoked_at IS NULL)"
-	         " UPDATE users SET password_hash = $2, password_changed_at = now(), updated_at = "
-	         "now()"
-	         " WHERE id = $1",
-	         3, p, pwchange_saved, c);
+	db_query_args(
+	        "WITH s AS (UPDATE sessions SET revoked_at = now()"
+	        "  WHERE user_id = $1 AND id <> $3 AND revoked_at IS NULL),"
+	        " t AS (UPDATE api_tokens SET revoked_at = now()"
+	        "  WHERE user_id = $1 AND revoked_at IS NULL)"
+	        " UPDATE users SET password_hash = $2, password_changed_at = now(), updated_at = "
+	        "now()"
+	        " WHERE id = $1",
+	        &a, pwchange_saved, c);
 }
 
 static void pwchange_loaded(PGresult *res, enum rc rc, void *arg)
@@ -638,8 +649,7 @@ static void password_change(struct http_req *r)
 	json_t *body = api_json_body(r, pwchange_spec);
 	struct pwchange *c;
 	const char *why;
-	char uid[24];
-	const char *p[1] = { uid };
+	struct db_args a = DB_ARGS_INIT;
 
 	if (!body)
 		return;
@@ -662,8 +672,8 @@ static void password_change(struct http_req *r)
 	}
 	c->r = r;
 	c->body = body;
-	snprintf(uid, sizeof(uid), "%lld", (long long)r->auth->user_id);
-	db_query("SELECT password_hash FROM users WHERE id = $1", 1, p, pwchange_loaded, c);
+	db_arg_ll(&a, r->auth->user_id);
+	db_query_args("SELECT password_hash FROM users WHERE id = $1", &a, pwchange_loaded, c);
 }
 
 static const struct route routes[] = {

@@ -94,7 +94,7 @@ static void metrics(struct http_req *r)
 	const char *authz = http_header(r, "Authorization");
 	const char *tok;
 	char hash[65];
-	const char *params[1] = { hash };
+	struct db_args a = DB_ARGS_INIT;
 
 	if (scrape_address(r)) {
 		metrics_render_reply(r);
@@ -110,10 +110,11 @@ static void metrics(struct http_req *r)
 	for (tok = authz + 7; *tok == ' '; tok++)
 		;
 	crypto_sha256_hex(tok, strlen(tok), hash);
-	db_query("SELECT 1 FROM api_tokens t JOIN users u ON u.id = t.user_id"
-	         " WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND t.expires_at > now()"
-	         " AND NOT u.disabled AND u.role = 'admin'",
-	         1, params, metrics_token_done, r);
+	db_arg_str(&a, hash);
+	db_query_args("SELECT 1 FROM api_tokens t JOIN users u ON u.id = t.user_id"
+	              " WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND t.expires_at > now()"
+	              " AND NOT u.disabled AND u.role = 'admin'",
+	              &a, metrics_token_done, r);
 }
 
 /* The API description, served so clients and the docs test read the same. */

@@ -19,38 +19,41 @@
 #include "engine/images.h"
 #include "base/log.h"
 
-#define TS(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
+/* An image's columns, by name (DB_COLS_*: db.h).  Every node appears in
+ * IMAGE_NODES, 'absent' where the image never went. */
+#define IMAGE_COLS(FIRST, COL)                                                                    \
+	FIRST(IMAGE_ID, "i.id")                                                                   \
+	COL(IMAGE_REFERENCE, "i.reference")                                                       \
+	COL(IMAGE_REGISTRY_ID, "i.registry_id")                                                   \
+	COL(IMAGE_REGISTRY, "COALESCE(r.name, '')")                                               \
+	COL(IMAGE_DISPLAY_NAME, "i.display_name")                                                 \
+	COL(IMAGE_FRAMEWORK, "i.framework")                                                       \
+	COL(IMAGE_CUDA_VERSION, "i.cuda_version")                                                 \
+	COL(IMAGE_CUDA_SOURCE, "i.cuda_source")                                                   \
+	COL(IMAGE_DESCRIPTION, "i.description")                                                   \
+	COL(IMAGE_DEFAULT_CMD, "i.default_cmd::text")                                             \
+	COL(IMAGE_APP_PORTS, "i.app_ports::text")                                                 \
+	COL(IMAGE_OWNER_ID, "i.owner_id")                                                         \
+	COL(IMAGE_VISIBILITY, "i.visibility")                                                     \
+	COL(IMAGE_ROLES, "array_to_json(i.vis_roles)::text")                                      \
+	COL(IMAGE_CLASSES, "array_to_json(i.vis_classes)::text")                                  \
+	COL(IMAGE_GROUPS, "array_to_json(i.vis_groups)::text")                                    \
+	COL(IMAGE_CREATED_AT, DB_TS("i.created_at"))                                              \
+	COL(IMAGE_UPDATED_AT, DB_TS("i.updated_at"))                                              \
+	COL(IMAGE_NODES,                                                                          \
+	    "(SELECT COALESCE(json_agg(json_build_object('node_id', n.id, 'node', n.name,"        \
+	    "  'state', COALESCE(x.state, 'absent'), 'progress', COALESCE(x.progress, 0),"        \
+	    "  'error', COALESCE(x.error, ''), 'updated_at', " DB_TS(                             \
+	            "x.updated_at") ")"                                                           \
+	                            "  ORDER BY n.name), '[]')"                                   \
+	                            "  FROM nodes n LEFT JOIN image_nodes x ON x.node_id = n.id " \
+	                            "AND x.image_id = i.id)::text")                               \
+	COL(IMAGE_CUDA_MIN, "i.cuda_min")
+enum image_col { DB_COLS_ENUM(IMAGE_COLS) };
 
-/* Every node appears, 'absent' where the image never went. */
-#define IMAGE_SELECT                                                                               \
-	"SELECT i.id, i.reference, i.registry_id, COALESCE(r.name, ''), i.display_name,"           \
-	" i.framework, i.cuda_version, i.cuda_source, i.description, i.default_cmd::text,"         \
-	" i.app_ports::text, i.owner_id, i.visibility, array_to_json(i.vis_roles)::text,"          \
-	" array_to_json(i.vis_classes)::text, array_to_json(i.vis_groups)::text, " TS(             \
-	        "i.created_at") ", " TS("i.updated_at") ","                                        \
-	                                                " (SELECT "                                \
-	                                                "COALESCE(json_agg(json_build_object('"    \
-	                                                "node_id', n.id, 'node', n.name,"          \
-	                                                "  'state', COALESCE(x.state, 'absent'), " \
-	                                                "'progress', COALESCE(x.progress, 0),"     \
-	                                                "  'error', COALESCE(x.error, ''), "       \
-	                                                "'updated_at', " TS(                       \
-	                                                        "x.updated_at") ")"                \
-	                                                                        "  ORDER BY "      \
-	                                                                        "n.name), '[]')"   \
-	                                                                        "  FROM nodes n "  \
-	                                                                        "LEFT JOIN "       \
-	                                                                        "image_nodes x "   \
-	                                                                        "ON x.node_id = "  \
-	                                                                        "n.id AND "        \
-	                                                                        "x.image_id = "    \
-	                                                                        "i.id)::text,"     \
-	                                                                        " i.cuda_min"      \
-	                                                                        " FROM images i "  \
-	                                                                        "LEFT JOIN "       \
-	                                                                        "registries r ON " \
-	                                                                        "r.id = "          \
-	                                                                        "i.registry_id"
+#define IMAGE_SELECT           \
+	"SELECT " DB_COLS_SQL( \
+	        IMAGE_COLS) " FROM images i LEFT JOIN registries r ON r.id = i.registry_id"
 
 /* Who sees what: $2 the caller's id, $3 their role. */
 #define IMAGE_VISIBLE                                                        \
@@ -66,114 +69,74 @@ static json_t *jload(const char *s)
 
 static json_t *image_row(const PGresult *res, int i)
 {
-	const char *reg = db_val(res, i, 2), *owner = db_val(res, i, 11);
-	json_t *o = json_pack("{s:I, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "id",
-	                      (json_int_t)strtoll(db_val(res, i, 0), NULL, 10), "reference",
-	                      db_val(res, i, 1), "registry", db_val(res, i, 3), "display_name",
-	                      db_val(res, i, 4), "framework", db_val(res, i, 5), "cuda_version",
-	                      db_val(res, i, 6), "cuda_source", db_val(res, i, 7), "description",
-	                      db_val(res, i, 8), "created_at", db_val(res, i, 16), "updated_at",
-	                      db_val(res, i, 17));
+	const char *reg = db_val(res, i, IMAGE_REGISTRY_ID),
+	           *owner = db_val(res, i, IMAGE_OWNER_ID);
+	json_t *o = json_pack(
+	        "{s:I, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "id",
+	        (json_int_t)strtoll(db_val(res, i, IMAGE_ID), NULL, 10), "reference",
+	        db_val(res, i, IMAGE_REFERENCE), "registry", db_val(res, i, IMAGE_REGISTRY),
+	        "display_name", db_val(res, i, IMAGE_DISPLAY_NAME), "framework",
+	        db_val(res, i, IMAGE_FRAMEWORK), "cuda_version", db_val(res, i, IMAGE_CUDA_VERSION),
+	        "cuda_source", db_val(res, i, IMAGE_CUDA_SOURCE), "description",
+	        db_val(res, i, IMAGE_DESCRIPTION), "created_at", db_val(res, i, IMAGE_CREATED_AT),
+	        "updated_at", db_val(res, i, IMAGE_UPDATED_AT));
 
 	json_object_set_new(o, "registry_id",
 	                    reg ? json_integer(strtoll(reg, NULL, 10)) : json_null());
-	json_object_set_new(o, "cuda_min", json_integer(strtol(db_val(res, i, 19), NULL, 10)));
-	json_object_set_new(o, "default_cmd", jload(db_val(res, i, 9)));
-	json_object_set_new(o, "app_ports", jload(db_val(res, i, 10)));
+	json_object_set_new(o, "cuda_min",
+	                    json_integer(strtol(db_val(res, i, IMAGE_CUDA_MIN), NULL, 10)));
+	json_object_set_new(o, "default_cmd", jload(db_val(res, i, IMAGE_DEFAULT_CMD)));
+	json_object_set_new(o, "app_ports", jload(db_val(res, i, IMAGE_APP_PORTS)));
 	json_object_set_new(o, "owner_id",
 	                    owner ? json_integer(strtoll(owner, NULL, 10)) : json_null());
 	json_object_set_new(o, "personal", json_boolean(owner != NULL));
-	json_object_set_new(o, "visibility", json_string(db_val(res, i, 12)));
-	json_object_set_new(o, "roles", jload(db_val(res, i, 13)));
-	json_object_set_new(o, "classes", jload(db_val(res, i, 14)));
-	json_object_set_new(o, "groups", jload(db_val(res, i, 15)));
-	json_object_set_new(o, "nodes", jload(db_val(res, i, 18)));
+	json_object_set_new(o, "visibility", json_string(db_val(res, i, IMAGE_VISIBILITY)));
+	json_object_set_new(o, "roles", jload(db_val(res, i, IMAGE_ROLES)));
+	json_object_set_new(o, "classes", jload(db_val(res, i, IMAGE_CLASSES)));
+	json_object_set_new(o, "groups", jload(db_val(res, i, IMAGE_GROUPS)));
+	json_object_set_new(o, "nodes", jload(db_val(res, i, IMAGE_NODES)));
 	return o;
 }
 
-static void caller(const struct http_req *r, char *uid, const char **role)
-{
-	snprintf(uid, 24, "%lld", (long long)r->auth->user_id);
-	*role = auth_role_name(r->auth->role);
-}
+static const struct api_resource image_resource = { "image", image_row, 0 };
 
-static void list_done(PGresult *res, enum rc rc, void *arg)
+/* The caller, as IMAGE_VISIBLE's $2 and $3. */
+static void caller_args(struct db_args *a, const struct http_req *r)
 {
-	struct http_req *r = arg;
-	json_t *items;
-
-	if (rc != RC_OK) {
-		api_reply_db_error(r, rc, "");
-		return;
-	}
-	items = json_array();
-	for (int i = 0; i < PQntuples(res); i++)
-		json_array_append_new(items, image_row(res, i));
-	http_reply_json(r, 200, json_pack("{s:o}", "items", items));
+	db_arg_ll(a, r->auth->user_id);
+	db_arg_str(a, auth_role_name(r->auth->role));
 }
 
 static void list(struct http_req *r)
 {
-	char uid[24];
-	const char *p[3] = { NULL, uid, NULL };
+	struct db_args a = DB_ARGS_INIT;
 
-	caller(r, uid, &p[2]);
-	db_query(IMAGE_SELECT
+	db_arg_null(&a); /* $1 is the id of reply_image(): the same visibility clause */
+	caller_args(&a, r);
+	api_list(r, &image_resource,
+	         IMAGE_SELECT
 	         " WHERE $1::text IS NULL AND" IMAGE_VISIBLE
 	         " ORDER BY i.owner_id NULLS FIRST, lower(i.display_name), i.reference",
-	         3, p, list_done, r);
+	         &a);
 }
 
-static void one_reply(PGresult *res, enum rc rc, struct http_req *r, int status)
+static void reply_image(struct http_req *r, long long id, int status)
 {
-	if (rc != RC_OK) {
-		api_reply_db_error(r, rc, "");
-		return;
-	}
-	if (PQntuples(res) != 1) {
-		http_reply_error(r, RC_NOTFOUND, NULL, "no such image");
-		return;
-	}
-	http_reply_json(r, status, image_row(res, 0));
-}
+	struct db_args a = DB_ARGS_INIT;
 
-static void one_done(PGresult *res, enum rc rc, void *arg)
-{
-	one_reply(res, rc, arg, 200);
-}
-
-static void one_created(PGresult *res, enum rc rc, void *arg)
-{
-	one_reply(res, rc, arg, 201);
-}
-
-static void one_accepted(PGresult *res, enum rc rc, void *arg)
-{
-	one_reply(res, rc, arg, 202);
-}
-
-static void reply_image(struct http_req *r, const char *id, int status)
-{
-	char uid[24];
-	const char *p[3] = { id, uid, NULL };
-
-	caller(r, uid, &p[2]);
-	db_query(IMAGE_SELECT " WHERE i.id = $1::bigint AND" IMAGE_VISIBLE, 3, p,
-	         status == 201   ? one_created
-	         : status == 202 ? one_accepted
-	                         : one_done,
-	         r);
+	db_arg_ll(&a, id);
+	caller_args(&a, r);
+	api_one(r, &image_resource, status,
+	        IMAGE_SELECT " WHERE i.id = $1::bigint AND" IMAGE_VISIBLE, &a);
 }
 
 static void get(struct http_req *r)
 {
 	long long id;
-	char ids[24];
 
 	if (api_id(r, "id", &id) < 0)
 		return;
-	snprintf(ids, sizeof(ids), "%lld", id);
-	reply_image(r, ids, 200);
+	reply_image(r, id, 200);
 }
 
 /* ---- create, change, remove ---- */
@@ -197,7 +160,7 @@ static const struct jfield image_spec[] = {
 /* The checked settings of a create or update, as statement parameters
  * (NULL = not given). */
 struct image_params {
-	char cuda_min[16];
+	int cuda_min;
 	char *roles, *classes, *groups, *cmd, *ports; /* JSON, malloc'd */
 };
 
@@ -241,8 +204,7 @@ static int check(struct http_req *r, json_t *body, struct image_params *ip)
 		                 "cuda_version '%.16s' is not a CUDA version", cuda);
 		return -1;
 	}
-	snprintf(ip->cuda_min, sizeof(ip->cuda_min), "%d",
-	         cuda && *cuda ? images_cuda_parse(cuda) : 0);
+	ip->cuda_min = cuda && *cuda ? images_cuda_parse(cuda) : 0;
 	if (vis && strcmp(vis, "everyone") && strcmp(vis, "restricted")) {
 		http_reply_error(r, RC_INVALID, "use everyone or restricted",
 		                 "visibility must be everyone or restricted");
@@ -311,24 +273,18 @@ static void changed(PGresult *res, enum rc rc, void *arg)
 		http_reply_error(r, RC_INVALID, "see GET /api/v1/registries", "no such registry");
 		return;
 	}
-	if (rc != RC_OK) {
-		api_reply_db_error(r, rc, "");
+	if (api_one_row(r, res, rc, "image", "") < 0)
 		return;
-	}
-	if (PQntuples(res) != 1) {
-		http_reply_error(r, RC_NOTFOUND, NULL, "no such image");
-		return;
-	}
 	auth_audit(r, r->auth, created ? "image.create" : "image.update", db_val(res, 0, 1), NULL);
-	reply_image(r, db_val(res, 0, 0), created ? 201 : 200);
+	reply_image(r, strtoll(db_val(res, 0, 0), NULL, 10), created ? 201 : 200);
 }
 
 static void create(struct http_req *r)
 {
 	json_t *body = api_json_body(r, image_spec), *reg;
 	struct image_params ip = { 0 };
-	const char *ref, *cuda, *p[12];
-	char regid[24];
+	const char *ref, *cuda;
+	struct db_args a = DB_ARGS_INIT;
 
 	if (!body)
 		return;
@@ -342,43 +298,38 @@ static void create(struct http_req *r)
 		goto out;
 	cuda = json_string_value(json_object_get(body, "cuda_version"));
 	reg = json_object_get(body, "registry_id");
-	snprintf(regid, sizeof(regid), "%lld", (long long)json_integer_value(reg));
-	p[0] = ref;
-	p[1] = json_is_integer(reg) ? regid : NULL;
-	p[2] = json_string_value(json_object_get(body, "display_name"));
-	p[3] = json_string_value(json_object_get(body, "framework"));
-	p[4] = cuda && *cuda ? cuda : NULL;
-	p[5] = ip.cuda_min;
-	p[6] = json_string_value(json_object_get(body, "description"));
-	p[7] = json_string_value(json_object_get(body, "visibility"));
-	p[8] = ip.roles;
-	p[9] = ip.classes;
-	p[10] = ip.groups;
-	p[11] = ip.cmd;
+	db_arg_str(&a, ref);
+	db_arg_ll_opt(&a, json_integer_value(reg), json_is_integer(reg));
+	db_arg_str(&a, json_string_value(json_object_get(body, "display_name")));
+	db_arg_str(&a, json_string_value(json_object_get(body, "framework")));
+	db_arg_str(&a, cuda && *cuda ? cuda : NULL);
+	db_arg_ll(&a, ip.cuda_min);
+	db_arg_str(&a, json_string_value(json_object_get(body, "description")));
+	db_arg_str(&a, json_string_value(json_object_get(body, "visibility")));
+	db_arg_str(&a, ip.roles);
+	db_arg_str(&a, ip.classes);
+	db_arg_str(&a, ip.groups);
+	db_arg_str(&a, ip.cmd);
+	db_arg_str(&a, ip.ports);
 	/* without a registry_id, the registry whose server the reference
 	 * starts with (the longest) */
-	{
-		const char *q[13];
-		memcpy(q, p, sizeof(p));
-		q[12] = ip.ports;
-		db_query("INSERT INTO images (reference, registry_id, display_name, framework,"
-		         " cuda_version, cuda_min, cuda_source, description, visibility, vis_roles,"
-		         " vis_classes, vis_groups, default_cmd, app_ports)"
-		         " VALUES ($1, COALESCE($2::bigint, (SELECT id FROM registries"
-		         "  WHERE starts_with($1, server || '/') ORDER BY length(server) DESC, "
-		         "id LIMIT 1)),"
-		         " COALESCE($3, $1), COALESCE($4, ''), COALESCE($5, ''), $6::int,"
-		         " CASE WHEN $5 IS NULL THEN '' ELSE 'admin' END, COALESCE($7, ''),"
-		         " COALESCE($8, 'everyone')::image_visibility,"
-		         " ARRAY(SELECT jsonb_array_elements_text(COALESCE($9::jsonb, "
-		         "'[]')))::user_role[],"
-		         " ARRAY(SELECT jsonb_array_elements_text(COALESCE($10::jsonb, "
-		         "'[]'))::bigint),"
-		         " ARRAY(SELECT jsonb_array_elements_text(COALESCE($11::jsonb, "
-		         "'[]'))::bigint),"
-		         " $12::jsonb, COALESCE($13::jsonb, '[]')) RETURNING id, reference",
-		         13, q, changed, r);
-	}
+	db_query_args("INSERT INTO images (reference, registry_id, display_name, framework,"
+	              " cuda_version, cuda_min, cuda_source, description, visibility, vis_roles,"
+	              " vis_classes, vis_groups, default_cmd, app_ports)"
+	              " VALUES ($1, COALESCE($2::bigint, (SELECT id FROM registries"
+	              "  WHERE starts_with($1, server || '/') ORDER BY length(server) DESC, "
+	              "id LIMIT 1)),"
+	              " COALESCE($3, $1), COALESCE($4, ''), COALESCE($5, ''), $6::int,"
+	              " CASE WHEN $5 IS NULL THEN '' ELSE 'admin' END, COALESCE($7, ''),"
+	              " COALESCE($8, 'everyone')::image_visibility,"
+	              " ARRAY(SELECT jsonb_array_elements_text(COALESCE($9::jsonb, "
+	              "'[]')))::user_role[],"
+	              " ARRAY(SELECT jsonb_array_elements_text(COALESCE($10::jsonb, "
+	              "'[]'))::bigint),"
+	              " ARRAY(SELECT jsonb_array_elements_text(COALESCE($11::jsonb, "
+	              "'[]'))::bigint),"
+	              " $12::jsonb, COALESCE($13::jsonb, '[]')) RETURNING id, reference",
+	              &a, changed, r);
 out:
 	params_free(&ip);
 	json_decref(body);
@@ -389,8 +340,8 @@ static void update(struct http_req *r)
 	json_t *body;
 	struct image_params ip = { 0 };
 	long long id;
-	const char *cuda, *p[13];
-	char ids[24];
+	const char *cuda;
+	struct db_args a = DB_ARGS_INIT;
 
 	if (api_id(r, "id", &id) < 0)
 		return;
@@ -405,39 +356,39 @@ static void update(struct http_req *r)
 	if (check(r, body, &ip) < 0)
 		goto out;
 	cuda = json_string_value(json_object_get(body, "cuda_version"));
-	snprintf(ids, sizeof(ids), "%lld", id);
-	p[0] = ids;
-	p[1] = cuda; /* "" = unknown again (read from the image at the next pull) */
-	p[2] = ip.cuda_min;
-	p[3] = json_string_value(json_object_get(body, "display_name"));
-	p[4] = json_string_value(json_object_get(body, "framework"));
-	p[5] = json_string_value(json_object_get(body, "description"));
-	p[6] = json_string_value(json_object_get(body, "visibility"));
-	p[7] = ip.roles;
-	p[8] = ip.classes;
-	p[9] = ip.groups;
-	p[10] = ip.cmd;
-	p[11] = ip.ports;
+	db_arg_ll(&a, id);
+	db_arg_str(&a, cuda); /* "" = unknown again (read from the image at the next pull) */
+	db_arg_ll(&a, ip.cuda_min);
+	db_arg_str(&a, json_string_value(json_object_get(body, "display_name")));
+	db_arg_str(&a, json_string_value(json_object_get(body, "framework")));
+	db_arg_str(&a, json_string_value(json_object_get(body, "description")));
+	db_arg_str(&a, json_string_value(json_object_get(body, "visibility")));
+	db_arg_str(&a, ip.roles);
+	db_arg_str(&a, ip.classes);
+	db_arg_str(&a, ip.groups);
+	db_arg_str(&a, ip.cmd);
+	db_arg_str(&a, ip.ports);
 	/* default_cmd: null in the body clears it; absent keeps it */
-	p[12] = json_object_get(body, "default_cmd") ? "t" : "f";
-	db_query("UPDATE images SET"
-	         " cuda_version = COALESCE($2, cuda_version),"
-	         " cuda_min = CASE WHEN $2 IS NULL THEN cuda_min ELSE $3::int END,"
-	         " cuda_source = CASE WHEN $2 IS NULL THEN cuda_source WHEN $2 = '' THEN ''"
-	         "  ELSE 'admin' END,"
-	         " display_name = COALESCE($4, display_name), framework = COALESCE($5, framework),"
-	         " description = COALESCE($6, description),"
-	         " visibility = COALESCE($7::image_visibility, visibility),"
-	         " vis_roles = CASE WHEN $8::jsonb IS NULL THEN vis_roles ELSE"
-	         "  ARRAY(SELECT jsonb_array_elements_text($8::jsonb))::user_role[] END,"
-	         " vis_classes = CASE WHEN $9::jsonb IS NULL THEN vis_classes ELSE"
-	         "  ARRAY(SELECT jsonb_array_elements_text($9::jsonb)::bigint) END,"
-	         " vis_groups = CASE WHEN $10::jsonb IS NULL THEN vis_groups ELSE"
-	         "  ARRAY(SELECT jsonb_array_elements_text($10::jsonb)::bigint) END,"
-	         " default_cmd = CASE WHEN $13 = 't' THEN $11::jsonb ELSE default_cmd END,"
-	         " app_ports = COALESCE($12::jsonb, app_ports), updated_at = now()"
-	         " WHERE id = $1 AND owner_id IS NULL RETURNING id, reference",
-	         13, p, changed, r);
+	db_arg_str(&a, json_object_get(body, "default_cmd") ? "t" : "f");
+	db_query_args(
+	        "UPDATE images SET"
+	        " cuda_version = COALESCE($2, cuda_version),"
+	        " cuda_min = CASE WHEN $2 IS NULL THEN cuda_min ELSE $3::int END,"
+	        " cuda_source = CASE WHEN $2 IS NULL THEN cuda_source WHEN $2 = '' THEN ''"
+	        "  ELSE 'admin' END,"
+	        " display_name = COALESCE($4, display_name), framework = COALESCE($5, framework),"
+	        " description = COALESCE($6, description),"
+	        " visibility = COALESCE($7::image_visibility, visibility),"
+	        " vis_roles = CASE WHEN $8::jsonb IS NULL THEN vis_roles ELSE"
+	        "  ARRAY(SELECT jsonb_array_elements_text($8::jsonb))::user_role[] END,"
+	        " vis_classes = CASE WHEN $9::jsonb IS NULL THEN vis_classes ELSE"
+	        "  ARRAY(SELECT jsonb_array_elements_text($9::jsonb)::bigint) END,"
+	        " vis_groups = CASE WHEN $10::jsonb IS NULL THEN vis_groups ELSE"
+	        "  ARRAY(SELECT jsonb_array_elements_text($10::jsonb)::bigint) END,"
+	        " default_cmd = CASE WHEN $13 = 't' THEN $11::jsonb ELSE default_cmd END,"
+	        " app_ports = COALESCE($12::jsonb, app_ports), updated_at = now()"
+	        " WHERE id = $1 AND owner_id IS NULL RETURNING id, reference",
+	        &a, changed, r);
 out:
 	params_free(&ip);
 	json_decref(body);
@@ -470,21 +421,20 @@ static void removed(PGresult *res, enum rc rc, void *arg)
 static void remove_image(struct http_req *r)
 {
 	long long id;
-	char ids[24], uid[24];
-	const char *p[3] = { ids, uid, NULL };
+	struct db_args a = DB_ARGS_INIT;
 
 	if (api_id(r, "id", &id) < 0)
 		return;
-	snprintf(ids, sizeof(ids), "%lld", id);
-	caller(r, uid, &p[2]);
-	db_query("WITH img AS (SELECT id, reference FROM images WHERE id = $1"
-	         "  AND (owner_id = $2::bigint OR $3 = 'admin') FOR UPDATE),"
-	         " used AS (SELECT count(*) AS n FROM instances WHERE image_id = $1"
-	         "  AND state <> 'deleted'),"
-	         " gone AS (DELETE FROM images WHERE id IN (SELECT id FROM img)"
-	         "  AND (SELECT n FROM used) = 0 RETURNING id)"
-	         " SELECT (SELECT reference FROM img), (SELECT n FROM used)",
-	         3, p, removed, r);
+	db_arg_ll(&a, id);
+	caller_args(&a, r);
+	db_query_args("WITH img AS (SELECT id, reference FROM images WHERE id = $1"
+	              "  AND (owner_id = $2::bigint OR $3 = 'admin') FOR UPDATE),"
+	              " used AS (SELECT count(*) AS n FROM instances WHERE image_id = $1"
+	              "  AND state <> 'deleted'),"
+	              " gone AS (DELETE FROM images WHERE id IN (SELECT id FROM img)"
+	              "  AND (SELECT n FROM used) = 0 RETURNING id)"
+	              " SELECT (SELECT reference FROM img), (SELECT n FROM used)",
+	              &a, removed, r);
 }
 
 /* ---- pulls ---- */
@@ -523,7 +473,7 @@ static void pull_targets(PGresult *res, enum rc rc, void *arg)
 	        LOG_W("images", "out of memory starting a pull");
 	auth_audit(r, r->auth, "image.pull", db_val(res, 0, 3),
 	           json_pack("{s:o}", "nodes", nodes ? nodes : json_array()));
-	reply_image(r, http_param(r, "id"), 202);
+	reply_image(r, img, 202);
 }
 
 static const struct jfield pull_spec[] = {
@@ -535,8 +485,8 @@ static void pull(struct http_req *r)
 {
 	json_t *body;
 	long long id;
-	char ids[24], *want = NULL;
-	const char *p[2] = { ids, NULL };
+	char *want = NULL;
+	struct db_args a = DB_ARGS_INIT;
 
 	if (api_id(r, "id", &id) < 0)
 		return;
@@ -554,11 +504,11 @@ static void pull(struct http_req *r)
 		want = json_dumps(json_object_get(body, "nodes"), JSON_COMPACT);
 	}
 	json_decref(body);
-	snprintf(ids, sizeof(ids), "%lld", id);
-	p[1] = want;
+	db_arg_ll(&a, id);
+	db_arg_str(&a, want);
 	/* Marks the targets pulling before answering, so the answer already
 	 * shows the pull; copies already present are checked, not marked. */
-	db_query(
+	db_query_args(
 	        "WITH img AS (SELECT id, reference FROM images WHERE id = $1 AND owner_id IS NULL),"
 	        " want AS (SELECT DISTINCT x::bigint AS id"
 	        "  FROM jsonb_array_elements_text(COALESCE($2::jsonb, '[]')) x),"
@@ -575,7 +525,7 @@ static void pull(struct http_req *r)
 	        " SELECT (SELECT count(*) FROM img), (SELECT string_agg(id::text, ', ' ORDER BY id)"
 	        " FROM bad), (SELECT COALESCE(json_agg(id ORDER BY id), '[]') FROM tgt)::text,"
 	        " (SELECT reference FROM img)",
-	        2, p, pull_targets, r);
+	        &a, pull_targets, r);
 	free(want);
 }
 

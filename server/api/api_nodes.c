@@ -30,23 +30,43 @@
 #define RUNC_MIN          "1.1.12" /* CVE-2024-21626 fixed */
 #define TOOLKIT_MIN       "1.17.8" /* CVE-2025-23266 fixed */
 
-#define NODE_SELECT                                                                                \
-	"SELECT n.id, n.name, n.url, n.labels::text, n.admin_state, n.health,"                     \
-	" to_char(n.last_seen_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),"           \
-	" n.last_error, to_char(n.down_since AT TIME ZONE 'UTC', "                                 \
-	"'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),"                                                       \
-	" n.ncpu, n.memory_bytes, n.engine_version, n.api_version, n.runc_version,"                \
-	" n.toolkit_version, n.runtimes::text, n.os, n.kernel,"                                    \
-	" to_char(n.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),"             \
-	" n.tls_cert IS NOT NULL,"                                                                 \
-	" COALESCE((SELECT json_agg(json_build_object('id', g.id, 'index', g.idx, 'uuid', g.uuid," \
-	"  'model', g.model, 'memory_mib', g.memory_mib, 'mig_enabled', g.mig_enabled,"            \
-	"  'simulated', g.simulated, 'devices', g.devices, 'mig', (SELECT COALESCE(json_agg("      \
-	"  json_build_object('index', m.idx, 'profile', m.profile, 'uuid', m.uuid) ORDER BY"       \
-	"  m.idx), '[]') FROM gpu_mig m WHERE m.gpu_id = g.id)) ORDER BY g.idx)"                   \
-	"  FROM gpus g WHERE g.node_id = n.id), '[]')::text,"                                      \
-	" n.cuda_max, n.cuda_source, n.cuda_discovered"                                            \
-	" FROM nodes n"
+/* A node's columns, by name (DB_COLS_*: db.h). */
+#define NODE_COLS(FIRST, COL)                                                                     \
+	FIRST(NODE_ID, "n.id")                                                                    \
+	COL(NODE_NAME, "n.name")                                                                  \
+	COL(NODE_URL, "n.url")                                                                    \
+	COL(NODE_LABELS, "n.labels::text")                                                        \
+	COL(NODE_ADMIN_STATE, "n.admin_state")                                                    \
+	COL(NODE_HEALTH, "n.health")                                                              \
+	COL(NODE_LAST_SEEN_AT, DB_TS("n.last_seen_at"))                                           \
+	COL(NODE_LAST_ERROR, "n.last_error")                                                      \
+	COL(NODE_DOWN_SINCE, DB_TS("n.down_since"))                                               \
+	COL(NODE_NCPU, "n.ncpu")                                                                  \
+	COL(NODE_MEMORY_BYTES, "n.memory_bytes")                                                  \
+	COL(NODE_ENGINE_VERSION, "n.engine_version")                                              \
+	COL(NODE_API_VERSION, "n.api_version")                                                    \
+	COL(NODE_RUNC_VERSION, "n.runc_version")                                                  \
+	COL(NODE_TOOLKIT_VERSION, "n.toolkit_version")                                            \
+	COL(NODE_RUNTIMES, "n.runtimes::text")                                                    \
+	COL(NODE_OS, "n.os")                                                                      \
+	COL(NODE_KERNEL, "n.kernel")                                                              \
+	COL(NODE_CREATED_AT, DB_TS("n.created_at"))                                               \
+	COL(NODE_TLS, "n.tls_cert IS NOT NULL")                                                   \
+	COL(NODE_GPUS,                                                                            \
+	    "COALESCE((SELECT json_agg(json_build_object('id', g.id, 'index', g.idx, 'uuid', "    \
+	    "g.uuid,"                                                                             \
+	    "  'model', g.model, 'memory_mib', g.memory_mib, 'mig_enabled', g.mig_enabled,"       \
+	    "  'simulated', g.simulated, 'devices', g.devices, 'mig', (SELECT COALESCE(json_agg(" \
+	    "  json_build_object('index', m.idx, 'profile', m.profile, 'uuid', m.uuid) ORDER BY"  \
+	    "  m.idx), '[]') FROM gpu_mig m WHERE m.gpu_id = g.id)) ORDER BY g.idx)"              \
+	    "  FROM gpus g WHERE g.node_id = n.id), '[]')::text")                                 \
+	COL(NODE_CUDA_MAX, "n.cuda_max")                                                          \
+	COL(NODE_CUDA_SOURCE, "n.cuda_source")                                                    \
+	COL(NODE_CUDA_DISCOVERED, "n.cuda_discovered")
+enum node_col { DB_COLS_ENUM(NODE_COLS) };
+#define NODE_LIST DB_COLS_SQL(NODE_COLS)
+
+#define NODE_SELECT "SELECT " NODE_LIST " FROM nodes n"
 
 static json_t *str_or_null(const char *s)
 {
@@ -55,23 +75,25 @@ static json_t *str_or_null(const char *s)
 
 static json_t *node_row(const PGresult *res, int i)
 {
-	const char *health = db_val(res, i, 5), *admin = db_val(res, i, 4);
-	const char *runc = db_val(res, i, 13), *toolkit = db_val(res, i, 14);
+	const char *health = db_val(res, i, NODE_HEALTH), *admin = db_val(res, i, NODE_ADMIN_STATE);
+	const char *runc = db_val(res, i, NODE_RUNC_VERSION),
+	           *toolkit = db_val(res, i, NODE_TOOLKIT_VERSION);
 	const char *state = strcmp(health, "down") == 0    ? "down"
 	                    : strcmp(admin, "active") != 0 ? admin
 	                    : strcmp(health, "up") == 0    ? "up"
 	                                                   : "unknown";
 	int runc_old = runc && *runc ? nodes_version_older(runc, RUNC_MIN) : -1;
 	int tk_old = toolkit && *toolkit ? nodes_version_older(toolkit, TOOLKIT_MIN) : -1;
-	const char *ncpu = db_val(res, i, 9), *mem = db_val(res, i, 10);
+	const char *ncpu = db_val(res, i, NODE_NCPU), *mem = db_val(res, i, NODE_MEMORY_BYTES);
 	json_t *o = json_pack("{s:I, s:s, s:s, s:o, s:s, s:s, s:s, s:o, s:s, s:o}", "id",
-	                      (json_int_t)strtoll(db_val(res, i, 0), NULL, 10), "name",
-	                      db_val(res, i, 1), "url", db_val(res, i, 2), "labels",
-	                      json_loads(db_val(res, i, 3), 0, NULL), "state", state, "admin_state",
-	                      admin, "health", health, "last_seen_at",
-	                      str_or_null(db_val(res, i, 6)), "last_error", db_val(res, i, 7),
-	                      "down_since", str_or_null(db_val(res, i, 8)));
-	json_t *gpus = json_loads(db_val(res, i, 20), 0, NULL);
+	                      (json_int_t)strtoll(db_val(res, i, NODE_ID), NULL, 10), "name",
+	                      db_val(res, i, NODE_NAME), "url", db_val(res, i, NODE_URL), "labels",
+	                      json_loads(db_val(res, i, NODE_LABELS), 0, NULL), "state", state,
+	                      "admin_state", admin, "health", health, "last_seen_at",
+	                      str_or_null(db_val(res, i, NODE_LAST_SEEN_AT)), "last_error",
+	                      db_val(res, i, NODE_LAST_ERROR), "down_since",
+	                      str_or_null(db_val(res, i, NODE_DOWN_SINCE)));
+	json_t *gpus = json_loads(db_val(res, i, NODE_GPUS), 0, NULL);
 	json_t *flags = json_array();
 
 	if (runc_old == 1)
@@ -81,96 +103,56 @@ static json_t *node_row(const PGresult *res, int i)
 	json_object_set_new(o, "ncpu", ncpu ? json_integer(strtoll(ncpu, NULL, 10)) : json_null());
 	json_object_set_new(o, "memory_bytes",
 	                    mem ? json_integer(strtoll(mem, NULL, 10)) : json_null());
-	json_object_set_new(o, "engine_version", str_or_null(db_val(res, i, 11)));
-	json_object_set_new(o, "api_version", str_or_null(db_val(res, i, 12)));
+	json_object_set_new(o, "engine_version", str_or_null(db_val(res, i, NODE_ENGINE_VERSION)));
+	json_object_set_new(o, "api_version", str_or_null(db_val(res, i, NODE_API_VERSION)));
 	json_object_set_new(o, "runc_version", str_or_null(runc));
 	json_object_set_new(o, "toolkit_version", str_or_null(toolkit));
-	json_object_set_new(o, "runtimes", json_loads(db_val(res, i, 15), 0, NULL));
-	json_object_set_new(o, "os", str_or_null(db_val(res, i, 16)));
-	json_object_set_new(o, "kernel", str_or_null(db_val(res, i, 17)));
-	json_object_set_new(o, "created_at", json_string(db_val(res, i, 18)));
-	json_object_set_new(o, "tls", json_boolean(strcmp(db_val(res, i, 19), "t") == 0));
+	json_object_set_new(o, "runtimes", json_loads(db_val(res, i, NODE_RUNTIMES), 0, NULL));
+	json_object_set_new(o, "os", str_or_null(db_val(res, i, NODE_OS)));
+	json_object_set_new(o, "kernel", str_or_null(db_val(res, i, NODE_KERNEL)));
+	json_object_set_new(o, "created_at", json_string(db_val(res, i, NODE_CREATED_AT)));
+	json_object_set_new(o, "tls", json_boolean(strcmp(db_val(res, i, NODE_TLS), "t") == 0));
 	json_object_set_new(o, "flags", flags);
 	json_object_set_new(o, "gpus", gpus ? gpus : json_array());
 	/* the newest CUDA the driver supports ("" = unknown), and whether GPU
 	 * discovery read it from nvidia-smi or the admin set it */
 	{
+		const char *max = db_val(res, i, NODE_CUDA_MAX),
+		           *found = db_val(res, i, NODE_CUDA_DISCOVERED);
 		char cv[16] = "";
-		if (db_val(res, i, 21))
-			images_cuda_format((int)strtol(db_val(res, i, 21), NULL, 10), cv,
-			                   sizeof(cv));
+		if (max)
+			images_cuda_format((int)strtol(max, NULL, 10), cv, sizeof(cv));
 		json_object_set_new(o, "cuda_version", json_string(cv));
-		json_object_set_new(o, "cuda_source", json_string(db_val(res, i, 22)));
+		json_object_set_new(o, "cuda_source",
+		                    json_string(db_val(res, i, NODE_CUDA_SOURCE)));
 		cv[0] = '\0';
-		if (db_val(res, i, 23))
-			images_cuda_format((int)strtol(db_val(res, i, 23), NULL, 10), cv,
-			                   sizeof(cv));
+		if (found)
+			images_cuda_format((int)strtol(found, NULL, 10), cv, sizeof(cv));
 		json_object_set_new(o, "cuda_discovered", json_string(cv));
 	}
 	return o;
 }
 
+static const struct api_resource node_resource = { "node", node_row, 0 };
+
 /* ---- read ---- */
-
-static void list_done(PGresult *res, enum rc rc, void *arg)
-{
-	struct http_req *r = arg;
-	json_t *items;
-
-	if (rc != RC_OK) {
-		api_reply_db_error(r, rc, "");
-		return;
-	}
-	items = json_array();
-	for (int i = 0; i < PQntuples(res); i++)
-		json_array_append_new(items, node_row(res, i));
-	http_reply_json(r, 200, json_pack("{s:o}", "items", items));
-}
 
 static void list(struct http_req *r)
 {
-	db_query(NODE_SELECT " ORDER BY n.name", 0, NULL, list_done, r);
+	api_list(r, &node_resource, NODE_SELECT " ORDER BY n.name", NULL);
 }
 
-static void one_reply(PGresult *res, enum rc rc, struct http_req *r, int status)
+static void reply_node(struct http_req *r, long long id, int status)
 {
-	if (rc != RC_OK) {
-		api_reply_db_error(r, rc, "");
-		return;
-	}
-	if (PQntuples(res) != 1) {
-		http_reply_error(r, RC_NOTFOUND, NULL, "no such node");
-		return;
-	}
-	http_reply_json(r, status, node_row(res, 0));
-}
+	struct db_args a = DB_ARGS_INIT;
 
-static void one_done(PGresult *res, enum rc rc, void *arg)
-{
-	one_reply(res, rc, arg, 200);
-}
-
-static void one_created(PGresult *res, enum rc rc, void *arg)
-{
-	one_reply(res, rc, arg, 201);
-}
-
-static void reply_node(struct http_req *r, const char *id, int status)
-{
-	const char *p[1] = { id };
-
-	db_query(NODE_SELECT " WHERE n.id = $1", 1, p, status == 201 ? one_created : one_done, r);
+	db_arg_ll(&a, id);
+	api_one(r, &node_resource, status, NODE_SELECT " WHERE n.id = $1", &a);
 }
 
 static void get(struct http_req *r)
 {
-	long long id;
-	char ids[24];
-
-	if (api_id(r, "id", &id) < 0)
-		return;
-	snprintf(ids, sizeof(ids), "%lld", id);
-	reply_node(r, ids, 200);
+	api_get(r, &node_resource, NODE_SELECT " WHERE n.id = $1");
 }
 
 /* ---- declared GPUs ---- */
@@ -319,7 +301,7 @@ static void created(PGresult *res, enum rc rc, void *arg)
 	auth_audit(r, r->auth, "node.create", str(c->body, "name"),
 	           json_pack("{s:s}", "url", str(c->body, "url")));
 	nodes_check_soon();
-	reply_node(r, db_val(res, 0, 0), 201);
+	reply_node(r, strtoll(db_val(res, 0, 0), NULL, 10), 201);
 }
 
 static void probed(struct docker_call *call, enum rc rc, int status, const char *body, size_t len,
@@ -328,7 +310,7 @@ static void probed(struct docker_call *call, enum rc rc, int status, const char 
 	struct create *c = arg;
 	struct http_req *r = c->r;
 	char *labels, *gpus;
-	const char *p[7];
+	struct db_args a = DB_ARGS_INIT;
 
 	(void)call;
 	(void)body;
@@ -354,14 +336,14 @@ static void probed(struct docker_call *call, enum rc rc, int status, const char 
 	                 ? json_dumps(json_object_get(c->body, "labels"), JSON_COMPACT)
 	                 : NULL;
 	gpus = json_dumps(c->gpus, JSON_COMPACT);
-	p[0] = str(c->body, "name");
-	p[1] = str(c->body, "url");
-	p[2] = str(c->body, "tls_ca");
-	p[3] = str(c->body, "tls_cert");
-	p[4] = c->sealed;
-	p[5] = labels ? labels : "{}";
-	p[6] = gpus ? gpus : "[]";
-	db_query(
+	db_arg_str(&a, str(c->body, "name"));
+	db_arg_str(&a, str(c->body, "url"));
+	db_arg_str(&a, str(c->body, "tls_ca"));
+	db_arg_str(&a, str(c->body, "tls_cert"));
+	db_arg_str(&a, c->sealed);
+	db_arg_str(&a, labels ? labels : "{}");
+	db_arg_str(&a, gpus ? gpus : "[]");
+	db_query_args(
 	        "WITH n AS (INSERT INTO nodes (name, url, tls_ca, tls_cert, tls_key_sealed, labels)"
 	        "  VALUES ($1, $2, $3, $4, $5, $6::jsonb) RETURNING id),"
 	        " g AS (INSERT INTO gpus (node_id, idx, uuid, model, memory_mib, simulated, "
@@ -370,7 +352,7 @@ static void probed(struct docker_call *call, enum rc rc, int status, const char 
 	        "  FROM n, jsonb_to_recordset($7::jsonb) AS x(idx int, uuid text, model text,"
 	        "  memory_mib bigint, devices text[]))"
 	        " SELECT id FROM n",
-	        7, p, created, c);
+	        &a, created, c);
 	free(labels);
 	free(gpus);
 }
@@ -500,29 +482,21 @@ static void create(struct http_req *r)
 static void updated(PGresult *res, enum rc rc, void *arg)
 {
 	struct http_req *r = arg;
-	char id[24];
 
 	if (rc == RC_CONFLICT) {
 		http_reply_error(r, RC_CONFLICT, NULL, "a declared GPU UUID exists already");
 		return;
 	}
-	if (rc != RC_OK) {
-		if (rc == RC_INVALID) /* a live allocation keeps its slice (a constraint) */
-			http_reply_error(r, RC_CONFLICT,
-			                 "release or wait for its allocations first",
-			                 "a declared GPU being replaced has allocated slices");
-		else
-			api_reply_db_error(r, rc, "could not update the node");
+	if (rc == RC_INVALID) { /* a live allocation keeps its slice (a constraint) */
+		http_reply_error(r, RC_CONFLICT, "release or wait for its allocations first",
+		                 "a declared GPU being replaced has allocated slices");
 		return;
 	}
-	if (PQntuples(res) != 1) {
-		http_reply_error(r, RC_NOTFOUND, NULL, "no such node");
+	if (api_one_row(r, res, rc, "node", "could not update the node") < 0)
 		return;
-	}
-	snprintf(id, sizeof(id), "%s", db_val(res, 0, 0));
 	auth_audit(r, r->auth, "node.update", db_val(res, 0, 1), NULL);
 	nodes_check_soon();
-	reply_node(r, id, 200);
+	reply_node(r, strtoll(db_val(res, 0, 0), NULL, 10), 200);
 }
 
 static const struct jfield update_spec[] = {
@@ -538,10 +512,10 @@ static void update(struct http_req *r)
 {
 	json_t *body, *gpus = NULL;
 	long long id;
-	char ids[24], err[512];
+	char err[512];
 	char *labels = NULL, *gdoc = NULL;
-	const char *state, *tk, *cuda, *p[6];
-	char cudav[16];
+	const char *state, *tk, *cuda;
+	struct db_args a = DB_ARGS_INIT;
 
 	if (api_id(r, "id", &id) < 0)
 		return;
@@ -574,11 +548,10 @@ static void update(struct http_req *r)
 	}
 	if (json_is_object(json_object_get(body, "labels")))
 		labels = json_dumps(json_object_get(body, "labels"), JSON_COMPACT);
-	snprintf(ids, sizeof(ids), "%lld", id);
-	p[0] = ids;
-	p[1] = labels;
-	p[2] = state;
-	p[3] = gdoc;
+	db_arg_ll(&a, id);
+	db_arg_str(&a, labels);
+	db_arg_str(&a, state);
+	db_arg_str(&a, gdoc);
 	/* the Engine API does not tell the NVIDIA container toolkit's version:
 	 * the admin does, from the node's inventory, and it is flagged when old */
 	tk = json_string_value(json_object_get(body, "toolkit_version"));
@@ -590,7 +563,7 @@ static void update(struct http_req *r)
 		                 "toolkit_version must be a version number");
 		return;
 	}
-	p[4] = tk;
+	db_arg_str(&a, tk);
 	/* the newest CUDA the node's driver supports (nvidia-smi's "CUDA
 	 * Version"); placement keeps images needing more off the node.  Set, it
 	 * overrides what discovery reads; "" falls back to that */
@@ -603,30 +576,30 @@ static void update(struct http_req *r)
 		                 "cuda_version must be a CUDA version");
 		return;
 	}
-	snprintf(cudav, sizeof(cudav), "%d", cuda && *cuda ? images_cuda_parse(cuda) : 0);
-	p[5] = cuda ? cudav : NULL;
+	db_arg_ll_opt(&a, cuda && *cuda ? images_cuda_parse(cuda) : 0, cuda != NULL);
 	/* declared GPUs are replaced as a whole when given */
-	db_query("WITH n AS (UPDATE nodes SET labels = COALESCE($2::jsonb, labels),"
-	         "  admin_state = COALESCE($3::node_admin_state, admin_state),"
-	         "  toolkit_version = COALESCE($5, toolkit_version),"
-	         "  cuda_max = CASE WHEN $6::int IS NULL THEN cuda_max"
-	         "   WHEN $6::int = 0 THEN cuda_discovered ELSE $6::int END,"
-	         "  cuda_source = CASE WHEN $6::int IS NULL THEN cuda_source"
-	         "   WHEN $6::int > 0 THEN 'admin'"
-	         "   WHEN cuda_discovered IS NOT NULL THEN 'discovered'"
-	         "   ELSE '' END,"
-	         "  updated_at = now()"
-	         "  WHERE id = $1 RETURNING id, name),"
-	         " d AS (DELETE FROM gpus WHERE $4::jsonb IS NOT NULL AND node_id IN (SELECT id "
-	         "FROM n)"
-	         "  AND simulated),"
-	         " g AS (INSERT INTO gpus (node_id, idx, uuid, model, memory_mib, simulated, "
-	         "devices)"
-	         "  SELECT n.id, x.idx, x.uuid, x.model, x.memory_mib, true, x.devices"
-	         "  FROM n, jsonb_to_recordset(COALESCE($4::jsonb, '[]')) AS x(idx int, uuid text,"
-	         "  model text, memory_mib bigint, devices text[]))"
-	         " SELECT id, name FROM n",
-	         6, p, updated, r);
+	db_query_args(
+	        "WITH n AS (UPDATE nodes SET labels = COALESCE($2::jsonb, labels),"
+	        "  admin_state = COALESCE($3::node_admin_state, admin_state),"
+	        "  toolkit_version = COALESCE($5, toolkit_version),"
+	        "  cuda_max = CASE WHEN $6::int IS NULL THEN cuda_max"
+	        "   WHEN $6::int = 0 THEN cuda_discovered ELSE $6::int END,"
+	        "  cuda_source = CASE WHEN $6::int IS NULL THEN cuda_source"
+	        "   WHEN $6::int > 0 THEN 'admin'"
+	        "   WHEN cuda_discovered IS NOT NULL THEN 'discovered'"
+	        "   ELSE '' END,"
+	        "  updated_at = now()"
+	        "  WHERE id = $1 RETURNING id, name),"
+	        " d AS (DELETE FROM gpus WHERE $4::jsonb IS NOT NULL AND node_id IN (SELECT id "
+	        "FROM n)"
+	        "  AND simulated),"
+	        " g AS (INSERT INTO gpus (node_id, idx, uuid, model, memory_mib, simulated, "
+	        "devices)"
+	        "  SELECT n.id, x.idx, x.uuid, x.model, x.memory_mib, true, x.devices"
+	        "  FROM n, jsonb_to_recordset(COALESCE($4::jsonb, '[]')) AS x(idx int, uuid text,"
+	        "  model text, memory_mib bigint, devices text[]))"
+	        " SELECT id, name FROM n",
+	        &a, updated, r);
 	free(labels);
 	free(gdoc);
 	json_decref(body);
@@ -636,19 +609,13 @@ static void deleted(PGresult *res, enum rc rc, void *arg)
 {
 	struct http_req *r = arg;
 
-	if (rc != RC_OK) {
-		if (rc == RC_INVALID) /* a live allocation keeps its slice (a constraint) */
-			http_reply_error(r, RC_CONFLICT,
-			                 "release or wait for its allocations first",
-			                 "the node has allocated slices");
-		else
-			api_reply_db_error(r, rc, "could not remove the node");
+	if (rc == RC_INVALID) { /* a live allocation keeps its slice (a constraint) */
+		http_reply_error(r, RC_CONFLICT, "release or wait for its allocations first",
+		                 "the node has allocated slices");
 		return;
 	}
-	if (PQntuples(res) != 1) {
-		http_reply_error(r, RC_NOTFOUND, NULL, "no such node");
+	if (api_one_row(r, res, rc, "node", "could not remove the node") < 0)
 		return;
-	}
 	auth_audit(r, r->auth, "node.delete", db_val(res, 0, 0), NULL);
 	nodes_check_soon();
 	http_reply(r, 204, NULL, NULL, 0);
@@ -657,13 +624,12 @@ static void deleted(PGresult *res, enum rc rc, void *arg)
 static void delete_node(struct http_req *r)
 {
 	long long id;
-	char ids[24];
-	const char *p[1] = { ids };
+	struct db_args a = DB_ARGS_INIT;
 
 	if (api_id(r, "id", &id) < 0)
 		return;
-	snprintf(ids, sizeof(ids), "%lld", id);
-	db_query("DELETE FROM nodes WHERE id = $1 RETURNING name", 1, p, deleted, r);
+	db_arg_ll(&a, id);
+	db_query_args("DELETE FROM nodes WHERE id = $1 RETURNING name", &a, deleted, r);
 }
 
 /* ---- declaring a node dead ---- */
@@ -671,16 +637,10 @@ static void delete_node(struct http_req *r)
 static void declared(PGresult *res, enum rc rc, void *arg)
 {
 	struct http_req *r = arg;
-	char id[24];
+	long long id;
 
-	if (rc != RC_OK) {
-		api_reply_db_error(r, rc, "could not declare the node dead");
+	if (api_one_row(r, res, rc, "node", "could not declare the node dead") < 0)
 		return;
-	}
-	if (PQntuples(res) != 1) {
-		http_reply_error(r, RC_NOTFOUND, NULL, "no such node");
-		return;
-	}
 	if (strcmp(db_val(res, 0, 1), "up") == 0) {
 		http_reply_error(r, RC_CONFLICT, "drain it instead, or wait until it is down",
 		                 "node '%s' answers its health checks", db_val(res, 0, 0));
@@ -688,7 +648,8 @@ static void declared(PGresult *res, enum rc rc, void *arg)
 	}
 	auth_audit(r, r->auth, "node.dead", db_val(res, 0, 0),
 	           json_pack("{s:i}", "released", (int)strtol(db_val(res, 0, 2), NULL, 10)));
-	snprintf(id, sizeof(id), "%s", http_param(r, "id"));
+	if (api_id(r, "id", &id) < 0) /* checked by declare_dead(): cannot fail */
+		return;
 	reply_node(r, id, 200);
 }
 
@@ -698,22 +659,21 @@ static void declared(PGresult *res, enum rc rc, void *arg)
 static void declare_dead(struct http_req *r)
 {
 	long long id;
-	char ids[24];
-	const char *p[1] = { ids };
+	struct db_args a = DB_ARGS_INIT;
 
 	if (api_id(r, "id", &id) < 0)
 		return;
-	snprintf(ids, sizeof(ids), "%lld", id);
-	db_query("WITH n AS (SELECT id, name, health FROM nodes WHERE id = $1 FOR UPDATE),"
-	         " c AS (UPDATE nodes SET admin_state = 'cordoned', updated_at = now()"
-	         "  WHERE id IN (SELECT id FROM n WHERE health <> 'up'))"
-	         " SELECT n.name, n.health, (SELECT count(gc_release_request(r.id,"
-	         "  'node ' || n.name || ' declared dead')) FROM alloc_requests r"
-	         "  WHERE n.health <> 'up' AND r.state = 'allocated' AND EXISTS (SELECT 1 FROM"
-	         "  allocations a WHERE a.request_id = r.id AND a.node_id = n.id"
-	         "  AND a.released_at IS NULL))"
-	         " FROM n",
-	         1, p, declared, r);
+	db_arg_ll(&a, id);
+	db_query_args("WITH n AS (SELECT id, name, health FROM nodes WHERE id = $1 FOR UPDATE),"
+	              " c AS (UPDATE nodes SET admin_state = 'cordoned', updated_at = now()"
+	              "  WHERE id IN (SELECT id FROM n WHERE health <> 'up'))"
+	              " SELECT n.name, n.health, (SELECT count(gc_release_request(r.id,"
+	              "  'node ' || n.name || ' declared dead')) FROM alloc_requests r"
+	              "  WHERE n.health <> 'up' AND r.state = 'allocated' AND EXISTS (SELECT 1 FROM"
+	              "  allocations a WHERE a.request_id = r.id AND a.node_id = n.id"
+	              "  AND a.released_at IS NULL))"
+	              " FROM n",
+	              &a, declared, r);
 }
 
 const struct route api_nodes_routes[] = {

@@ -18,46 +18,64 @@
 
 #define MAX_POOL_GPUS 4096
 
-/* Capacity counts only GPUs of schedulable nodes (up and active). */
-#define POOL_SELECT                                                                               \
-	"SELECT p.id, p.name, p.description, p.sharing, p.slots_per_gpu, p.memory_per_slot_mib,"  \
-	" to_char(p.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),"            \
-	" (SELECT count(*) FROM gpus g WHERE g.pool_id = p.id),"                                  \
-	" (SELECT count(*) FROM slices s WHERE s.pool_id = p.id),"                                \
-	" (SELECT count(*) FROM slices s JOIN gpus g ON g.id = s.gpu_id"                          \
-	"  JOIN nodes n ON n.id = g.node_id WHERE s.pool_id = p.id AND n.health = 'up'"           \
-	"  AND n.admin_state = 'active'),"                                                        \
-	" (SELECT count(*) FROM slices s JOIN gpus g ON g.id = s.gpu_id"                          \
-	"  JOIN nodes n ON n.id = g.node_id WHERE s.pool_id = p.id AND n.health = 'up'"           \
-	"  AND n.admin_state = 'active' AND NOT EXISTS (SELECT 1 FROM allocations a"              \
-	"  WHERE a.slice_id = s.id AND a.released_at IS NULL)),"                                  \
-	" (SELECT COALESCE(json_agg(DISTINCT g.model), '[]') FROM gpus g WHERE g.pool_id = "      \
-	"p.id)::text,"                                                                            \
-	" (SELECT bool_or(g.simulated) FROM gpus g WHERE g.pool_id = p.id),"                      \
-	" (SELECT COALESCE(json_agg(json_build_object('node_id', n.id, 'node', n.name,"           \
-	"   'state', CASE WHEN n.health = 'down' THEN 'down' WHEN n.admin_state <> 'active'"      \
-	"   THEN n.admin_state::text ELSE n.health::text END,"                                    \
-	"   'gpus', (SELECT json_agg(json_build_object('id', g.id, 'index', g.idx, 'uuid', "      \
-	"g.uuid,"                                                                                 \
-	"     'model', g.model, 'simulated', g.simulated, 'slices',"                              \
-	"     (SELECT count(*) FROM slices s WHERE s.gpu_id = g.id), 'used', (SELECT count(*) "   \
-	"FROM slices s JOIN allocations a ON a.slice_id = s.id AND a.released_at IS NULL WHERE "  \
-	"s.gpu_id = g.id)) ORDER BY g.idx)"                                                       \
-	"     FROM gpus g WHERE g.node_id = n.id AND g.pool_id = p.id)) ORDER BY n.name), '[]')"  \
-	"  FROM nodes n WHERE EXISTS (SELECT 1 FROM gpus g WHERE g.node_id = n.id AND g.pool_id " \
-	"= p.id))::text,"                                                                         \
-	" array_to_json(p.roles)::text"                                                           \
-	" FROM pools p"
+/* A pool's columns, by name (DB_COLS_*: db.h).  Capacity counts only GPUs
+ * of schedulable nodes (up and active). */
+#define SCHEDULABLE                                                                     \
+	" FROM slices s JOIN gpus g ON g.id = s.gpu_id"                                 \
+	"  JOIN nodes n ON n.id = g.node_id WHERE s.pool_id = p.id AND n.health = 'up'" \
+	"  AND n.admin_state = 'active'"
+#define POOL_COLS(FIRST, COL)                                                                      \
+	FIRST(POOL_ID, "p.id")                                                                     \
+	COL(POOL_NAME, "p.name")                                                                   \
+	COL(POOL_DESCRIPTION, "p.description")                                                     \
+	COL(POOL_SHARING, "p.sharing")                                                             \
+	COL(POOL_SLOTS_PER_GPU, "p.slots_per_gpu")                                                 \
+	COL(POOL_MEMORY_PER_SLOT, "p.memory_per_slot_mib")                                         \
+	COL(POOL_CREATED_AT, DB_TS("p.created_at"))                                                \
+	COL(POOL_GPUS, "(SELECT count(*) FROM gpus g WHERE g.pool_id = p.id)")                     \
+	COL(POOL_SLICES, "(SELECT count(*) FROM slices s WHERE s.pool_id = p.id)")                 \
+	COL(POOL_SCHEDULABLE, "(SELECT count(*)" SCHEDULABLE ")")                                  \
+	COL(POOL_FREE,                                                                             \
+	    "(SELECT count(*)" SCHEDULABLE " AND NOT EXISTS (SELECT 1 FROM allocations a"          \
+	    "  WHERE a.slice_id = s.id AND a.released_at IS NULL))")                               \
+	COL(POOL_MODELS, "(SELECT COALESCE(json_agg(DISTINCT g.model), '[]') FROM gpus g"          \
+	                 " WHERE g.pool_id = p.id)::text")                                         \
+	COL(POOL_SIMULATED, "(SELECT bool_or(g.simulated) FROM gpus g WHERE g.pool_id = p.id)")    \
+	COL(POOL_NODES,                                                                            \
+	    "(SELECT COALESCE(json_agg(json_build_object('node_id', n.id, 'node', n.name,"         \
+	    "   'state', CASE WHEN n.health = 'down' THEN 'down' WHEN n.admin_state <> 'active'"   \
+	    "   THEN n.admin_state::text ELSE n.health::text END,"                                 \
+	    "   'gpus', (SELECT json_agg(json_build_object('id', g.id, 'index', g.idx,"            \
+	    "     'uuid', g.uuid, 'model', g.model, 'simulated', g.simulated, 'slices',"           \
+	    "     (SELECT count(*) FROM slices s WHERE s.gpu_id = g.id), 'used', (SELECT count(*)" \
+	    "     FROM slices s JOIN allocations a ON a.slice_id = s.id AND a.released_at IS NULL" \
+	    "     WHERE s.gpu_id = g.id)) ORDER BY g.idx)"                                         \
+	    "     FROM gpus g WHERE g.node_id = n.id AND g.pool_id = p.id)) ORDER BY n.name), "    \
+	    "'[]')"                                                                                \
+	    "  FROM nodes n WHERE EXISTS (SELECT 1 FROM gpus g WHERE g.node_id = n.id"             \
+	    "  AND g.pool_id = p.id))::text")                                                      \
+	COL(POOL_ROLES, "array_to_json(p.roles)::text")
+enum pool_col { DB_COLS_ENUM(POOL_COLS) };
+#define POOL_LIST DB_COLS_SQL(POOL_COLS)
+
+#define POOL_SELECT "SELECT " POOL_LIST " FROM pools p"
+
+static json_t *count(const PGresult *res, int i, int col)
+{
+	return json_integer(strtoll(db_val(res, i, col), NULL, 10));
+}
 
 static json_t *pool_row(const PGresult *res, int i)
 {
-	const char *mem = db_val(res, i, 5), *sharing = db_val(res, i, 3);
-	const char *sim = db_val(res, i, 12);
+	const char *mem = db_val(res, i, POOL_MEMORY_PER_SLOT),
+	           *sharing = db_val(res, i, POOL_SHARING);
+	const char *sim = db_val(res, i, POOL_SIMULATED);
 	json_t *o = json_pack("{s:I, s:s, s:s, s:s, s:i, s:s}", "id",
-	                      (json_int_t)strtoll(db_val(res, i, 0), NULL, 10), "name",
-	                      db_val(res, i, 1), "description", db_val(res, i, 2), "sharing",
-	                      sharing, "slots_per_gpu", (int)strtol(db_val(res, i, 4), NULL, 10),
-	                      "created_at", db_val(res, i, 6));
+	                      (json_int_t)strtoll(db_val(res, i, POOL_ID), NULL, 10), "name",
+	                      db_val(res, i, POOL_NAME), "description",
+	                      db_val(res, i, POOL_DESCRIPTION), "sharing", sharing, "slots_per_gpu",
+	                      (int)strtol(db_val(res, i, POOL_SLOTS_PER_GPU), NULL, 10),
+	                      "created_at", db_val(res, i, POOL_CREATED_AT));
 
 	json_object_set_new(o, "memory_per_slot_mib",
 	                    mem ? json_integer(strtoll(mem, NULL, 10)) : json_null());
@@ -65,77 +83,35 @@ static json_t *pool_row(const PGresult *res, int i)
 	 * per-slot memory is advisory until one is */
 	json_object_set_new(o, "memory_cap",
 	                    strcmp(sharing, "shared") == 0 ? json_string("advisory") : json_null());
-	json_object_set_new(o, "gpus", json_integer(strtoll(db_val(res, i, 7), NULL, 10)));
-	json_object_set_new(o, "slices", json_integer(strtoll(db_val(res, i, 8), NULL, 10)));
-	json_object_set_new(o, "schedulable_slices",
-	                    json_integer(strtoll(db_val(res, i, 9), NULL, 10)));
-	json_object_set_new(o, "free_slices", json_integer(strtoll(db_val(res, i, 10), NULL, 10)));
-	json_object_set_new(o, "models", json_loads(db_val(res, i, 11), 0, NULL));
+	json_object_set_new(o, "gpus", count(res, i, POOL_GPUS));
+	json_object_set_new(o, "slices", count(res, i, POOL_SLICES));
+	json_object_set_new(o, "schedulable_slices", count(res, i, POOL_SCHEDULABLE));
+	json_object_set_new(o, "free_slices", count(res, i, POOL_FREE));
+	json_object_set_new(o, "models", json_loads(db_val(res, i, POOL_MODELS), 0, NULL));
 	json_object_set_new(o, "simulated", json_boolean(sim && strcmp(sim, "t") == 0));
-	json_object_set_new(o, "nodes", json_loads(db_val(res, i, 13), 0, NULL));
-	json_object_set_new(o, "roles", json_loads(db_val(res, i, 14), 0, NULL));
+	json_object_set_new(o, "nodes", json_loads(db_val(res, i, POOL_NODES), 0, NULL));
+	json_object_set_new(o, "roles", json_loads(db_val(res, i, POOL_ROLES), 0, NULL));
 	return o;
 }
 
-static void list_done(PGresult *res, enum rc rc, void *arg)
-{
-	struct http_req *r = arg;
-	json_t *items;
-
-	if (rc != RC_OK) {
-		api_reply_db_error(r, rc, "");
-		return;
-	}
-	items = json_array();
-	for (int i = 0; i < PQntuples(res); i++)
-		json_array_append_new(items, pool_row(res, i));
-	http_reply_json(r, 200, json_pack("{s:o}", "items", items));
-}
+static const struct api_resource pool_resource = { "pool", pool_row, 0 };
 
 static void list(struct http_req *r)
 {
-	db_query(POOL_SELECT " ORDER BY p.name", 0, NULL, list_done, r);
+	api_list(r, &pool_resource, POOL_SELECT " ORDER BY p.name", NULL);
 }
 
-static void one_reply(PGresult *res, enum rc rc, struct http_req *r, int status)
+static void reply_pool(struct http_req *r, long long id, int status)
 {
-	if (rc != RC_OK) {
-		api_reply_db_error(r, rc, "");
-		return;
-	}
-	if (PQntuples(res) != 1) {
-		http_reply_error(r, RC_NOTFOUND, NULL, "no such pool");
-		return;
-	}
-	http_reply_json(r, status, pool_row(res, 0));
-}
+	struct db_args a = DB_ARGS_INIT;
 
-static void one_done(PGresult *res, enum rc rc, void *arg)
-{
-	one_reply(res, rc, arg, 200);
-}
-
-static void one_created(PGresult *res, enum rc rc, void *arg)
-{
-	one_reply(res, rc, arg, 201);
-}
-
-static void reply_pool(struct http_req *r, const char *id, int status)
-{
-	const char *p[1] = { id };
-
-	db_query(POOL_SELECT " WHERE p.id = $1", 1, p, status == 201 ? one_created : one_done, r);
+	db_arg_ll(&a, id);
+	api_one(r, &pool_resource, status, POOL_SELECT " WHERE p.id = $1", &a);
 }
 
 static void get(struct http_req *r)
 {
-	long long id;
-	char ids[24];
-
-	if (api_id(r, "id", &id) < 0)
-		return;
-	snprintf(ids, sizeof(ids), "%lld", id);
-	reply_pool(r, ids, 200);
+	api_get(r, &pool_resource, POOL_SELECT " WHERE p.id = $1");
 }
 
 /* ---- create, change, remove ---- */
@@ -159,18 +135,12 @@ static void changed(PGresult *res, enum rc rc, void *arg)
 		                 "a pool with this name exists");
 		return;
 	}
-	if (rc != RC_OK) {
-		api_reply_db_error(r, rc, "the pool settings are inconsistent");
+	if (api_one_row(r, res, rc, "pool", "the pool settings are inconsistent") < 0)
 		return;
-	}
-	if (PQntuples(res) != 1) {
-		http_reply_error(r, RC_NOTFOUND, NULL, "no such pool");
-		return;
-	}
 	auth_audit(r, r->auth, created ? "pool.create" : "pool.update", db_val(res, 0, 1), NULL);
 	if (!created)
 		sched_kick(); /* its roles may have changed what waits */
-	reply_pool(r, db_val(res, 0, 0), created ? 201 : 200);
+	reply_pool(r, strtoll(db_val(res, 0, 0), NULL, 10), created ? 201 : 200);
 }
 
 static const struct jfield pool_spec[] = {
@@ -211,7 +181,7 @@ static int roles_param(struct http_req *r, json_t *body, char *out, size_t len)
 
 /* Checks the settings common to create and update; replies 400 and returns
  * -1 when they are wrong. */
-static int check_settings(struct http_req *r, json_t *body, char *slots, char *mem)
+static int check_settings(struct http_req *r, json_t *body, long long *slots, long long *mem)
 {
 	const char *sharing = json_string_value(json_object_get(body, "sharing"));
 	json_t *sl = json_object_get(body, "slots_per_gpu"),
@@ -231,16 +201,18 @@ static int check_settings(struct http_req *r, json_t *body, char *slots, char *m
 		http_reply_error(r, RC_INVALID, NULL, "memory_per_slot_mib must be positive");
 		return -1;
 	}
-	snprintf(slots, 24, "%lld", json_is_integer(sl) ? (long long)json_integer_value(sl) : 0LL);
-	snprintf(mem, 24, "%lld", json_is_integer(m) ? (long long)json_integer_value(m) : 0LL);
+	*slots = json_is_integer(sl) ? (long long)json_integer_value(sl) : 0;
+	*mem = json_is_integer(m) ? (long long)json_integer_value(m) : 0;
 	return 0;
 }
 
 static void create(struct http_req *r)
 {
 	json_t *body = api_json_body(r, pool_spec);
-	const char *name, *sharing, *p[6];
-	char slots[24], mem[24], roles[96];
+	const char *name, *sharing;
+	long long slots, mem;
+	char roles[96];
+	struct db_args a = DB_ARGS_INIT;
 
 	if (!body)
 		return;
@@ -256,38 +228,37 @@ static void create(struct http_req *r)
 		                 "pool name must be 1 to 63 lower-case characters");
 		return;
 	}
-	if (check_settings(r, body, slots, mem) < 0) {
+	if (check_settings(r, body, &slots, &mem) < 0) {
 		json_decref(body);
 		return;
 	}
-	if (sharing && strcmp(sharing, "shared") == 0 &&
-	    (strcmp(slots, "0") == 0 || strcmp(mem, "0") == 0)) {
+	if (sharing && strcmp(sharing, "shared") == 0 && (slots == 0 || mem == 0)) {
 		json_decref(body);
 		http_reply_error(r, RC_INVALID, "e.g. 7 slots of 10240 MiB on an 80 GB GPU",
 		                 "a shared pool needs slots_per_gpu and memory_per_slot_mib");
 		return;
 	}
-	p[0] = name;
-	p[1] = json_string_value(json_object_get(body, "description"));
-	p[2] = sharing ? sharing : "exclusive";
-	p[3] = strcmp(slots, "0") ? slots : "1";
-	p[4] = strcmp(mem, "0") ? mem : NULL;
-	p[5] = roles[0] ? roles : NULL;
-	db_query(
+	db_arg_str(&a, name);
+	db_arg_str(&a, json_string_value(json_object_get(body, "description")));
+	db_arg_str(&a, sharing ? sharing : "exclusive");
+	db_arg_ll(&a, slots ? slots : 1);
+	db_arg_ll_opt(&a, mem, mem != 0);
+	db_arg_str(&a, roles[0] ? roles : NULL);
+	db_query_args(
 	        "INSERT INTO pools (name, description, sharing, slots_per_gpu, memory_per_slot_mib,"
 	        " roles) VALUES ($1, COALESCE($2, ''), $3::pool_sharing, $4::int, $5::bigint,"
 	        " COALESCE($6::user_role[], '{admin,teacher,researcher,student}'))"
 	        " RETURNING id, name",
-	        6, p, changed, r);
+	        &a, changed, r);
 	json_decref(body);
 }
 
 static void update(struct http_req *r)
 {
 	json_t *body;
-	long long id;
-	char ids[24], slots[24], mem[24], roles[96];
-	const char *p[4];
+	long long id, slots, mem;
+	char roles[96];
+	struct db_args a = DB_ARGS_INIT;
 
 	if (api_id(r, "id", &id) < 0)
 		return;
@@ -305,20 +276,19 @@ static void update(struct http_req *r)
 		                 "a pool's name, sharing mode and slots cannot change");
 		return;
 	}
-	if (check_settings(r, body, slots, mem) < 0) {
+	if (check_settings(r, body, &slots, &mem) < 0) {
 		json_decref(body);
 		return;
 	}
-	snprintf(ids, sizeof(ids), "%lld", id);
-	p[0] = ids;
-	p[1] = json_string_value(json_object_get(body, "description"));
-	p[2] = strcmp(mem, "0") ? mem : NULL;
-	p[3] = roles[0] ? roles : NULL;
-	db_query("UPDATE pools SET description = COALESCE($2, description),"
-	         " memory_per_slot_mib = COALESCE($3::bigint, memory_per_slot_mib),"
-	         " roles = COALESCE($4::user_role[], roles), updated_at = now()"
-	         " WHERE id = $1 RETURNING id, name",
-	         4, p, changed, r);
+	db_arg_ll(&a, id);
+	db_arg_str(&a, json_string_value(json_object_get(body, "description")));
+	db_arg_ll_opt(&a, mem, mem != 0);
+	db_arg_str(&a, roles[0] ? roles : NULL);
+	db_query_args("UPDATE pools SET description = COALESCE($2, description),"
+	              " memory_per_slot_mib = COALESCE($3::bigint, memory_per_slot_mib),"
+	              " roles = COALESCE($4::user_role[], roles), updated_at = now()"
+	              " WHERE id = $1 RETURNING id, name",
+	              &a, changed, r);
 	json_decref(body);
 }
 
@@ -326,19 +296,13 @@ static void removed(PGresult *res, enum rc rc, void *arg)
 {
 	struct http_req *r = arg;
 
-	if (rc != RC_OK) {
-		if (rc == RC_INVALID) /* a live allocation keeps its slice (a constraint) */
-			http_reply_error(r, RC_CONFLICT,
-			                 "release or wait for its allocations first",
-			                 "the pool has allocated slices");
-		else
-			api_reply_db_error(r, rc, "could not remove the pool");
+	if (rc == RC_INVALID) { /* a live allocation keeps its slice (a constraint) */
+		http_reply_error(r, RC_CONFLICT, "release or wait for its allocations first",
+		                 "the pool has allocated slices");
 		return;
 	}
-	if (PQntuples(res) != 1) {
-		http_reply_error(r, RC_NOTFOUND, NULL, "no such pool");
+	if (api_one_row(r, res, rc, "pool", "could not remove the pool") < 0)
 		return;
-	}
 	auth_audit(r, r->auth, "pool.delete", db_val(res, 0, 0), NULL);
 	http_reply(r, 204, NULL, NULL, 0);
 }
@@ -346,13 +310,12 @@ static void removed(PGresult *res, enum rc rc, void *arg)
 static void remove_pool(struct http_req *r)
 {
 	long long id;
-	char ids[24];
-	const char *p[1] = { ids };
+	struct db_args a = DB_ARGS_INIT;
 
 	if (api_id(r, "id", &id) < 0)
 		return;
-	snprintf(ids, sizeof(ids), "%lld", id);
-	db_query("DELETE FROM pools WHERE id = $1 RETURNING name", 1, p, removed, r);
+	db_arg_ll(&a, id);
+	db_query_args("DELETE FROM pools WHERE id = $1 RETURNING name", &a, removed, r);
 }
 
 /* ---- membership ---- */
@@ -390,7 +353,7 @@ static void members_done(PGresult *res, enum rc rc, void *arg)
 	}
 	auth_audit(r, r->auth, "pool.gpus", db_val(res, 0, 1),
 	           json_pack("{s:i}", "gpus", (int)strtol(db_val(res, 0, 3), NULL, 10)));
-	reply_pool(r, db_val(res, 0, 0), 200);
+	reply_pool(r, strtoll(db_val(res, 0, 0), NULL, 10), 200);
 }
 
 static const struct jfield members_spec[] = {
@@ -403,8 +366,8 @@ static void set_members(struct http_req *r)
 	json_t *body, *v;
 	long long id;
 	size_t i;
-	char ids[24], *doc;
-	const char *p[2];
+	char *doc;
+	struct db_args a = DB_ARGS_INIT;
 
 	if (api_id(r, "id", &id) < 0)
 		return;
@@ -421,15 +384,14 @@ static void set_members(struct http_req *r)
 	}
 	doc = json_dumps(json_object_get(body, "gpu_ids"), JSON_COMPACT);
 	json_decref(body);
-	snprintf(ids, sizeof(ids), "%lld", id);
-	p[0] = ids;
-	p[1] = doc;
+	db_arg_ll(&a, id);
+	db_arg_str(&a, doc);
 	/* One statement: check, release the GPUs that leave (with their
 	 * slices), take the new ones and cut them into slices; GPUs that stay keep
 	 * their slices (they may be allocated).  Any GPU that is unknown or in
 	 * another pool stops it before anything changes; removing a GPU whose
 	 * slice is allocated fails (the live allocation keeps its slice). */
-	db_query(
+	db_query_args(
 	        "WITH pool AS (SELECT id, name, slots_per_gpu, sharing FROM pools WHERE id = $1"
 	        "  FOR UPDATE),"
 	        " want AS (SELECT DISTINCT x::bigint AS gpu_id"
@@ -457,7 +419,7 @@ static void set_members(struct http_req *r)
 	        " (SELECT string_agg(gpu_id::text, ', ' ORDER BY gpu_id) FROM bad),"
 	        " (SELECT count(*) FROM want),"
 	        " (SELECT string_agg(gpu_id::text, ', ' ORDER BY gpu_id) FROM nomig)",
-	        2, p, members_done, r);
+	        &a, members_done, r);
 	free(doc);
 }
 

@@ -20,83 +20,53 @@
 #include "db/db.h"
 #include "engine/images.h"
 
-#define REG_SELECT                                                                   \
-	"SELECT id, name, server, username, secret_sealed IS NOT NULL, personal,"    \
-	" to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')," \
-	" to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')," \
-	" (SELECT count(*) FROM images i WHERE i.registry_id = registries.id)"       \
-	" FROM registries"
+/* A registry's columns, by name (DB_COLS_*: db.h). */
+#define REG_COLS(FIRST, COL)                               \
+	FIRST(REG_ID, "id")                                \
+	COL(REG_NAME, "name")                              \
+	COL(REG_SERVER, "server")                          \
+	COL(REG_USERNAME, "username")                      \
+	COL(REG_HAS_PASSWORD, "secret_sealed IS NOT NULL") \
+	COL(REG_PERSONAL, "personal")                      \
+	COL(REG_CREATED_AT, DB_TS("created_at"))           \
+	COL(REG_UPDATED_AT, DB_TS("updated_at"))           \
+	COL(REG_IMAGES, "(SELECT count(*) FROM images i WHERE i.registry_id = registries.id)")
+enum reg_col { DB_COLS_ENUM(REG_COLS) };
+#define REG_LIST DB_COLS_SQL(REG_COLS)
+
+#define REG_SELECT "SELECT " REG_LIST " FROM registries"
 
 static json_t *reg_row(const PGresult *res, int i)
 {
 	return json_pack("{s:I, s:s, s:s, s:s, s:b, s:b, s:s, s:s, s:I}", "id",
-	                 (json_int_t)strtoll(db_val(res, i, 0), NULL, 10), "name",
-	                 db_val(res, i, 1), "server", db_val(res, i, 2), "username",
-	                 db_val(res, i, 3), "has_password", strcmp(db_val(res, i, 4), "t") == 0,
-	                 "personal", strcmp(db_val(res, i, 5), "t") == 0, "created_at",
-	                 db_val(res, i, 6), "updated_at", db_val(res, i, 7), "images",
-	                 (json_int_t)strtoll(db_val(res, i, 8), NULL, 10));
+	                 (json_int_t)strtoll(db_val(res, i, REG_ID), NULL, 10), "name",
+	                 db_val(res, i, REG_NAME), "server", db_val(res, i, REG_SERVER), "username",
+	                 db_val(res, i, REG_USERNAME), "has_password",
+	                 strcmp(db_val(res, i, REG_HAS_PASSWORD), "t") == 0, "personal",
+	                 strcmp(db_val(res, i, REG_PERSONAL), "t") == 0, "created_at",
+	                 db_val(res, i, REG_CREATED_AT), "updated_at",
+	                 db_val(res, i, REG_UPDATED_AT), "images",
+	                 (json_int_t)strtoll(db_val(res, i, REG_IMAGES), NULL, 10));
 }
 
-static void list_done(PGresult *res, enum rc rc, void *arg)
-{
-	struct http_req *r = arg;
-	json_t *items;
-
-	if (rc != RC_OK) {
-		api_reply_db_error(r, rc, "");
-		return;
-	}
-	items = json_array();
-	for (int i = 0; i < PQntuples(res); i++)
-		json_array_append_new(items, reg_row(res, i));
-	http_reply_json(r, 200, json_pack("{s:o}", "items", items));
-}
+static const struct api_resource reg_resource = { "registry", reg_row, 0 };
 
 static void list(struct http_req *r)
 {
-	db_query(REG_SELECT " ORDER BY name", 0, NULL, list_done, r);
+	api_list(r, &reg_resource, REG_SELECT " ORDER BY name", NULL);
 }
 
-static void one_reply(PGresult *res, enum rc rc, struct http_req *r, int status)
+static void reply_reg(struct http_req *r, long long id, int status)
 {
-	if (rc != RC_OK) {
-		api_reply_db_error(r, rc, "");
-		return;
-	}
-	if (PQntuples(res) != 1) {
-		http_reply_error(r, RC_NOTFOUND, NULL, "no such registry");
-		return;
-	}
-	http_reply_json(r, status, reg_row(res, 0));
-}
+	struct db_args a = DB_ARGS_INIT;
 
-static void one_done(PGresult *res, enum rc rc, void *arg)
-{
-	one_reply(res, rc, arg, 200);
-}
-
-static void one_created(PGresult *res, enum rc rc, void *arg)
-{
-	one_reply(res, rc, arg, 201);
-}
-
-static void reply_reg(struct http_req *r, const char *id, int status)
-{
-	const char *p[1] = { id };
-
-	db_query(REG_SELECT " WHERE id = $1", 1, p, status == 201 ? one_created : one_done, r);
+	db_arg_ll(&a, id);
+	api_one(r, &reg_resource, status, REG_SELECT " WHERE id = $1", &a);
 }
 
 static void get(struct http_req *r)
 {
-	long long id;
-	char ids[24];
-
-	if (api_id(r, "id", &id) < 0)
-		return;
-	snprintf(ids, sizeof(ids), "%lld", id);
-	reply_reg(r, ids, 200);
+	api_get(r, &reg_resource, REG_SELECT " WHERE id = $1");
 }
 
 /* ---- create, change, remove ---- */
@@ -152,18 +122,12 @@ static void changed(PGresult *res, enum rc rc, void *arg)
 		                 "a registry with this name exists, or another is personal");
 		return;
 	}
-	if (rc != RC_OK) {
-		api_reply_db_error(r, rc, "the registry settings are inconsistent");
+	if (api_one_row(r, res, rc, "registry", "the registry settings are inconsistent") < 0)
 		return;
-	}
-	if (PQntuples(res) != 1) {
-		http_reply_error(r, RC_NOTFOUND, NULL, "no such registry");
-		return;
-	}
 	/* never the password: the audit says only that it changed */
 	auth_audit(r, r->auth, created ? "registry.create" : "registry.update", db_val(res, 0, 1),
 	           json_pack("{s:b}", "password_changed", strcmp(db_val(res, 0, 2), "t") == 0));
-	reply_reg(r, db_val(res, 0, 0), created ? 201 : 200);
+	reply_reg(r, strtoll(db_val(res, 0, 0), NULL, 10), created ? 201 : 200);
 }
 
 /* Checks the fields common to create and update; replies 400 and returns
@@ -209,8 +173,9 @@ static char *seal(json_t *body, const char *name, const char *server, int *fail)
 static void create(struct http_req *r)
 {
 	json_t *body = api_json_body(r, reg_spec);
-	const char *name, *p[5];
+	const char *name;
 	char *sealed = NULL;
+	struct db_args a = DB_ARGS_INIT;
 	int fail;
 
 	if (!body)
@@ -232,15 +197,15 @@ static void create(struct http_req *r)
 		http_reply_error(r, RC_INTERNAL, NULL, "could not encrypt the password");
 		goto out;
 	}
-	p[0] = name;
-	p[1] = json_string_value(json_object_get(body, "server"));
-	p[2] = json_string_value(json_object_get(body, "username"));
-	p[3] = sealed;
-	p[4] = json_is_true(json_object_get(body, "personal")) ? "t" : "f";
-	db_query("INSERT INTO registries (name, server, username, secret_sealed, personal)"
-	         " VALUES ($1, $2, COALESCE($3, ''), $4, $5::boolean)"
-	         " RETURNING id, name, ($4 IS NOT NULL)::text",
-	         5, p, changed, r);
+	db_arg_str(&a, name);
+	db_arg_str(&a, json_string_value(json_object_get(body, "server")));
+	db_arg_str(&a, json_string_value(json_object_get(body, "username")));
+	db_arg_str(&a, sealed);
+	db_arg_str(&a, json_is_true(json_object_get(body, "personal")) ? "t" : "f");
+	db_query_args("INSERT INTO registries (name, server, username, secret_sealed, personal)"
+	              " VALUES ($1, $2, COALESCE($3, ''), $4, $5::boolean)"
+	              " RETURNING id, name, ($4 IS NOT NULL)::text",
+	              &a, changed, r);
 out:
 	free(sealed);
 	json_decref(body);
@@ -261,58 +226,62 @@ static void upd_free(void *p)
 /* The name and the server bind the sealed password, so an update reads
  * them first; a new server with a stored password needs the password again
  * (the old one stays sealed to the old server and would not open). */
+#define UPD_COLS(FIRST, COL)      \
+	FIRST(UPD_ID, "id")       \
+	COL(UPD_NAME, "name")     \
+	COL(UPD_SERVER, "server") \
+	COL(UPD_SEALED, "secret_sealed")
+enum upd_col { DB_COLS_ENUM(UPD_COLS) };
+#define UPD_LIST DB_COLS_SQL(UPD_COLS)
+
 static void upd_named(PGresult *res, enum rc rc, void *arg)
 {
 	struct http_req *r = arg;
 	struct upd *u = r->data;
-	const char *p[6];
+	struct db_args a = DB_ARGS_INIT;
 	char *sealed = NULL;
 	const char *server;
 	json_t *pers, *pw;
 	int fail;
 
-	if (rc != RC_OK) {
-		api_reply_db_error(r, rc, "");
+	if (api_one_row(r, res, rc, "registry", "") < 0)
 		return;
-	}
-	if (PQntuples(res) != 1) {
-		http_reply_error(r, RC_NOTFOUND, NULL, "no such registry");
-		return;
-	}
 	server = json_string_value(json_object_get(u->body, "server"));
 	pw = json_object_get(u->body, "password");
-	if (server && strcmp(server, db_val(res, 0, 2)) != 0 && db_val(res, 0, 3) && !pw) {
+	if (server && strcmp(server, db_val(res, 0, UPD_SERVER)) != 0 &&
+	    db_val(res, 0, UPD_SEALED) && !pw) {
 		http_reply_error(
 		        r, RC_INVALID,
 		        "send the password with the new server, or an empty one to remove it",
 		        "changing the server of registry '%s' needs its password again",
-		        db_val(res, 0, 1));
+		        db_val(res, 0, UPD_NAME));
 		return;
 	}
-	sealed = seal(u->body, db_val(res, 0, 1), server ? server : db_val(res, 0, 2), &fail);
+	sealed = seal(u->body, db_val(res, 0, UPD_NAME),
+	              server ? server : db_val(res, 0, UPD_SERVER), &fail);
 	if (fail) {
 		http_reply_error(r, RC_INTERNAL, NULL, "could not encrypt the password");
 		return;
 	}
 	pers = json_object_get(u->body, "personal");
-	p[0] = db_val(res, 0, 0);
-	p[1] = json_string_value(json_object_get(u->body, "server"));
-	p[2] = json_string_value(json_object_get(u->body, "username"));
-	p[3] = sealed;
-	p[4] = json_is_boolean(pers) ? (json_is_true(pers) ? "t" : "f") : NULL;
+	db_arg_str(&a, db_val(res, 0, UPD_ID));
+	db_arg_str(&a, json_string_value(json_object_get(u->body, "server")));
+	db_arg_str(&a, json_string_value(json_object_get(u->body, "username")));
+	db_arg_str(&a, sealed);
+	db_arg_str(&a, json_is_boolean(pers) ? (json_is_true(pers) ? "t" : "f") : NULL);
 	/* an empty password removes it (anonymous pulls) */
-	p[5] = json_is_string(json_object_get(u->body, "password")) &&
-	                       json_string_length(json_object_get(u->body, "password")) == 0
-	               ? "t"
-	               : "f";
-	db_query(
+	db_arg_str(&a, json_is_string(json_object_get(u->body, "password")) &&
+	                               json_string_length(json_object_get(u->body, "password")) == 0
+	                       ? "t"
+	                       : "f");
+	db_query_args(
 	        "UPDATE registries SET server = COALESCE($2::text, server),"
 	        " username = COALESCE($3::text, username),"
 	        " secret_sealed = CASE WHEN $6::text = 't' THEN NULL"
 	        "  ELSE COALESCE($4::text, secret_sealed) END,"
 	        " personal = COALESCE($5::boolean, personal), updated_at = now()"
 	        " WHERE id = $1 RETURNING id, name, ($4::text IS NOT NULL OR $6::text = 't')::text",
-	        6, p, changed, r);
+	        &a, changed, r);
 	free(sealed);
 }
 
@@ -321,8 +290,7 @@ static void update(struct http_req *r)
 	json_t *body;
 	struct upd *u;
 	long long id;
-	char ids[24];
-	const char *p[1] = { ids };
+	struct db_args a = DB_ARGS_INIT;
 
 	if (api_id(r, "id", &id) < 0)
 		return;
@@ -345,9 +313,8 @@ static void update(struct http_req *r)
 		return;
 	}
 	u->body = body;
-	snprintf(ids, sizeof(ids), "%lld", id);
-	db_query("SELECT id, name, server, secret_sealed FROM registries WHERE id = $1", 1, p,
-	         upd_named, r);
+	db_arg_ll(&a, id);
+	db_query_args("SELECT " UPD_LIST " FROM registries WHERE id = $1", &a, upd_named, r);
 }
 
 static void removed(PGresult *res, enum rc rc, void *arg)
@@ -359,14 +326,8 @@ static void removed(PGresult *res, enum rc rc, void *arg)
 		                 "catalog images use this registry");
 		return;
 	}
-	if (rc != RC_OK) {
-		api_reply_db_error(r, rc, "");
+	if (api_one_row(r, res, rc, "registry", "") < 0)
 		return;
-	}
-	if (PQntuples(res) != 1) {
-		http_reply_error(r, RC_NOTFOUND, NULL, "no such registry");
-		return;
-	}
 	auth_audit(r, r->auth, "registry.delete", db_val(res, 0, 0), NULL);
 	http_reply(r, 204, NULL, NULL, 0);
 }
@@ -374,13 +335,12 @@ static void removed(PGresult *res, enum rc rc, void *arg)
 static void remove_reg(struct http_req *r)
 {
 	long long id;
-	char ids[24];
-	const char *p[1] = { ids };
+	struct db_args a = DB_ARGS_INIT;
 
 	if (api_id(r, "id", &id) < 0)
 		return;
-	snprintf(ids, sizeof(ids), "%lld", id);
-	db_query("DELETE FROM registries WHERE id = $1 RETURNING name", 1, p, removed, r);
+	db_arg_ll(&a, id);
+	db_query_args("DELETE FROM registries WHERE id = $1 RETURNING name", &a, removed, r);
 }
 
 /* ---- test credentials ---- */
@@ -454,8 +414,8 @@ static void test(struct http_req *r)
 	json_t *body;
 	struct test *t;
 	long long id;
-	char ids[24], nid[24];
-	const char *p[2] = { ids, NULL };
+	json_t *nid;
+	struct db_args a = DB_ARGS_INIT;
 
 	if (api_id(r, "id", &id) < 0)
 		return;
@@ -470,18 +430,15 @@ static void test(struct http_req *r)
 	}
 	t->r = r;
 	t->reg_id = id;
-	if (json_is_integer(json_object_get(body, "node_id"))) {
-		snprintf(nid, sizeof(nid), "%lld",
-		         (long long)json_integer_value(json_object_get(body, "node_id")));
-		p[1] = nid;
-	}
+	nid = json_object_get(body, "node_id");
+	db_arg_ll(&a, id);
+	db_arg_ll_opt(&a, json_integer_value(nid), json_is_integer(nid));
 	json_decref(body);
-	snprintf(ids, sizeof(ids), "%lld", id);
-	db_query("SELECT EXISTS (SELECT 1 FROM registries WHERE id = $1), n.id, n.name"
-	         " FROM (SELECT 1) one LEFT JOIN LATERAL (SELECT id, name FROM nodes"
-	         "  WHERE $2::bigint IS NULL OR id = $2::bigint"
-	         "  ORDER BY (health = 'up') DESC, id LIMIT 1) n ON true",
-	         2, p, test_node, t);
+	db_query_args("SELECT EXISTS (SELECT 1 FROM registries WHERE id = $1), n.id, n.name"
+	              " FROM (SELECT 1) one LEFT JOIN LATERAL (SELECT id, name FROM nodes"
+	              "  WHERE $2::bigint IS NULL OR id = $2::bigint"
+	              "  ORDER BY (health = 'up') DESC, id LIMIT 1) n ON true",
+	              &a, test_node, t);
 }
 
 const struct route api_registries_routes[] = {

@@ -23,60 +23,60 @@
 #define STR_(x)        #x
 #define STR(x)         STR_(x)
 
+/* A route's columns, by name (DB_COLS_*: db.h). */
+#define ROUTE_COLS(FIRST, COL)                  \
+	FIRST(ROUTE_ID, "r.id")                 \
+	COL(ROUTE_INSTANCE_ID, "r.instance_id") \
+	COL(ROUTE_INSTANCE_NAME, "i.name")      \
+	COL(ROUTE_KIND, "i.kind")               \
+	COL(ROUTE_PORT_NAME, "r.port_name")     \
+	COL(ROUTE_STATE, "i.state")
+enum route_col { DB_COLS_ENUM(ROUTE_COLS) };
+#define ROUTE_LIST DB_COLS_SQL(ROUTE_COLS)
+
 static json_t *route_json(const PGresult *res, int i)
 {
 	char origin[512], url[600];
-	const char *id = db_val(res, i, 0);
+	const char *id = db_val(res, i, ROUTE_ID);
 
 	proxy_route_origin(id, origin, sizeof(origin));
 	snprintf(url, sizeof(url), "%s/", origin);
 	return json_pack("{s:s, s:I, s:s, s:s, s:s, s:s, s:s}", "id", id, "instance_id",
-	                 (json_int_t)strtoll(db_val(res, i, 1), NULL, 10), "instance_name",
-	                 db_val(res, i, 2), "kind", db_val(res, i, 3), "port_name",
-	                 db_val(res, i, 4), "state", db_val(res, i, 5), "url", url);
+	                 (json_int_t)strtoll(db_val(res, i, ROUTE_INSTANCE_ID), NULL, 10),
+	                 "instance_name", db_val(res, i, ROUTE_INSTANCE_NAME), "kind",
+	                 db_val(res, i, ROUTE_KIND), "port_name", db_val(res, i, ROUTE_PORT_NAME),
+	                 "state", db_val(res, i, ROUTE_STATE), "url", url);
 }
 
-static void list_done(PGresult *res, enum rc rc, void *arg)
-{
-	struct http_req *r = arg;
-	json_t *items;
-
-	if (rc != RC_OK) {
-		api_reply_db_error(r, rc, "cannot list routes");
-		return;
-	}
-	items = json_array();
-	for (int i = 0; i < PQntuples(res); i++)
-		json_array_append_new(items, route_json(res, i));
-	http_reply_json(r, 200, json_pack("{s:o}", "items", items));
-}
+static const struct api_resource route_resource = { "route", route_json, 0 };
 
 static void list(struct http_req *r)
 {
-	char uid[24], inst[24];
-	const char *params[2] = { uid, NULL };
+	char inst[24];
+	long long v = 0;
 	long n;
+	struct db_args a = DB_ARGS_INIT;
 
-	snprintf(uid, sizeof(uid), "%lld", (long long)r->auth->user_id);
 	n = api_query(r, "instance_id", inst, sizeof(inst));
 	if (n == -2)
 		return;
 	if (n >= 0) {
 		char *end;
-		long long v = strtoll(inst, &end, 10);
+		v = strtoll(inst, &end, 10);
 		if (!*inst || *end || v <= 0) {
 			http_reply_error(r, RC_INVALID, "give an instance id such as 12",
 			                 "malformed instance_id '%s'", inst);
 			return;
 		}
-		params[1] = inst;
 	}
-	db_query("SELECT r.id, r.instance_id, i.name, i.kind, r.port_name, i.state"
-	         " FROM routes r JOIN instances i ON i.id = r.instance_id"
+	db_arg_ll(&a, r->auth->user_id);
+	db_arg_ll_opt(&a, v, n >= 0);
+	api_list(r, &route_resource,
+	         "SELECT " ROUTE_LIST " FROM routes r JOIN instances i ON i.id = r.instance_id"
 	         " WHERE i.user_id = $1 AND i.state <> 'deleted'"
 	         " AND ($2::bigint IS NULL OR i.id = $2::bigint)"
 	         " ORDER BY r.instance_id DESC, r.port_name",
-	         2, params, list_done, r);
+	         &a);
 }
 
 struct open_state {
@@ -126,8 +126,8 @@ static int state_ok(const char *s)
 static void open_route(struct http_req *r, const char *path, const char *state)
 {
 	struct open_state *st;
-	char hash[65], uid[24], sid[24], tid[24];
-	const char *params[8];
+	char hash[65];
+	struct db_args a = DB_ARGS_INIT;
 	const char *id = http_param(r, "id");
 
 	if (!proxy_route_id_ok(id)) {
@@ -160,29 +160,27 @@ static void open_route(struct http_req *r, const char *path, const char *state)
 		return;
 	}
 	crypto_sha256_hex(st->ticket, strlen(st->ticket), hash);
-	snprintf(uid, sizeof(uid), "%lld", (long long)r->auth->user_id);
-	snprintf(sid, sizeof(sid), "%lld", (long long)r->auth->session_id);
-	snprintf(tid, sizeof(tid), "%lld", (long long)r->auth->token_id);
-	params[0] = hash;
-	params[1] = id;
-	params[2] = uid;
-	params[3] = r->auth->session_id ? sid : NULL;
-	params[4] = r->auth->token_id ? tid : NULL;
-	params[5] = st->path;
-	params[6] = r->auth->role == ROLE_ADMIN ? "t" : "f";
-	params[7] = st->state;
+	db_arg_str(&a, hash);
+	db_arg_str(&a, id);
+	db_arg_ll(&a, r->auth->user_id);
+	db_arg_ll_opt(&a, r->auth->session_id, r->auth->session_id != 0);
+	db_arg_ll_opt(&a, r->auth->token_id, r->auth->token_id != 0);
+	db_arg_str(&a, st->path);
+	db_arg_str(&a, r->auth->role == ROLE_ADMIN ? "t" : "f");
+	db_arg_str(&a, st->state);
 	/* expired tickets and sessions are swept on the way */
-	db_query("WITH gc1 AS (DELETE FROM route_tickets WHERE expires_at < now()),"
-	         " gc2 AS (DELETE FROM route_sessions WHERE expires_at < now() - interval '1 hour')"
-	         " INSERT INTO route_tickets (token_hash, route_id, user_id, session_id, token_id,"
-	         "  path, state_hash, expires_at)"
-	         " SELECT $1, r.id, $3, $4, $5, $6, $8, now() + interval '" STR(
-	                 TICKET_SECONDS) " seconds'"
-	                                 " FROM routes r JOIN instances i ON i.id = r.instance_id"
-	                                 " WHERE r.id = $2 AND i.state <> 'deleted' AND (i.user_id "
-	                                 "= $3 OR $7::boolean)"
-	                                 " RETURNING route_id",
-	         8, params, open_done, r);
+	db_query_args(
+	        "WITH gc1 AS (DELETE FROM route_tickets WHERE expires_at < now()),"
+	        " gc2 AS (DELETE FROM route_sessions WHERE expires_at < now() - interval '1 hour')"
+	        " INSERT INTO route_tickets (token_hash, route_id, user_id, session_id, token_id,"
+	        "  path, state_hash, expires_at)"
+	        " SELECT $1, r.id, $3, $4, $5, $6, $8, now() + interval '" STR(
+	                TICKET_SECONDS) " seconds'"
+	                                " FROM routes r JOIN instances i ON i.id = r.instance_id"
+	                                " WHERE r.id = $2 AND i.state <> 'deleted' AND (i.user_id "
+	                                "= $3 OR $7::boolean)"
+	                                " RETURNING route_id",
+	        &a, open_done, r);
 }
 
 /* Minting a ticket is a POST: for cookie sessions the auth layer checks the

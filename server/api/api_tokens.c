@@ -15,47 +15,43 @@
 #include "base/crypto.h"
 #include "db/db.h"
 
-#define TOKEN_COLS                                                                   \
-	"id, name, array_to_json(scopes)::text, prefix,"                             \
-	" to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')," \
-	" to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')," \
-	" to_char(last_used_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
+/* A token's columns, by name (DB_COLS_*: db.h). */
+#define TOKEN_COLS(FIRST, COL)                           \
+	FIRST(TOKEN_ID, "id")                            \
+	COL(TOKEN_NAME, "name")                          \
+	COL(TOKEN_SCOPES, "array_to_json(scopes)::text") \
+	COL(TOKEN_PREFIX, "prefix")                      \
+	COL(TOKEN_CREATED_AT, DB_TS("created_at"))       \
+	COL(TOKEN_EXPIRES_AT, DB_TS("expires_at"))       \
+	COL(TOKEN_LAST_USED_AT, DB_TS("last_used_at"))
+enum token_col { DB_COLS_ENUM(TOKEN_COLS) };
+#define TOKEN_LIST DB_COLS_SQL(TOKEN_COLS)
 
 static json_t *token_row(const PGresult *res, int i)
 {
-	const char *used = db_val(res, i, 6);
+	const char *used = db_val(res, i, TOKEN_LAST_USED_AT);
 
 	return json_pack("{s:I, s:s, s:o, s:s, s:s, s:s, s:o}", "id",
-	                 (json_int_t)strtoll(db_val(res, i, 0), NULL, 10), "name",
-	                 db_val(res, i, 1), "scopes", json_loads(db_val(res, i, 2), 0, NULL),
-	                 "prefix", db_val(res, i, 3), "created_at", db_val(res, i, 4), "expires_at",
-	                 db_val(res, i, 5), "last_used_at", used ? json_string(used) : json_null());
+	                 (json_int_t)strtoll(db_val(res, i, TOKEN_ID), NULL, 10), "name",
+	                 db_val(res, i, TOKEN_NAME), "scopes",
+	                 json_loads(db_val(res, i, TOKEN_SCOPES), 0, NULL), "prefix",
+	                 db_val(res, i, TOKEN_PREFIX), "created_at",
+	                 db_val(res, i, TOKEN_CREATED_AT), "expires_at",
+	                 db_val(res, i, TOKEN_EXPIRES_AT), "last_used_at",
+	                 used ? json_string(used) : json_null());
 }
 
-static void list_done(PGresult *res, enum rc rc, void *arg)
-{
-	struct http_req *r = arg;
-	json_t *items;
-
-	if (rc != RC_OK) {
-		api_reply_db_error(r, rc, "");
-		return;
-	}
-	items = json_array();
-	for (int i = 0; i < PQntuples(res); i++)
-		json_array_append_new(items, token_row(res, i));
-	http_reply_json(r, 200, json_pack("{s:o}", "items", items));
-}
+static const struct api_resource token_resource = { "token", token_row, 1 };
 
 static void list(struct http_req *r)
 {
-	char uid[24];
-	const char *p[1] = { uid };
+	struct db_args a = DB_ARGS_INIT;
 
-	snprintf(uid, sizeof(uid), "%lld", (long long)r->auth->user_id);
-	db_query("SELECT " TOKEN_COLS " FROM api_tokens WHERE user_id = $1 AND revoked_at IS NULL"
-	         " AND expires_at > now() ORDER BY id",
-	         1, p, list_done, r);
+	db_arg_ll(&a, r->auth->user_id);
+	api_list(r, &token_resource,
+	         "SELECT " TOKEN_LIST " FROM api_tokens WHERE user_id = $1"
+	         " AND revoked_at IS NULL AND expires_at > now() ORDER BY id",
+	         &a);
 }
 
 struct create {
@@ -79,7 +75,7 @@ static void create_done(PGresult *res, enum rc rc, void *arg)
 	}
 	out = token_row(res, 0);
 	json_object_set_new(out, "token", json_string(c->token));
-	auth_audit(c->r, c->r->auth, "token.create", db_val(res, 0, 1), NULL);
+	auth_audit(c->r, c->r->auth, "token.create", db_val(res, 0, TOKEN_NAME), NULL);
 	http_reply_json(c->r, 201, out);
 }
 
@@ -97,8 +93,9 @@ static void create(struct http_req *r)
 	size_t i;
 	int read = 0, write = 0;
 	long long days = 90;
-	char uid[24], hash[65], prefix[16], scopes[32], ttl[16];
-	const char *name, *p[6];
+	char hash[65], prefix[16], scopes[32];
+	const char *name;
+	struct db_args a = DB_ARGS_INIT;
 
 	body = api_json_body(r, create_spec);
 	if (!body)
@@ -158,18 +155,17 @@ static void create(struct http_req *r)
 	snprintf(prefix, sizeof(prefix), "%.10s", c->token);
 	snprintf(scopes, sizeof(scopes), "{%s%s%s}", read ? "read" : "", read && write ? "," : "",
 	         write ? "write" : "");
-	snprintf(uid, sizeof(uid), "%lld", (long long)r->auth->user_id);
-	snprintf(ttl, sizeof(ttl), "%lld", days);
-	p[0] = uid;
-	p[1] = name;
-	p[2] = hash;
-	p[3] = prefix;
-	p[4] = scopes;
-	p[5] = ttl;
-	db_query("INSERT INTO api_tokens (user_id, name, token_hash, prefix, scopes, expires_at)"
-	         " VALUES ($1, $2, $3, $4, $5::text[], now() + make_interval(days => $6::int))"
-	         " RETURNING " TOKEN_COLS,
-	         6, p, create_done, c);
+	db_arg_ll(&a, r->auth->user_id);
+	db_arg_str(&a, name);
+	db_arg_str(&a, hash);
+	db_arg_str(&a, prefix);
+	db_arg_str(&a, scopes);
+	db_arg_ll(&a, days);
+	db_query_args(
+	        "INSERT INTO api_tokens (user_id, name, token_hash, prefix, scopes, expires_at)"
+	        " VALUES ($1, $2, $3, $4, $5::text[], now() + make_interval(days => $6::int))"
+	        " RETURNING " TOKEN_LIST,
+	        &a, create_done, c);
 	json_decref(body);
 }
 
@@ -192,16 +188,15 @@ static void revoke_done(PGresult *res, enum rc rc, void *arg)
 static void revoke(struct http_req *r)
 {
 	long long id;
-	char ids[24], uid[24];
-	const char *p[2] = { ids, uid };
+	struct db_args a = DB_ARGS_INIT;
 
 	if (api_id(r, "id", &id) < 0)
 		return;
-	snprintf(ids, sizeof(ids), "%lld", id);
-	snprintf(uid, sizeof(uid), "%lld", (long long)r->auth->user_id);
-	db_query("UPDATE api_tokens SET revoked_at = now()"
-	         " WHERE id = $1 AND user_id = $2 AND revoked_at IS NULL RETURNING name",
-	         2, p, revoke_done, r);
+	db_arg_ll(&a, id);
+	db_arg_ll(&a, r->auth->user_id);
+	db_query_args("UPDATE api_tokens SET revoked_at = now()"
+	              " WHERE id = $1 AND user_id = $2 AND revoked_at IS NULL RETURNING name",
+	              &a, revoke_done, r);
 }
 
 const struct route api_tokens_routes[] = {

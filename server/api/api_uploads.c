@@ -76,16 +76,15 @@ static void ignore(PGresult *res, enum rc rc, void *arg)
 
 static void release_reservation(long long id, int64_t bytes, int64_t files)
 {
-	char i[24], b[24], f[24];
-	const char *p[3] = { i, b, f };
+	struct db_args a = DB_ARGS_INIT;
 
 	if (!id)
 		return;
-	snprintf(i, sizeof(i), "%lld", id);
-	snprintf(b, sizeof(b), "%lld", (long long)bytes);
-	snprintf(f, sizeof(f), "%lld", (long long)files);
-	db_query("SELECT gc_storage_release($1::bigint, $2::bigint, $3::bigint)", 3, p, ignore,
-	         NULL);
+	db_arg_ll(&a, id);
+	db_arg_ll(&a, bytes);
+	db_arg_ll(&a, files);
+	db_query_args("SELECT gc_storage_release($1::bigint, $2::bigint, $3::bigint)", &a, ignore,
+	              NULL);
 }
 
 static void w_unref(struct upw *w)
@@ -277,15 +276,14 @@ static void w_finish(struct upw *w)
 		return;
 	}
 	{
-		char id[24], n[24];
-		const char *p[2] = { id, n };
-		snprintf(id, sizeof(id), "%lld", w->upload_id);
-		snprintf(n, sizeof(n), "%lld", (long long)w->part);
+		struct db_args a = DB_ARGS_INIT;
+		db_arg_ll(&a, w->upload_id);
+		db_arg_ll(&a, w->part);
 		w->refs++;
-		db_query("UPDATE uploads SET received = set_bit(received, $2::int, 1)"
-		         " WHERE id = $1::bigint AND state = 'open'"
-		         " RETURNING bit_count(received), parts",
-		         2, p, part_marked, w);
+		db_query_args("UPDATE uploads SET received = set_bit(received, $2::int, 1)"
+		              " WHERE id = $1::bigint AND state = 'open'"
+		              " RETURNING bit_count(received), parts",
+		              &a, part_marked, w);
 	}
 }
 
@@ -310,14 +308,15 @@ static void usage_checked(PGresult *res, enum rc rc, void *arg)
 
 static void check_usage(struct upw *w)
 {
-	const char *p[1] = { w->a.key };
+	struct db_args a = DB_ARGS_INIT;
 
 	if (w->checking)
 		return;
 	w->checking = 1;
 	w->refs++;
-	db_query("SELECT bytes > bytes_hard FROM storage_effective WHERE area = $1", 1, p,
-	         usage_checked, w);
+	db_arg_str(&a, w->a.key);
+	db_query_args("SELECT bytes > bytes_hard FROM storage_effective WHERE area = $1", &a,
+	              usage_checked, w);
 }
 
 static void w_done(void *arg)
@@ -452,20 +451,21 @@ static void reserved(PGresult *res, enum rc rc, void *arg)
  * the use. */
 static void reserve_bytes(const struct storage_area *a, int64_t size, int ttl, db_cb cb, void *arg)
 {
-	char b[24], u[24], c[24], t[32];
-	const char *p[5] = { a->key, a->user_id ? u : NULL, a->class_id ? c : NULL, b, t };
+	char t[32];
+	struct db_args q = DB_ARGS_INIT;
 
-	snprintf(b, sizeof(b), "%lld", (long long)size);
-	snprintf(u, sizeof(u), "%lld", a->user_id);
-	snprintf(c, sizeof(c), "%lld", a->class_id);
 	snprintf(t, sizeof(t), "%d seconds", ttl);
-	if (!strcmp(a->key, "shared"))
-		p[0] = "shared";
-	db_query("SELECT CASE WHEN $1 = 'shared' THEN 0 ELSE gc_storage_reserve($1, $2::bigint,"
-	         " $3::bigint, $4::bigint, 1, $5::interval) END,"
-	         " (SELECT bytes_hard FROM storage_effective WHERE area = $1),"
-	         " (SELECT bytes + reserved FROM storage_effective WHERE area = $1)",
-	         5, p, cb, arg);
+	db_arg_str(&q, !strcmp(a->key, "shared") ? "shared" : a->key);
+	db_arg_ll_opt(&q, a->user_id, a->user_id != 0);
+	db_arg_ll_opt(&q, a->class_id, a->class_id != 0);
+	db_arg_ll(&q, size);
+	db_arg_str(&q, t);
+	db_query_args(
+	        "SELECT CASE WHEN $1 = 'shared' THEN 0 ELSE gc_storage_reserve($1, $2::bigint,"
+	        " $3::bigint, $4::bigint, 1, $5::interval) END,"
+	        " (SELECT bytes_hard FROM storage_effective WHERE area = $1),"
+	        " (SELECT bytes + reserved FROM storage_effective WHERE area = $1)",
+	        &q, cb, arg);
 }
 
 static void area_ok(void *arg, const struct storage_area *a, enum rc rc, const char *msg)
@@ -491,6 +491,17 @@ static void area_ok(void *arg, const struct storage_area *a, enum rc rc, const c
 	              w); /* our reference moves on */
 }
 
+/* The upload a part belongs to, by name (DB_COLS_*: db.h). */
+#define PART_COLS(FIRST, COL)            \
+	FIRST(PART_USER_ID, "user_id")   \
+	COL(PART_STAGING, "staging")     \
+	COL(PART_SIZE, "size")           \
+	COL(PART_PART_SIZE, "part_size") \
+	COL(PART_PARTS, "parts")         \
+	COL(PART_STATE, "state")
+enum part_col { DB_COLS_ENUM(PART_COLS) };
+#define PART_LIST DB_COLS_SQL(PART_COLS)
+
 static void part_found(PGresult *res, enum rc rc, void *arg)
 {
 	struct upw *w = arg;
@@ -505,17 +516,17 @@ static void part_found(PGresult *res, enum rc rc, void *arg)
 	} else if (PQntuples(res) != 1) {
 		w_fail(w, RC_NOTFOUND, NULL, "no such upload");
 	} else {
-		long long owner = strtoll(db_val(res, 0, 0), NULL, 10);
-		int64_t size = strtoll(db_val(res, 0, 2), NULL, 10);
-		int64_t psz = strtoll(db_val(res, 0, 3), NULL, 10);
-		int64_t parts = strtoll(db_val(res, 0, 4), NULL, 10);
+		long long owner = strtoll(db_val(res, 0, PART_USER_ID), NULL, 10);
+		int64_t size = strtoll(db_val(res, 0, PART_SIZE), NULL, 10);
+		int64_t psz = strtoll(db_val(res, 0, PART_PART_SIZE), NULL, 10);
+		int64_t parts = strtoll(db_val(res, 0, PART_PARTS), NULL, 10);
 		int64_t want;
 		char msg[200];
 
 		if (owner != w->user_id) {
 			w_fail(w, RC_NOTFOUND, NULL, "no such upload");
-		} else if (strcmp(db_val(res, 0, 5), "open") != 0) {
-			snprintf(msg, sizeof(msg), "the upload is %s", db_val(res, 0, 5));
+		} else if (strcmp(db_val(res, 0, PART_STATE), "open") != 0) {
+			snprintf(msg, sizeof(msg), "the upload is %s", db_val(res, 0, PART_STATE));
 			w_fail(w, RC_CONFLICT, "start a new upload", msg);
 		} else if (w->part >= parts) {
 			snprintf(msg, sizeof(msg), "part %lld is past the last part (%lld parts)",
@@ -529,7 +540,8 @@ static void part_found(PGresult *res, enum rc rc, void *arg)
 				w_fail(w, RC_INVALID,
 				       "send each part whole with its Content-Length", msg);
 			} else {
-				snprintf(w->stage, sizeof(w->stage), "%s", db_val(res, 0, 1));
+				snprintf(w->stage, sizeof(w->stage), "%s",
+				         db_val(res, 0, PART_STAGING));
 				w->base = w->part * psz;
 				if (w_submit(w, 'o') < 0)
 					w_fail(w, RC_UNAVAILABLE, NULL,
@@ -588,18 +600,16 @@ static void w_prepare(void *arg)
 			return; /* reference moves on */
 		}
 	} else {
-		char id[24];
-		const char *p[1] = { id };
+		struct db_args a = DB_ARGS_INIT;
 
 		if (w->r->content_length < 0) {
 			w_fail(w, RC_INVALID, "send the part's size in Content-Length",
 			       "parts need a Content-Length");
 		} else {
 			w->expect = w->r->content_length;
-			snprintf(id, sizeof(id), "%lld", w->upload_id);
-			db_query("SELECT user_id, staging, size, part_size, parts, state"
-			         " FROM uploads WHERE id = $1::bigint",
-			         1, p, part_found, w);
+			db_arg_ll(&a, w->upload_id);
+			db_query_args("SELECT " PART_LIST " FROM uploads WHERE id = $1::bigint", &a,
+			              part_found, w);
 			return;
 		}
 	}
@@ -736,12 +746,26 @@ static void up_free(void *p)
 	free(u);
 }
 
+/* An upload's status columns, by name (DB_COLS_*: db.h); received is the
+ * bitmap of parts that arrived, as hex. */
+#define STATUS_COLS(FIRST, COL)            \
+	FIRST(STATUS_ID, "id")             \
+	COL(STATUS_AREA, "area")           \
+	COL(STATUS_PATH, "path")           \
+	COL(STATUS_SIZE, "size")           \
+	COL(STATUS_PART_SIZE, "part_size") \
+	COL(STATUS_PARTS, "parts")         \
+	COL(STATUS_RECEIVED, "received")   \
+	COL(STATUS_STATE, "state")         \
+	COL(STATUS_EXPIRES_AT, DB_TS("expires_at"))
+enum status_col { DB_COLS_ENUM(STATUS_COLS) };
+#define STATUS_LIST DB_COLS_SQL(STATUS_COLS)
+
 static json_t *status_json(const PGresult *res, int i)
 {
-	/* id, area, path, size, part_size, parts, received (hex), state, expires_at */
 	json_t *recv = json_array();
-	const char *hex = db_val(res, i, 6);
-	int64_t parts = strtoll(db_val(res, i, 5), NULL, 10);
+	const char *hex = db_val(res, i, STATUS_RECEIVED);
+	int64_t parts = strtoll(db_val(res, i, STATUS_PARTS), NULL, 10);
 	int64_t n = 0;
 
 	for (int64_t k = 0; k < parts; k++) {
@@ -753,17 +777,14 @@ static json_t *status_json(const PGresult *res, int i)
 		}
 	}
 	return json_pack("{s:I, s:s, s:s, s:I, s:I, s:I, s:o, s:I, s:s, s:s}", "id",
-	                 (json_int_t)strtoll(db_val(res, i, 0), NULL, 10), "area",
-	                 db_val(res, i, 1), "path", db_val(res, i, 2), "size",
-	                 (json_int_t)strtoll(db_val(res, i, 3), NULL, 10), "part_size",
-	                 (json_int_t)strtoll(db_val(res, i, 4), NULL, 10), "parts",
+	                 (json_int_t)strtoll(db_val(res, i, STATUS_ID), NULL, 10), "area",
+	                 db_val(res, i, STATUS_AREA), "path", db_val(res, i, STATUS_PATH), "size",
+	                 (json_int_t)strtoll(db_val(res, i, STATUS_SIZE), NULL, 10), "part_size",
+	                 (json_int_t)strtoll(db_val(res, i, STATUS_PART_SIZE), NULL, 10), "parts",
 	                 (json_int_t)parts, "received", recv, "missing", (json_int_t)(parts - n),
-	                 "state", db_val(res, i, 7), "expires_at", db_val(res, i, 8));
+	                 "state", db_val(res, i, STATUS_STATE), "expires_at",
+	                 db_val(res, i, STATUS_EXPIRES_AT));
 }
-
-#define STATUS_COLS                                                \
-	"id, area, path, size, part_size, parts, received, state," \
-	" to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
 
 static void created(PGresult *res, enum rc rc, void *arg)
 {
@@ -872,43 +893,35 @@ static void up_work(void *arg)
 static void create_staged(void *arg)
 {
 	struct up *u = arg;
-	char size[24], psz[24], parts[24], res[24], uid[24], ttl[32], nbytes[24], ow[2];
-	const char *p[12];
+	char ttl[32];
+	struct db_args a = DB_ARGS_INIT;
 
 	if (u->res.rc != RC_OK) {
 		release_reservation(u->reservation, 0, 0);
 		http_reply_error(u->r, u->res.rc, u->res.hint, "%s", u->res.msg);
 		return;
 	}
-	snprintf(size, sizeof(size), "%lld", (long long)u->size);
-	snprintf(psz, sizeof(psz), "%lld", (long long)u->part_size);
-	snprintf(parts, sizeof(parts), "%lld", (long long)u->parts);
-	snprintf(res, sizeof(res), "%lld", u->reservation);
-	snprintf(uid, sizeof(uid), "%lld", (long long)u->r->auth->user_id);
-	snprintf(ttl, sizeof(ttl), "%d seconds", cfg.upload_expiry);
-	snprintf(nbytes, sizeof(nbytes), "%lld", (long long)((u->parts + 7) / 8));
-	snprintf(ow, sizeof(ow), "%s", u->overwrite ? "t" : "f");
-	p[0] = uid;
-	p[1] = u->a.name;
-	p[2] = u->a.key;
-	p[3] = u->path;
-	p[4] = size;
-	p[5] = psz;
-	p[6] = parts;
-	p[7] = nbytes;
-	p[8] = ow;
-	p[9] = *u->sha ? u->sha : NULL;
-	p[10] = u->reservation ? res : NULL;
-	p[11] = u->stage;
-	db_query("INSERT INTO uploads (user_id, area, usage_area, path, size, part_size, parts,"
-	         " received, overwrite, sha256, reservation_id, staging, expires_at)"
-	         " VALUES ($1::bigint, $2, $3, $4, $5::bigint, $6::bigint, $7::int,"
-	         " decode(repeat('00', $8::int), 'hex'), $9::boolean, $10, $11::bigint, $12,"
-	         " now() + $13::interval) RETURNING " STATUS_COLS,
-	         13,
-	         (const char *const[]){ p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9],
-	                                p[10], p[11], ttl },
-	         created, u);
+	snprintf(ttl, sizeof(ttl), "%d seconds", cfg.upload_expiry_s);
+	db_arg_ll(&a, u->r->auth->user_id);
+	db_arg_str(&a, u->a.name);
+	db_arg_str(&a, u->a.key);
+	db_arg_str(&a, u->path);
+	db_arg_ll(&a, u->size);
+	db_arg_ll(&a, u->part_size);
+	db_arg_ll(&a, u->parts);
+	db_arg_ll(&a, (u->parts + 7) / 8);
+	db_arg_str(&a, u->overwrite ? "t" : "f");
+	db_arg_str(&a, *u->sha ? u->sha : NULL);
+	db_arg_ll_opt(&a, u->reservation, u->reservation != 0);
+	db_arg_str(&a, u->stage);
+	db_arg_str(&a, ttl);
+	db_query_args(
+	        "INSERT INTO uploads (user_id, area, usage_area, path, size, part_size, parts,"
+	        " received, overwrite, sha256, reservation_id, staging, expires_at)"
+	        " VALUES ($1::bigint, $2, $3, $4, $5::bigint, $6::bigint, $7::int,"
+	        " decode(repeat('00', $8::int), 'hex'), $9::boolean, $10, $11::bigint, $12,"
+	        " now() + $13::interval) RETURNING " STATUS_LIST,
+	        &a, created, u);
 }
 
 static void create_reserved(PGresult *res, enum rc rc, void *arg)
@@ -949,7 +962,7 @@ static void create_area(void *arg, const struct storage_area *a, enum rc rc, con
 		return;
 	}
 	u->a = *a;
-	reserve_bytes(a, u->size, cfg.upload_expiry + 3600, create_reserved, u);
+	reserve_bytes(a, u->size, cfg.upload_expiry_s + 3600, create_reserved, u);
 }
 
 static const struct jfield create_spec[] = {
@@ -1005,30 +1018,23 @@ static void status_done(PGresult *res, enum rc rc, void *arg)
 {
 	struct http_req *r = arg;
 
-	if (rc != RC_OK) {
-		api_reply_db_error(r, rc, "");
+	if (api_one_row(r, res, rc, "upload", "") < 0)
 		return;
-	}
-	if (PQntuples(res) != 1) {
-		http_reply_error(r, RC_NOTFOUND, NULL, "no such upload");
-		return;
-	}
 	http_reply_json(r, 200, status_json(res, 0));
 }
 
 static void upload_status(struct http_req *r)
 {
 	long long id;
-	char ids[24], uid[24];
-	const char *p[2] = { ids, uid };
+	struct db_args a = DB_ARGS_INIT;
 
 	if (api_id(r, "id", &id) < 0)
 		return;
-	snprintf(ids, sizeof(ids), "%lld", id);
-	snprintf(uid, sizeof(uid), "%lld", (long long)r->auth->user_id);
-	db_query("SELECT " STATUS_COLS
-	         " FROM uploads WHERE id = $1::bigint AND user_id = $2::bigint",
-	         2, p, status_done, r);
+	db_arg_ll(&a, id);
+	db_arg_ll(&a, r->auth->user_id);
+	db_query_args("SELECT " STATUS_LIST
+	              " FROM uploads WHERE id = $1::bigint AND user_id = $2::bigint",
+	              &a, status_done, r);
 }
 
 /* complete: claim (open -> completing), area, worker, record */
@@ -1067,30 +1073,29 @@ static void reopened(PGresult *res, enum rc rc, void *arg)
 
 static void reopen(struct up *u)
 {
-	char id[24];
-	const char *p[1] = { id };
+	struct db_args a = DB_ARGS_INIT;
 
-	snprintf(id, sizeof(id), "%lld", u->id);
-	db_query("UPDATE uploads SET state = 'open' WHERE id = $1::bigint AND state = 'completing'",
-	         1, p, reopened, u);
+	db_arg_ll(&a, u->id);
+	db_query_args(
+	        "UPDATE uploads SET state = 'open' WHERE id = $1::bigint AND state = 'completing'",
+	        &a, reopened, u);
 }
 
 static void complete_placed(void *arg)
 {
 	struct up *u = arg;
-	char id[24];
-	const char *p[1] = { id };
+	struct db_args a = DB_ARGS_INIT;
 
-	snprintf(id, sizeof(id), "%lld", u->id);
 	if (u->res.rc != RC_OK) {
 		reopen(u);
 		return;
 	}
-	db_query("WITH u AS (UPDATE uploads SET state = 'completed' WHERE id = $1::bigint"
-	         "  RETURNING reservation_id, size)"
-	         " SELECT gc_storage_release(reservation_id, (size + 4095) / 4096 * 4096, 1)"
-	         " FROM u",
-	         1, p, completed, u);
+	db_arg_ll(&a, u->id);
+	db_query_args("WITH u AS (UPDATE uploads SET state = 'completed' WHERE id = $1::bigint"
+	              "  RETURNING reservation_id, size)"
+	              " SELECT gc_storage_release(reservation_id, (size + 4095) / 4096 * 4096, 1)"
+	              " FROM u",
+	              &a, completed, u);
 }
 
 static void complete_area(void *arg, const struct storage_area *a, enum rc rc, const char *msg)
@@ -1116,6 +1121,21 @@ static void complete_area(void *arg, const struct storage_area *a, enum rc rc, c
 	}
 }
 
+/* An upload being claimed for completion, by name (DB_COLS_*: db.h). */
+#define CLAIM_COLS(FIRST, COL)                                            \
+	FIRST(CLAIM_CLAIMED, "(EXISTS (SELECT 1 FROM c))::text = 'true'") \
+	COL(CLAIM_WHOLE, "(bit_count(received) = parts)")                 \
+	COL(CLAIM_STAGING, "staging")                                     \
+	COL(CLAIM_PATH, "path")                                           \
+	COL(CLAIM_SHA256, "sha256")                                       \
+	COL(CLAIM_STATE, "state")                                         \
+	COL(CLAIM_RECEIVED, "bit_count(received)")                        \
+	COL(CLAIM_PARTS, "parts")                                         \
+	COL(CLAIM_OVERWRITE, "overwrite")                                 \
+	COL(CLAIM_AREA, "area")
+enum claim_col { DB_COLS_ENUM(CLAIM_COLS) };
+#define CLAIM_LIST DB_COLS_SQL(CLAIM_COLS)
+
 static void complete_claimed(PGresult *res, enum rc rc, void *arg)
 {
 	struct up *u = arg;
@@ -1128,45 +1148,45 @@ static void complete_claimed(PGresult *res, enum rc rc, void *arg)
 		http_reply_error(u->r, RC_NOTFOUND, NULL, "no such upload");
 		return;
 	}
-	if (strcmp(db_val(res, 0, 0), "t") != 0) {
-		if (strcmp(db_val(res, 0, 5), "open") != 0)
+	if (strcmp(db_val(res, 0, CLAIM_CLAIMED), "t") != 0) {
+		if (strcmp(db_val(res, 0, CLAIM_STATE), "open") != 0)
 			http_reply_error(u->r, RC_CONFLICT, NULL, "the upload is %s",
-			                 db_val(res, 0, 5));
+			                 db_val(res, 0, CLAIM_STATE));
 		else
 			http_reply_error(u->r, RC_CONFLICT, "send the missing parts, then complete",
-			                 "%s of %s parts have arrived", db_val(res, 0, 6),
-			                 db_val(res, 0, 7));
+			                 "%s of %s parts have arrived",
+			                 db_val(res, 0, CLAIM_RECEIVED),
+			                 db_val(res, 0, CLAIM_PARTS));
 		return;
 	}
-	snprintf(u->stage, sizeof(u->stage), "%s", db_val(res, 0, 2));
-	snprintf(u->path, sizeof(u->path), "%s", db_val(res, 0, 3));
-	snprintf(u->sha, sizeof(u->sha), "%s", db_val(res, 0, 4) ? db_val(res, 0, 4) : "");
-	u->overwrite = !strcmp(db_val(res, 0, 8), "t");
-	api_area_resolve(u->r->auth, db_val(res, 0, 9), 1, complete_area, u);
+	snprintf(u->stage, sizeof(u->stage), "%s", db_val(res, 0, CLAIM_STAGING));
+	snprintf(u->path, sizeof(u->path), "%s", db_val(res, 0, CLAIM_PATH));
+	snprintf(u->sha, sizeof(u->sha), "%s",
+	         db_val(res, 0, CLAIM_SHA256) ? db_val(res, 0, CLAIM_SHA256) : "");
+	u->overwrite = !strcmp(db_val(res, 0, CLAIM_OVERWRITE), "t");
+	api_area_resolve(u->r->auth, db_val(res, 0, CLAIM_AREA), 1, complete_area, u);
 }
 
 static void upload_complete(struct http_req *r)
 {
 	struct up *u;
 	long long id;
-	char ids[24], uid[24];
-	const char *p[2] = { ids, uid };
+	struct db_args a = DB_ARGS_INIT;
 
 	if (api_id(r, "id", &id) < 0 || !(u = api_state(r, sizeof(*u), up_free)))
 		return;
 	u->r = r;
 	u->id = id;
-	snprintf(ids, sizeof(ids), "%lld", id);
-	snprintf(uid, sizeof(uid), "%lld", (long long)r->auth->user_id);
+	db_arg_ll(&a, id);
+	db_arg_ll(&a, r->auth->user_id);
 	/* claims it only when open and whole: one completion at a time */
-	db_query("WITH c AS (UPDATE uploads SET state = 'completing' WHERE id = $1::bigint"
-	         "  AND user_id = $2::bigint AND state = 'open' AND bit_count(received) = parts"
-	         "  RETURNING id)"
-	         " SELECT (EXISTS (SELECT 1 FROM c))::text = 'true',"
-	         " (bit_count(received) = parts), staging, path, sha256, state,"
-	         " bit_count(received), parts, overwrite, area"
-	         " FROM uploads WHERE id = $1::bigint AND user_id = $2::bigint",
-	         2, p, complete_claimed, u);
+	db_query_args(
+	        "WITH c AS (UPDATE uploads SET state = 'completing' WHERE id = $1::bigint"
+	        "  AND user_id = $2::bigint AND state = 'open' AND bit_count(received) = parts"
+	        "  RETURNING id)"
+	        " SELECT " CLAIM_LIST
+	        " FROM uploads WHERE id = $1::bigint AND user_id = $2::bigint",
+	        &a, complete_claimed, u);
 }
 
 static void aborted(PGresult *res, enum rc rc, void *arg)
@@ -1188,17 +1208,17 @@ static void aborted(PGresult *res, enum rc rc, void *arg)
 static void upload_abort(struct http_req *r)
 {
 	long long id;
-	char ids[24], uid[24];
-	const char *p[2] = { ids, uid };
+	struct db_args a = DB_ARGS_INIT;
 
 	if (api_id(r, "id", &id) < 0)
 		return;
-	snprintf(ids, sizeof(ids), "%lld", id);
-	snprintf(uid, sizeof(uid), "%lld", (long long)r->auth->user_id);
-	db_query("WITH a AS (UPDATE uploads SET state = 'aborted' WHERE id = $1::bigint"
-	         "  AND user_id = $2::bigint AND state = 'open' RETURNING staging, reservation_id)"
-	         " SELECT staging, gc_storage_release(reservation_id, 0, 0) FROM a",
-	         2, p, aborted, r);
+	db_arg_ll(&a, id);
+	db_arg_ll(&a, r->auth->user_id);
+	db_query_args(
+	        "WITH a AS (UPDATE uploads SET state = 'aborted' WHERE id = $1::bigint"
+	        "  AND user_id = $2::bigint AND state = 'open' RETURNING staging, reservation_id)"
+	        " SELECT staging, gc_storage_release(reservation_id, 0, 0) FROM a",
+	        &a, aborted, r);
 }
 
 const struct route api_uploads_routes[] = {

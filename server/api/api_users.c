@@ -77,38 +77,22 @@ static const char *str(json_t *o, const char *k)
 
 /* ---- list ---- */
 
-static void list_done(PGresult *res, enum rc rc, void *arg)
+static json_t *user_row(const PGresult *res, int i)
 {
-	struct http_req *r = arg;
-	json_t *items, *out;
-	int n, limit = (int)(intptr_t)r->data;
-	char cur[24];
-
-	if (rc != RC_OK) {
-		api_reply_db_error(r, rc, "");
-		return;
-	}
-	n = PQntuples(res);
-	items = json_array();
-	for (int i = 0; i < n && i < limit; i++)
-		json_array_append_new(items, api_user_row(res, i, 0));
-	out = json_pack("{s:o}", "items", items);
-	if (n > limit) {
-		snprintf(cur, sizeof(cur), "%s", db_val(res, limit - 1, 0));
-		json_object_set_new(out, "next_cursor", json_string(cur));
-	} else {
-		json_object_set_new(out, "next_cursor", json_null());
-	}
-	http_reply_json(r, 200, out);
+	return api_user_row(res, i, 0);
 }
+
+static const struct api_resource user_resource = { "user", user_row, 1 };
+
+#define USER_SELECT "SELECT " API_USER_SELECT " FROM users"
 
 static void list(struct http_req *r)
 {
 	int limit;
 	long long cursor;
 	long n;
-	char q[256], role[32], lim[16], cur[24];
-	const char *p[4];
+	char q[256], role[32];
+	struct db_args a = DB_ARGS_INIT;
 
 	if (api_page(r, 50, 500, &limit, &cursor) < 0)
 		return;
@@ -119,58 +103,30 @@ static void list(struct http_req *r)
 	n = api_query(r, "role", role, sizeof(role));
 	if (n == -2)
 		return;
-	if (n > 0) {
-		if (auth_role_parse(role) < 0) {
-			http_reply_error(r, RC_INVALID, "use admin, teacher, researcher or student",
-			                 "unknown role '%s'", role);
-			return;
-		}
-		p[2] = role;
-	} else {
-		p[2] = NULL;
+	if (n > 0 && auth_role_parse(role) < 0) {
+		http_reply_error(r, RC_INVALID, "use admin, teacher, researcher or student",
+		                 "unknown role '%s'", role);
+		return;
 	}
-	snprintf(lim, sizeof(lim), "%d", limit + 1);
-	snprintf(cur, sizeof(cur), "%lld", cursor);
-	p[0] = cur;
-	p[1] = *q ? q : NULL;
-	p[3] = lim;
-	r->data = (void *)(intptr_t)limit;
-	db_query("SELECT " API_USER_COLS " FROM users WHERE id > $1"
-	         " AND ($2::text IS NULL OR strpos(username, lower($2)) > 0"
-	         "  OR strpos(lower(display_name), lower($2)) > 0 OR strpos(lower(email), "
-	         "lower($2)) > 0)"
-	         " AND ($3::user_role IS NULL OR role = $3::user_role)"
-	         " ORDER BY id LIMIT $4::int",
-	         4, p, list_done, r);
+	db_arg_ll(&a, cursor);
+	db_arg_str(&a, *q ? q : NULL);
+	db_arg_str(&a, n > 0 ? role : NULL);
+	db_arg_ll(&a, limit + 1);
+	api_list_page(r, &user_resource, limit,
+	              USER_SELECT " WHERE id > $1"
+	                          " AND ($2::text IS NULL OR strpos(username, lower($2)) > 0"
+	                          "  OR strpos(lower(display_name), lower($2)) > 0"
+	                          "  OR strpos(lower(email), lower($2)) > 0)"
+	                          " AND ($3::user_role IS NULL OR role = $3::user_role)"
+	                          " ORDER BY id LIMIT $4::int",
+	              &a);
 }
 
 /* ---- read ---- */
 
-static void one_done(PGresult *res, enum rc rc, void *arg)
-{
-	struct http_req *r = arg;
-
-	if (rc != RC_OK) {
-		api_reply_db_error(r, rc, "");
-		return;
-	}
-	if (PQntuples(res) != 1) {
-		http_reply_error(r, RC_NOTFOUND, NULL, "no such user '%s'", http_param(r, "id"));
-		return;
-	}
-	http_reply_json(r, 200, api_user_row(res, 0, 0));
-}
-
 static void get(struct http_req *r)
 {
-	long long id;
-	char ids[24];
-	const char *p[1] = { ids };
-
-	if (api_id(r, "id", &id) < 0)
-		return;
-	snprintf(ids, sizeof(ids), "%lld", id);
-	db_query("SELECT " API_USER_COLS " FROM users WHERE id = $1", 1, p, one_done, r);
+	api_get(r, &user_resource, USER_SELECT " WHERE id = $1");
 }
 
 /* ---- create ---- */
@@ -215,24 +171,22 @@ static void create_done(PGresult *res, enum rc rc, void *arg)
 static void create_hashed(void *arg, const char *phc)
 {
 	struct create *c = arg;
-	char by[24];
-	const char *p[6];
+	struct db_args a = DB_ARGS_INIT;
 
 	if (!phc) {
 		http_reply_error(c->r, RC_INTERNAL, NULL, "could not hash the password");
 		return;
 	}
-	snprintf(by, sizeof(by), "%lld", (long long)c->r->auth->user_id);
-	p[0] = str(c->body, "username");
-	p[1] = str(c->body, "display_name");
-	p[2] = str(c->body, "email");
-	p[3] = str(c->body, "role");
-	p[4] = phc;
-	p[5] = by;
-	db_query(
+	db_arg_str(&a, str(c->body, "username"));
+	db_arg_str(&a, str(c->body, "display_name"));
+	db_arg_str(&a, str(c->body, "email"));
+	db_arg_str(&a, str(c->body, "role"));
+	db_arg_str(&a, phc);
+	db_arg_ll(&a, c->r->auth->user_id);
+	db_query_args(
 	        "INSERT INTO users (username, display_name, email, role, password_hash, created_by)"
-	        " VALUES ($1, $2, $3, $4::user_role, $5, $6) RETURNING " API_USER_COLS,
-	        6, p, create_done, c);
+	        " VALUES ($1, $2, $3, $4::user_role, $5, $6) RETURNING " API_USER_SELECT,
+	        &a, create_done, c);
 }
 
 static const struct jfield create_spec[] = {
@@ -294,7 +248,7 @@ static void update_done(PGresult *res, enum rc rc, void *arg)
 		http_reply_error(r, RC_NOTFOUND, NULL, "no such user '%s'", http_param(r, "id"));
 		return;
 	}
-	auth_audit(r, r->auth, "user.update", db_val(res, 0, 1), json_deep_copy(body));
+	auth_audit(r, r->auth, "user.update", db_val(res, 0, USER_USERNAME), json_deep_copy(body));
 	http_reply_json(r, 200, api_user_row(res, 0, 0));
 }
 
@@ -315,9 +269,9 @@ static void update(struct http_req *r)
 {
 	json_t *body;
 	long long id;
-	const char *why = NULL, *p[5];
+	const char *why = NULL;
 	json_t *role, *disabled;
-	char ids[24];
+	struct db_args a = DB_ARGS_INIT;
 
 	if (api_id(r, "id", &id) < 0)
 		return;
@@ -347,20 +301,20 @@ static void update(struct http_req *r)
 	}
 	r->data = body;
 	r->data_free = json_free;
-	snprintf(ids, sizeof(ids), "%lld", id);
-	p[0] = ids;
-	p[1] = json_is_string(json_object_get(body, "display_name")) ? str(body, "display_name")
-	                                                             : NULL;
-	p[2] = json_is_string(json_object_get(body, "email")) ? str(body, "email") : NULL;
-	p[3] = json_is_string(role) ? json_string_value(role) : NULL;
-	p[4] = json_is_boolean(disabled) ? (json_is_true(disabled) ? "t" : "f") : NULL;
-	db_query("WITH s AS (UPDATE sessions SET revoked_at = now()"
-	         "  WHERE user_id = $1 AND $5::boolean IS TRUE AND revoked_at IS NULL)"
-	         " UPDATE users SET display_name = COALESCE($2, display_name),"
-	         " email = COALESCE($3, email), role = COALESCE($4::user_role, role),"
-	         " disabled = COALESCE($5::boolean, disabled), updated_at = now()"
-	         " WHERE id = $1 RETURNING " API_USER_COLS,
-	         5, p, update_done, r);
+	db_arg_ll(&a, id);
+	db_arg_str(&a, json_is_string(json_object_get(body, "display_name"))
+	                       ? str(body, "display_name")
+	                       : NULL);
+	db_arg_str(&a, json_is_string(json_object_get(body, "email")) ? str(body, "email") : NULL);
+	db_arg_str(&a, json_is_string(role) ? json_string_value(role) : NULL);
+	db_arg_str(&a, json_is_boolean(disabled) ? (json_is_true(disabled) ? "t" : "f") : NULL);
+	db_query_args("WITH s AS (UPDATE sessions SET revoked_at = now()"
+	              "  WHERE user_id = $1 AND $5::boolean IS TRUE AND revoked_at IS NULL)"
+	              " UPDATE users SET display_name = COALESCE($2, display_name),"
+	              " email = COALESCE($3, email), role = COALESCE($4::user_role, role),"
+	              " disabled = COALESCE($5::boolean, disabled), updated_at = now()"
+	              " WHERE id = $1 RETURNING " API_USER_SELECT,
+	              &a, update_done, r);
 }
 
 /* ---- password reset ---- */
@@ -395,26 +349,26 @@ static void reset_done(PGresult *res, enum rc rc, void *arg)
 static void reset_hashed(void *arg, const char *phc)
 {
 	struct reset *s = arg;
-	char ids[24];
-	const char *p[2] = { ids, phc };
+	struct db_args a = DB_ARGS_INIT;
 
 	if (!phc) {
 		http_reply_error(s->r, RC_INTERNAL, NULL, "could not hash the password");
 		return;
 	}
-	snprintf(ids, sizeof(ids), "%lld", s->id);
+	db_arg_ll(&a, s->id);
+	db_arg_str(&a, phc);
 	/* whoever knew the old password may hold a session or have made a
 	 * token with it: all of them end; the login backoff is lifted too */
-	db_query("WITH s AS (UPDATE sessions SET revoked_at = now() WHERE user_id = $1 AND "
-	         "revoked_at IS NULL),"
-	         " t AS (UPDATE api_tokens SET revoked_at = now() WHERE user_id = $1 AND "
-	         "revoked_at IS NULL),"
-	         " a AS (UPDATE login_addresses SET failures = 0, locked_until = NULL"
-	         "  WHERE user_id = $1)"
-	         " UPDATE users SET password_hash = $2, password_changed_at = now(),"
-	         " login_window_at = NULL, login_main = 0, login_known = 0, login_new = 0,"
-	         " updated_at = now() WHERE id = $1 RETURNING username",
-	         2, p, reset_done, s);
+	db_query_args("WITH s AS (UPDATE sessions SET revoked_at = now() WHERE user_id = $1 AND "
+	              "revoked_at IS NULL),"
+	              " t AS (UPDATE api_tokens SET revoked_at = now() WHERE user_id = $1 AND "
+	              "revoked_at IS NULL),"
+	              " a AS (UPDATE login_addresses SET failures = 0, locked_until = NULL"
+	              "  WHERE user_id = $1)"
+	              " UPDATE users SET password_hash = $2, password_changed_at = now(),"
+	              " login_window_at = NULL, login_main = 0, login_known = 0, login_new = 0,"
+	              " updated_at = now() WHERE id = $1 RETURNING username",
+	              &a, reset_done, s);
 }
 
 static const struct jfield reset_spec[] = {
@@ -547,8 +501,8 @@ static void import_inserted(PGresult *res, enum rc rc, void *arg)
 static void import_insert(struct import *im)
 {
 	json_t *arr = json_array();
-	char *doc, by[24];
-	const char *p[2];
+	char *doc;
+	struct db_args a = DB_ARGS_INIT;
 
 	for (int i = 0; i < im->n; i++) {
 		struct import_row *row = &im->rows[i];
@@ -563,18 +517,17 @@ static void import_insert(struct import *im)
 		http_reply_error(im->r, RC_NOMEM, NULL, "out of memory");
 		return;
 	}
-	snprintf(by, sizeof(by), "%lld", (long long)im->r->auth->user_id);
-	p[0] = doc;
-	p[1] = by;
+	db_arg_str(&a, doc);
+	db_arg_ll(&a, im->r->auth->user_id);
 	/* one statement: all rows or none */
-	db_query(
+	db_query_args(
 	        "INSERT INTO users (username, display_name, email, role, password_hash, created_by)"
 	        " SELECT x.username, x.display_name, x.email, x.role::user_role, x.password_hash, "
 	        "$2"
 	        " FROM jsonb_to_recordset($1::jsonb) AS x(username text, display_name text, email "
 	        "text,"
 	        " role text, password_hash text) RETURNING id, username",
-	        2, p, import_inserted, im);
+	        &a, import_inserted, im);
 	free(doc);
 }
 
@@ -755,7 +708,7 @@ static void import(struct http_req *r)
 	size_t len = evbuffer_get_length(r->body);
 	json_t *names;
 	char *doc;
-	const char *p[1];
+	struct db_args a = DB_ARGS_INIT;
 
 	if (!ct || strncasecmp(ct, "text/csv", 8) != 0) {
 		http_reply_error(r, RC_UNSUPPORTED, "send the file with 'Content-Type: text/csv'",
@@ -782,10 +735,10 @@ static void import(struct http_req *r)
 		json_array_append_new(names, json_string(im->rows[i].v[C_USERNAME]));
 	doc = json_dumps(names, JSON_COMPACT);
 	json_decref(names);
-	p[0] = doc;
-	db_query("SELECT username FROM users WHERE username IN (SELECT "
-	         "jsonb_array_elements_text($1::jsonb))",
-	         1, p, import_checked, im);
+	db_arg_str(&a, doc);
+	db_query_args("SELECT username FROM users WHERE username IN (SELECT "
+	              "jsonb_array_elements_text($1::jsonb))",
+	              &a, import_checked, im);
 	free(doc);
 }
 

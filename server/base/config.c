@@ -1,7 +1,10 @@
 /* config.c — the settings table: defaults, config file, environment, flags.
  *
  * Owns struct config cfg and its parsing; does not interpret the values.
- * Adding a setting means one field in config.h and one row below.
+ * Adding a setting means one field in config.h and one row below.  A
+ * duration's name ends in its unit (_s, _ms); a setting renamed keeps its old
+ * name as a deprecated alias (file, environment and flags), so existing
+ * deployments go on working.
  */
 #include "base/config.h"
 
@@ -23,24 +26,18 @@ struct setting {
 	long long min, max;
 	int secret;
 	const char *help;
+	const char *alias; /* the deprecated old name, or NULL */
 };
 
-#define S(n, d, h)                                                   \
-	{                                                            \
-#n, T_STR, offsetof(struct config, n), d, 0, 0, 0, h \
-	}
-#define SECRET(n, d, h)                                              \
-	{                                                            \
-#n, T_STR, offsetof(struct config, n), d, 0, 0, 1, h \
-	}
-#define I(n, d, lo, hi, h)                                             \
-	{                                                              \
-#n, T_INT, offsetof(struct config, n), d, lo, hi, 0, h \
-	}
-#define L(n, d, lo, hi, h)                                             \
-	{                                                              \
-#n, T_I64, offsetof(struct config, n), d, lo, hi, 0, h \
-	}
+/* clang-format off */
+#define S(n, d, h)         { #n, T_STR, offsetof(struct config, n), d, 0, 0, 0, h, NULL }
+#define SECRET(n, d, h)    { #n, T_STR, offsetof(struct config, n), d, 0, 0, 1, h, NULL }
+#define I(n, d, lo, hi, h) { #n, T_INT, offsetof(struct config, n), d, lo, hi, 0, h, NULL }
+#define L(n, d, lo, hi, h) { #n, T_I64, offsetof(struct config, n), d, lo, hi, 0, h, NULL }
+/* An int setting renamed from old (kept as a deprecated alias). */
+#define R(n, old, d, lo, hi, h) \
+	{ #n, T_INT, offsetof(struct config, n), d, lo, hi, 0, h, #old }
+/* clang-format on */
 
 static const struct setting table[] = {
 	S(listen, "127.0.0.1", "address to listen on (IPv4 or IPv6 literal)"),
@@ -55,14 +52,19 @@ static const struct setting table[] = {
 	I(max_headers, "100", 8, 1000, "header fields per request"),
 	I(max_url, "8192", 256, 65536, "request target length, bytes"),
 	L(max_body, "1048576", 0, 1LL << 40, "default request body limit for JSON routes, bytes"),
-	I(header_timeout, "10", 1, 3600, "seconds to receive a request's headers"),
-	I(body_timeout, "30", 1, 3600, "seconds of silence allowed while a body is read"),
-	I(keepalive_timeout, "60", 1, 3600, "seconds an idle keep-alive connection is kept"),
+	R(header_timeout_s, header_timeout, "10", 1, 3600,
+	  "seconds to receive a request's headers"),
+	R(body_timeout_s, body_timeout, "30", 1, 3600,
+	  "seconds of silence allowed while a body is read"),
+	R(keepalive_timeout_s, keepalive_timeout, "60", 1, 3600,
+	  "seconds an idle keep-alive connection is kept"),
 	S(access_log, "changes",
 	  "requests logged at info: all, changes (errors, upgrades and every method but "
 	  "GET/HEAD/OPTIONS), errors (status >= 400) or none; the rest at debug"),
-	I(write_timeout, "30", 1, 3600, "seconds a client may stall reading a response"),
-	I(shutdown_timeout, "10", 0, 3600, "seconds in-flight requests get on SIGTERM"),
+	R(write_timeout_s, write_timeout, "30", 1, 3600,
+	  "seconds a client may stall reading a response"),
+	R(shutdown_timeout_s, shutdown_timeout, "10", 0, 3600,
+	  "seconds in-flight requests get on SIGTERM"),
 	S(web_root, "web", "directory of the static frontend"),
 	S(migrations_dir, "db/migrations", "directory of NNNN_*.sql migrations"),
 	S(openapi_file, "server/api/openapi.yaml",
@@ -72,15 +74,16 @@ static const struct setting table[] = {
 	I(db_pool_size, "8", 1, 256,
 	  "PostgreSQL connections serving requests (the scheduler holds one more)"),
 	I(db_queue_max, "10000", 1, 10000000, "queries waiting for a connection at most"),
-	I(db_statement_timeout, "5", 0, 3600,
+	R(db_statement_timeout_s, db_statement_timeout, "5", 0, 3600,
 	  "seconds a statement may go unanswered before its connection is reset (0 = never)"),
 	S(docker_host, "",
 	  "unix:// engine registered as node 'local' when no node exists (make run sets it)"),
 	S(discovery_image, "",
 	  "image (present on GPU nodes) in which nvidia-smi discovers a node's GPUs through the "
 	  "NVIDIA runtime; empty: GPUs are declared"),
-	I(node_check_interval, "5", 1, 3600, "seconds between health checks of each node"),
-	I(node_down_after, "15", 0, 86400,
+	R(node_check_interval_s, node_check_interval, "5", 1, 3600,
+	  "seconds between health checks of each node"),
+	R(node_down_after_s, node_down_after, "15", 0, 86400,
 	  "seconds a node may fail its checks before it is marked down"),
 	S(node_app_bind, "",
 	  "address app ports are published on for tcp:// nodes (firewall it to gpucloudd); "
@@ -90,27 +93,28 @@ static const struct setting table[] = {
 	  "class areas); empty: state_dir/data"),
 	I(uid_base, "200000", 1000, 2000000000,
 	  "containers of user id N run as uid/gid uid_base + N, which owns their files"),
-	I(storage_scan_interval, "300", 1, 86400,
+	R(storage_scan_interval_s, storage_scan_interval, "300", 1, 86400,
 	  "seconds between storage usage scans (one area per scan, oldest first)"),
-	I(upload_expiry, "86400", 10, 2592000,
+	R(upload_expiry_s, upload_expiry, "86400", 10, 2592000,
 	  "seconds an unfinished resumable upload is kept before it is removed"),
 	L(upload_part_size, "8388608", 65536, 1LL << 30, "part size of resumable uploads, bytes"),
 	L(upload_max_bytes, "1099511627776", 0, 1LL << 50, "largest single file upload, bytes"),
 	L(preview_max_bytes, "1048576", 1024, 1LL << 30, "bytes of a file read for a preview"),
 	I(sched_interval_ms, "1000", 20, 600000,
 	  "milliseconds between scheduler passes (a new request triggers one sooner)"),
-	I(preempt_grace, "30", 0, 86400,
+	R(preempt_grace_s, preempt_grace, "30", 0, 86400,
 	  "seconds preempted scavenger work may run before it is stopped"),
-	I(alloc_max_lease, "86400", 1, 31536000,
+	R(alloc_max_lease_s, alloc_max_lease, "86400", 1, 31536000,
 	  "longest lease (seconds) a non-admin may give a raw allocation (POST /allocations)"),
 	I(instance_tick_ms, "250", 20, 60000,
 	  "milliseconds between instance driver passes (scheduler allocations nudge it sooner)"),
-	I(instance_stop_grace, "10", 0, 3600,
+	R(instance_stop_grace_s, instance_stop_grace, "10", 0, 3600,
 	  "seconds a stopped instance gets between SIGTERM and SIGKILL"),
 	I(instance_pids_limit, "4096", 16, 1000000, "processes an instance container may have"),
 	I(reconcile_interval_ms, "3000", 100, 3600000,
 	  "milliseconds between listings of each node's containers (reconciliation)"),
-	I(reclaim_interval, "30", 1, 86400, "seconds between idle-instance checks"),
+	R(reclaim_interval_s, reclaim_interval, "30", 1, 86400,
+	  "seconds between idle-instance checks"),
 	I(idle_cpu_percent, "5", 0, 10000,
 	  "CPU use (percent of one core) at or above which an instance counts as active"),
 	I(user_image_quota, "5", 0, 100000, "personal images (save as image) a user may keep"),
@@ -119,11 +123,13 @@ static const struct setting table[] = {
 	  "recording it"),
 	I(workers, "2", 1, 64, "worker threads for blocking work (file listings, quota scans)"),
 	I(scrypt_ln, "17", 10, 20, "log2 of scrypt N for new password hashes"),
-	I(session_idle_timeout, "28800", 60, 31536000, "seconds a session may stay unused"),
-	I(session_max_age, "604800", 300, 31536000, "seconds a session lives at most"),
+	R(session_idle_timeout_s, session_idle_timeout, "28800", 60, 31536000,
+	  "seconds a session may stay unused"),
+	R(session_max_age_s, session_max_age, "604800", 300, 31536000,
+	  "seconds a session lives at most"),
 	I(login_free_failures, "5", 1, 100,
 	  "failed logins before backoff starts (per account and address; 10x per address)"),
-	I(login_max_delay, "60", 1, 3600, "longest login backoff, seconds"),
+	R(login_max_delay_s, login_max_delay, "60", 1, 3600, "longest login backoff, seconds"),
 	I(login_account_failures, "50", 1, 60,
 	  "failed logins an account takes per hour from all addresses together"),
 	I(login_reserve_failures, "20", 0, 20,
@@ -144,11 +150,13 @@ static const struct setting table[] = {
 	  "apps (Jupyter, TensorBoard, web ports) are served at http(s)://<route>.<apps_domain>/"),
 	I(apps_port, "0", 0, 65535,
 	  "port in route URLs (a front proxy's); 0 = the port we listen on"),
-	I(route_session_ttl, "43200", 5, 31536000, "seconds a route cookie (app session) lives"),
-	I(proxy_connect_timeout, "5", 1, 600, "seconds to connect to an app in a container"),
-	I(proxy_timeout, "300", 1, 86400,
+	R(route_session_ttl_s, route_session_ttl, "43200", 5, 31536000,
+	  "seconds a route cookie (app session) lives"),
+	R(proxy_connect_timeout_s, proxy_connect_timeout, "5", 1, 600,
+	  "seconds to connect to an app in a container"),
+	R(proxy_timeout_s, proxy_timeout, "300", 1, 86400,
 	  "seconds an app may stay silent while a request or response is under way"),
-	I(proxy_recheck, "5", 1, 3600,
+	R(proxy_recheck_s, proxy_recheck, "5", 1, 3600,
 	  "seconds between re-checks of open websockets (session expired, instance stopped)"),
 	S(tensorboard_image, "",
 	  "catalog image (reference) of TensorBoards: serves $GPUCLOUD_LOGDIR on its app port "
@@ -172,7 +180,8 @@ static const struct setting *find(const char *name)
 		norm[i] = name[i] == '-' ? '_' : name[i];
 	norm[i] = '\0';
 	for (i = 0; i < NSETTINGS; i++)
-		if (strcmp(table[i].name, norm) == 0)
+		if (strcmp(table[i].name, norm) == 0 ||
+		    (table[i].alias && strcmp(table[i].alias, norm) == 0))
 			return &table[i];
 	return NULL;
 }
@@ -281,14 +290,17 @@ void config_help(FILE *f)
 {
 	char env[80];
 
-	fprintf(f, "%-22s %-6s %-28s %-32s %s\n", "SETTING", "TYPE", "DEFAULT", "ENVIRONMENT",
+	fprintf(f, "%-24s %-6s %-28s %-32s %s\n", "SETTING", "TYPE", "DEFAULT", "ENVIRONMENT",
 	        "MEANING");
 	for (size_t i = 0; i < NSETTINGS; i++) {
 		const struct setting *s = &table[i];
 		env_name(s->name, env, sizeof(env));
-		fprintf(f, "%-22s %-6s %-28s %-32s %s%s\n", s->name,
+		fprintf(f, "%-24s %-6s %-28s %-32s %s%s", s->name,
 		        s->type == T_STR ? "string" : "int", *s->def ? s->def : "\"\"", env,
 		        s->help, s->secret ? " [secret]" : "");
+		if (s->alias)
+			fprintf(f, " (formerly %s, still accepted)", s->alias);
+		fputc('\n', f);
 	}
 	fprintf(f, "\nPrecedence: default < --config=FILE (name = value) < "
 	           "environment < --name=value flags.\n");
@@ -318,12 +330,18 @@ int config_load(int argc, char **argv)
 	if (file && *file && load_file(file) < 0)
 		return -1;
 	for (size_t i = 0; i < NSETTINGS; i++) {
-		const char *v;
-		env_name(table[i].name, env, sizeof(env));
-		v = getenv(env);
-		if (v && apply(&table[i], v, err, sizeof(err)) < 0) {
-			fprintf(stderr, "gpucloudd: %s: %s\n", env, err);
-			return -1;
+		/* the old name first, so the new one wins when both are set */
+		const char *names[2] = { table[i].alias, table[i].name };
+		for (int k = 0; k < 2; k++) {
+			const char *v;
+			if (!names[k])
+				continue;
+			env_name(names[k], env, sizeof(env));
+			v = getenv(env);
+			if (v && apply(&table[i], v, err, sizeof(err)) < 0) {
+				fprintf(stderr, "gpucloudd: %s: %s\n", env, err);
+				return -1;
+			}
 		}
 	}
 	for (int i = 1; i < argc; i++) {

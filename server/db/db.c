@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/log.h"
 
 #define BACKOFF_MIN_MS 100
@@ -123,10 +124,7 @@ static void conn_free(struct db_conn *c);
 
 static long long now_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return (long long)clock_now_ms();
 }
 
 /* libpq messages end in a newline and may run on with hints: log line one. */
@@ -835,6 +833,56 @@ void db_query(const char *sql, int nparams, const char *const *params, db_cb cb,
 	j->cb = cb;
 	j->arg = arg;
 	submit(j);
+}
+
+void db_query_args(const char *sql, const struct db_args *a, db_cb cb, void *arg)
+{
+	db_query(sql, a->n, a->v, cb, arg);
+}
+
+void db_conn_query_args(struct db_conn *c, const char *sql, const struct db_args *a, db_cb cb,
+                        void *arg)
+{
+	db_conn_query(c, sql, a->n, a->v, cb, arg);
+}
+
+static void arg_add(struct db_args *a, const char *v)
+{
+	/* the capacity is a fact of the call site, not of input */
+	assert(a->n < DB_ARGS_MAX);
+	if (a->n < DB_ARGS_MAX)
+		a->v[a->n++] = v;
+}
+
+void db_arg_str(struct db_args *a, const char *s)
+{
+	arg_add(a, s);
+}
+
+void db_arg_ll(struct db_args *a, long long v)
+{
+	char *buf;
+
+	if (a->n >= DB_ARGS_MAX) {
+		arg_add(a, NULL);
+		return;
+	}
+	buf = a->num[a->n];
+	snprintf(buf, sizeof(a->num[0]), "%lld", v);
+	arg_add(a, buf);
+}
+
+void db_arg_ll_opt(struct db_args *a, long long v, int present)
+{
+	if (present)
+		db_arg_ll(a, v);
+	else
+		arg_add(a, NULL);
+}
+
+void db_arg_null(struct db_args *a)
+{
+	arg_add(a, NULL);
 }
 
 void db_acquire(db_acquire_cb cb, void *arg)

@@ -45,8 +45,62 @@ struct db_stats {
  * unusable. */
 int db_init(struct event_base *base, const char *url, int pool_size, int queue_max);
 
-/* Runs one statement on any free connection. */
+/* Runs one statement on any free connection.  params are copied before
+ * db_query() returns, so they may live on the caller's stack. */
 void db_query(const char *sql, int nparams, const char *const *params, db_cb cb, void *arg);
+
+/* Statement parameters without hand-formatted buffers: a fixed-capacity list
+ * on the caller's stack, filled in $1, $2, ... order and handed to
+ * db_query_args().  No allocation; integers are formatted into the struct.
+ *
+ *     struct db_args a = DB_ARGS_INIT;
+ *     db_arg_ll(&a, id);
+ *     db_arg_str(&a, name);
+ *     db_query_args("UPDATE t SET name = $2 WHERE id = $1", &a, done, r);
+ *
+ * Adding more than DB_ARGS_MAX is a bug (asserted; without assertions the
+ * extra values are dropped and the statement fails on its parameter count). */
+#define DB_ARGS_MAX 16
+struct db_args {
+	int n;
+	const char *v[DB_ARGS_MAX];
+	char num[DB_ARGS_MAX][24];
+};
+#define DB_ARGS_INIT ((struct db_args){ .n = 0 })
+
+/* s is borrowed until db_query_args() returns; NULL is SQL NULL. */
+void db_arg_str(struct db_args *a, const char *s);
+void db_arg_ll(struct db_args *a, long long v);
+/* v when present, else SQL NULL. */
+void db_arg_ll_opt(struct db_args *a, long long v, int present);
+void db_arg_null(struct db_args *a);
+
+/* db_query() / db_conn_query() with the parameters of a. */
+void db_query_args(const char *sql, const struct db_args *a, db_cb cb, void *arg);
+void db_conn_query_args(struct db_conn *c, const char *sql, const struct db_args *a, db_cb cb,
+                        void *arg);
+
+/* The one way a timestamp leaves SQL for JSON: ISO 8601 in UTC, to the
+ * second ("2025-01-31T12:00:00Z"), NULL stays NULL.  col is SQL text. */
+#define DB_TS(col) "to_char((" col ") AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
+/* The same with milliseconds ("2025-01-31T12:00:00.123Z"), for logs. */
+#define DB_TS_MS(col) "to_char((" col ") AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
+
+/* Result columns by name: a query lists its columns once, next to its SQL,
+ * as an X-macro whose first entry goes through FIRST and the others through
+ * COL (so the SELECT list needs no stray comma):
+ *
+ *     #define NODE_COLS(FIRST, COL) FIRST(NODE_ID, "n.id") COL(NODE_NAME, "n.name")
+ *     enum node_col { DB_COLS_ENUM(NODE_COLS) };  NODE_ID = 0, NODE_NAME = 1
+ *     #define NODE_LIST DB_COLS_SQL(NODE_COLS)    "n.id, n.name"
+ *     "SELECT " NODE_LIST " FROM nodes n"
+ *
+ * so db_val(res, i, NODE_NAME) cannot drift from the SQL. */
+#define DB_COL_ENUM(name, sql) name,
+#define DB_COL_SQL0(name, sql) sql
+#define DB_COL_SQL(name, sql)  ", " sql
+#define DB_COLS_ENUM(list)     list(DB_COL_ENUM, DB_COL_ENUM)
+#define DB_COLS_SQL(list)      list(DB_COL_SQL0, DB_COL_SQL)
 
 /* Pins one connection for a sequence of statements (a transaction: send
  * "BEGIN", ..., "COMMIT").  cb fires with rc RC_OK and a connection, or rc

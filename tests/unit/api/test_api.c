@@ -1,5 +1,6 @@
 /* test_api.c — strict JSON body decoding, static path safety, gzip
- * negotiation and the error-code table. */
+ * negotiation, the error-code table, and the pieces handlers build their
+ * statements from: db_args, named columns, DB_TS. */
 #include "api/api.c"
 #include "net/static.c"
 #include "harness.h"
@@ -128,6 +129,51 @@ TEST(rc_table)
 		CHECK(rc_code((enum rc)i) != NULL && rc_http_status((enum rc)i) >= 200);
 }
 
+/* Parameters come out in order, integers as PostgreSQL reads them, NULL as
+ * SQL NULL, and a string is borrowed, not copied. */
+TEST(db_args_in_order)
+{
+	struct db_args a = DB_ARGS_INIT;
+	const char *name = "node1";
+
+	db_arg_ll(&a, 42);
+	db_arg_str(&a, name);
+	db_arg_ll(&a, -9223372036854775807LL - 1);
+	db_arg_ll_opt(&a, 7, 0);
+	db_arg_ll_opt(&a, 0, 1);
+	db_arg_null(&a);
+	CHECK(a.n == 6);
+	CHECK_STR(a.v[0], "42");
+	CHECK(a.v[1] == name);
+	CHECK_STR(a.v[2], "-9223372036854775808");
+	CHECK(a.v[3] == NULL);
+	CHECK_STR(a.v[4], "0");
+	CHECK(a.v[5] == NULL);
+}
+
+TEST(db_args_fill_to_capacity)
+{
+	struct db_args a = DB_ARGS_INIT;
+
+	for (int i = 0; i < DB_ARGS_MAX; i++)
+		db_arg_ll(&a, i);
+	CHECK(a.n == DB_ARGS_MAX);
+	for (int i = 0; i < DB_ARGS_MAX; i++)
+		CHECK(strtol(a.v[i], NULL, 10) == i);
+}
+
+#define T_COLS(FIRST, COL) FIRST(T_ID, "t.id") COL(T_NAME, "t.name") COL(T_AT, DB_TS("t.at"))
+enum t_col { DB_COLS_ENUM(T_COLS) T_NCOLS };
+
+TEST(named_columns)
+{
+	CHECK(T_ID == 0 && T_NAME == 1 && T_AT == 2 && T_NCOLS == 3);
+	CHECK_STR("SELECT " DB_COLS_SQL(T_COLS) " FROM t",
+	          "SELECT t.id, t.name, to_char((t.at) AT TIME ZONE 'UTC',"
+	          " 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') FROM t");
+	CHECK(USER_CREATED_AT == 6 && API_USER_NCOLS == 7);
+}
+
 int main(void)
 {
 	RUN(json_accepts);
@@ -136,5 +182,8 @@ int main(void)
 	RUN(gzip_negotiation);
 	RUN(gzip_roundtrip);
 	RUN(rc_table);
+	RUN(db_args_in_order);
+	RUN(db_args_fill_to_capacity);
+	RUN(named_columns);
 	return harness_done("test_api");
 }

@@ -73,6 +73,32 @@ TEST(secret_not_echoed)
 	config_free();
 }
 
+/* A duration renamed to carry its unit still answers to its old name, in
+ * flags, the environment and config_set(); the new name wins over the old. */
+TEST(renamed_settings_keep_their_old_names)
+{
+	char err[256];
+	char *flags[] = {"gpucloudd", "--node-check-interval=7", "--proxy-timeout-s=9", NULL};
+
+	setenv("GPUCLOUD_SESSION_MAX_AGE", "1000", 1);
+	setenv("GPUCLOUD_LOGIN_MAX_DELAY", "20", 1);
+	setenv("GPUCLOUD_LOGIN_MAX_DELAY_S", "30", 1);
+	CHECK(config_load(3, flags) == 0);
+	CHECK(cfg.node_check_interval_s == 7);
+	CHECK(cfg.node_check_interval == 7); /* the C name kept for code not yet moved */
+	CHECK(cfg.proxy_timeout_s == 9);
+	CHECK(cfg.session_max_age_s == 1000);
+	CHECK(cfg.login_max_delay_s == 30);
+	CHECK(config_set("reclaim_interval", "11", err, sizeof(err)) == 0);
+	CHECK(cfg.reclaim_interval_s == 11);
+	CHECK(config_set("reclaim_interval_s", "12", err, sizeof(err)) == 0);
+	CHECK(cfg.reclaim_interval_s == 12);
+	unsetenv("GPUCLOUD_SESSION_MAX_AGE");
+	unsetenv("GPUCLOUD_LOGIN_MAX_DELAY");
+	unsetenv("GPUCLOUD_LOGIN_MAX_DELAY_S");
+	config_free();
+}
+
 TEST(help_lists_every_setting)
 {
 	char *buf = NULL;
@@ -85,6 +111,7 @@ TEST(help_lists_every_setting)
 		CHECK(strstr(buf, table[i].name) != NULL);
 	CHECK(strstr(buf, "GPUCLOUD_DB_URL") != NULL);
 	CHECK(strstr(buf, "[secret]") != NULL);
+	CHECK(strstr(buf, "formerly header_timeout") != NULL);
 	free(buf);
 }
 
@@ -93,6 +120,7 @@ int main(void)
 	RUN(defaults);
 	RUN(precedence);
 	RUN(errors);
+	RUN(renamed_settings_keep_their_old_names);
 	RUN(secret_not_echoed);
 	RUN(help_lists_every_setting);
 	return harness_done("test_config");
