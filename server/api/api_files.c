@@ -850,8 +850,8 @@ static void trash_list_go(struct job *j)
 	const char *p[1] = { j->a.key };
 
 	db_query("SELECT id, path, is_dir, bytes,"
-	         " to_char(deleted_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
-	         " FROM trash_items WHERE area = $1 ORDER BY deleted_at DESC, id DESC LIMIT 1000",
+	         " " DB_TS("deleted_at") " FROM trash_items WHERE area = $1 ORDER BY deleted_at "
+	                                 "DESC, id DESC LIMIT 1000",
 	         1, p, trash_list_done, j);
 }
 
@@ -1066,8 +1066,7 @@ static void empty_worked_join(struct job *j)
 
 #define USAGE_COLS                                                                \
 	"e.bytes, e.files, e.reserved, e.bytes_soft, e.bytes_hard, e.files_soft," \
-	" e.files_hard, to_char(e.scanned_at AT TIME ZONE 'UTC', "                \
-	"'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
+	" e.files_hard, " DB_TS("e.scanned_at")
 
 static void storage_done(PGresult *res, enum rc rc, void *arg)
 {

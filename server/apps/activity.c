@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "db/db.h"
 
@@ -29,13 +30,6 @@ struct rstat {
 static struct rstat rstats[RSTATS_MAX];
 static int nrstats;
 static unsigned long long total_bytes;
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static unsigned hash_str(const char *s)
 {
@@ -60,7 +54,7 @@ void activity_note(const char *route, long long instance_id, size_t bytes)
 {
 	unsigned b = hash_str(route) % RSTATS_MAX;
 	struct rstat *s = NULL;
-	double t = now_s();
+	double t = clock_now_s();
 
 	total_bytes += bytes;
 	for (int i = 0; i < RSTATS_MAX; i++) {

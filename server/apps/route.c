@@ -24,6 +24,7 @@
 #include <http_parser.h>
 
 #include "apps/page.h"
+#include "base/clock.h"
 #include "base/config.h"
 #include "base/crypto.h"
 #include "db/db.h"
@@ -32,13 +33,6 @@
 #define CACHE_MAX     8192
 
 static int listen_port;
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* ---- origins and cookies ---- */
 
@@ -277,7 +271,7 @@ static void cache_clear(void)
 static const struct route_check *cache_get(const char *key)
 {
 	struct centry *e = cache[hash_str(key) % CACHE_BUCKETS];
-	double t = now_s();
+	double t = clock_now_s();
 
 	for (; e; e = e->next)
 		if (strcmp(e->key, key) == 0)
@@ -307,7 +301,7 @@ static void cache_put(const char *key, const struct route_check *ck, unsigned lo
 		ncache++;
 	}
 	e->ck = *ck;
-	e->expires = now_s() + cfg.proxy_cache_ms / 1000.0;
+	e->expires = clock_now_s() + cfg.proxy_cache_ms / 1000.0;
 }
 
 void route_cache_drop(long long id)

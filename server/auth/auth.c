@@ -325,7 +325,7 @@ void auth_audit(const struct http_req *r, const struct auth_info *actor, const c
 
 #define CALLER_COLS                                           \
 	" u.id, u.username, u.display_name, u.email, u.role," \
-	" to_char(u.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
+	" " DB_TS("u.created_at")
 
 #define SESSION_SELECT \
 	"SELECT s.id, s.csrf_token, (s.last_seen_at < now() - interval '60 seconds')," CALLER_COLS

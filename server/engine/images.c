@@ -24,6 +24,7 @@
 #include <event2/event.h>
 #include <jansson.h>
 
+#include "base/clock.h"
 #include "base/crypto.h"
 #include "db/db.h"
 #include "engine/docker.h"
@@ -301,14 +302,6 @@ struct pull {
 
 static struct pull *pulls;
 
-static double now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 static void wipe_free(char *s)
 {
 	if (s) {
@@ -509,7 +502,7 @@ static void write_progress(struct pull *p)
 	char img[24], node[24], pct[16];
 	const char *params[3] = { img, node, pct };
 	int v = images_progress_percent(p->prog);
-	double t = now_ms();
+	double t = clock_now_ms();
 
 	if (p->writing || v == p->last_pct || t - p->last_write < PROGRESS_WRITE_MS)
 		return;

@@ -40,6 +40,7 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
+#include "base/clock.h"
 #include "base/config.h"
 #include "base/crypto.h"
 #include "base/log.h"
@@ -105,13 +106,6 @@ static void request_done(struct http_req *r);
 static void body_open(struct http_req *r);
 
 /* ---- small helpers ---- */
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static const char *date_header(void)
 {
@@ -234,7 +228,7 @@ static struct http_req *req_new(struct http_conn *c)
 	r->srv = c->srv;
 	r->method = -1; /* until the request line names one */
 	r->content_length = -1;
-	r->t_start = now_s();
+	r->t_start = clock_now_s();
 	r->tls = c->tls;
 	memcpy(r->peer, c->peer, sizeof(r->peer));
 	reqid_next(r->reqid);
@@ -961,7 +955,7 @@ static void request_done(struct http_req *r)
 {
 	struct http_conn *c = r->conn;
 	struct http_server *srv = r->srv;
-	double dt = now_s() - r->t_start;
+	double dt = clock_now_s() - r->t_start;
 
 	if (r->srv->opts.observe)
 		r->srv->opts.observe(r, r->status, dt);

@@ -12,6 +12,7 @@
 #include <jansson.h>
 
 #include "base/rc.h"
+#include "db/db.h"
 #include "storage/storage.h"
 
 struct pg_result;
@@ -51,17 +52,19 @@ json_t *areas_usage_json(const struct pg_result *res, int i, int c);
 #define AREAS_ME_JOIN                                                    \
 	" LEFT JOIN storage_areas me_sa ON me_sa.area = 'home:' || u.id" \
 	" LEFT JOIN LATERAL (SELECT * FROM storage_defaults LIMIT 1) me_sd ON true"
-#define AREAS_ME_COLS                                                                      \
-	", me_sd.one IS NOT NULL, me_sa.area IS NOT NULL, COALESCE(me_sa.bytes, 0),"       \
-	" COALESCE(me_sa.files, 0), COALESCE(me_sa.reserved, 0),"                          \
-	" COALESCE(me_sa.bytes_soft, me_sd.user_bytes_soft),"                              \
-	" COALESCE(me_sa.bytes_hard, me_sd.user_bytes_hard),"                              \
-	" COALESCE(me_sa.files_soft, me_sd.user_files_soft),"                              \
-	" COALESCE(me_sa.files_hard, me_sd.user_files_hard),"                              \
-	" to_char(me_sa.scanned_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')," \
-	" CASE WHEN me_sa.bytes > COALESCE(me_sa.bytes_hard, me_sd.user_bytes_hard)"       \
-	"  OR me_sa.files > COALESCE(me_sa.files_hard, me_sd.user_files_hard)"             \
-	"  THEN gc_storage_block_reason(u.id) END"
+#define AREAS_ME_COLS                                                                        \
+	", me_sd.one IS NOT NULL, me_sa.area IS NOT NULL, COALESCE(me_sa.bytes, 0),"         \
+	" COALESCE(me_sa.files, 0), COALESCE(me_sa.reserved, 0),"                            \
+	" COALESCE(me_sa.bytes_soft, me_sd.user_bytes_soft),"                                \
+	" COALESCE(me_sa.bytes_hard, me_sd.user_bytes_hard),"                                \
+	" COALESCE(me_sa.files_soft, me_sd.user_files_soft),"                                \
+	" COALESCE(me_sa.files_hard, me_sd.user_files_hard),"                                \
+	" " DB_TS("me_sa.scanned_at") ","                                                    \
+	                              " CASE WHEN me_sa.bytes > COALESCE(me_sa.bytes_hard, " \
+	                              "me_sd.user_bytes_hard)"                               \
+	                              "  OR me_sa.files > COALESCE(me_sa.files_hard, "       \
+	                              "me_sd.user_files_hard)"                               \
+	                              "  THEN gc_storage_block_reason(u.id) END"
 #define AREAS_ME_NCOLS 11
 
 /* The "storage" object from the AREAS_ME_COLS of res's row 0 starting at
