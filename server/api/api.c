@@ -190,24 +190,6 @@ void api_db_ignore(PGresult *res, enum rc rc, void *arg)
 		log_msg(LOG_WARN, "api", NULL, "background statement failed: %s", rc_code(rc));
 }
 
-/* Canonical non-negative decimal only: no sign, space or leading zero, so
- * one resource has one URL. */
-static int parse_ll(const char *s, long long *out)
-{
-	char *end;
-	long long v;
-	size_t n = strlen(s);
-
-	if (n == 0 || n > 18 || strspn(s, "0123456789") != n || (n > 1 && s[0] == '0'))
-		return -1;
-	errno = 0;
-	v = strtoll(s, &end, 10);
-	if (errno || *end != '\0')
-		return -1;
-	*out = v;
-	return 0;
-}
-
 long api_query(struct http_req *r, const char *name, char *out, size_t outlen)
 {
 	long n = http_query(r, name, out, outlen);
@@ -231,7 +213,7 @@ int api_page(struct http_req *r, int def, int max, int *limit, long long *cursor
 	case -2: return -1;
 	case -1: break;
 	default:
-		if (parse_ll(buf, &v) < 0 || v < 1 || v > max) {
+		if (http_parse_decimal(buf, &v) < 0 || v < 1 || v > max) {
 			http_reply_error(r, RC_INVALID, NULL,
 			                 "limit must be an integer from 1 to %d", max);
 			return -1;
@@ -242,7 +224,7 @@ int api_page(struct http_req *r, int def, int max, int *limit, long long *cursor
 	if (n == -2)
 		return -1;
 	if (n > 0) {
-		if (parse_ll(buf, &v) < 0) {
+		if (http_parse_decimal(buf, &v) < 0) {
 			http_reply_error(r, RC_INVALID, "pass back next_cursor unchanged",
 			                 "malformed cursor");
 			return -1;

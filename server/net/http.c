@@ -724,9 +724,7 @@ void http_reply_db_error(struct http_req *r, enum rc rc, const char *what)
 		http_reply_error(r, RC_DB, NULL, "database error");
 }
 
-/* Canonical non-negative decimal only: no sign, space or leading zero, so
- * one resource has one URL. */
-static int parse_id(const char *s, long long *out)
+int http_parse_decimal(const char *s, long long *out)
 {
 	char *end;
 	long long v;
@@ -746,7 +744,7 @@ int http_param_id(struct http_req *r, const char *name, long long *id)
 {
 	const char *s = http_param(r, name);
 
-	if (!s || parse_id(s, id) < 0 || *id <= 0) {
+	if (!s || http_parse_decimal(s, id) < 0 || *id <= 0) {
 		http_reply_error(r, RC_NOTFOUND, NULL, "no such %s '%s'", name, s ? s : "");
 		return -1;
 	}

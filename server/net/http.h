@@ -186,6 +186,11 @@ void http_reply_db_error(struct http_req *r, enum rc rc, const char *what);
  * returns -1 (the request is then finished) when it is not one. */
 int http_param_id(struct http_req *r, const char *name, long long *id);
 
+/* Parses s as a canonical non-negative decimal (no sign, space or leading
+ * zero, at most 18 digits, so one resource has one URL) into *out.
+ * Returns 0, or -1 when s is not one. */
+int http_parse_decimal(const char *s, long long *out);
+
 /* Streaming responses.  length -1 means chunked transfer encoding, -2 no
  * body framing at all (204, 304, a reply to HEAD without a length).
  * http_stream_write returns 0, or -1 when the client is gone (then call
