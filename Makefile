@@ -31,7 +31,7 @@ LIBS    = -levent -levent_openssl -levent_pthreads -lpq -ljansson -lssl -lcrypto
           -lhttp_parser -lcurl -lz -lpthread
 
 # One source list, folder by folder, lowest layer first (the folder rule:
-# deploy/check-layers.sh, run by `make check`).
+# tests/lint/layers.sh, run by `make check`).
 SRCS = $(addprefix server/base/,rc.c log.c config.c crypto.c worker.c csv.c clock.c) \
        $(addprefix server/net/,router.c http.c static.c ws.c) \
        $(addprefix server/db/,db.c notify.c) \
