@@ -88,4 +88,3 @@ void files_tar_free(struct files_tar *t);
 int files_usage(const char *dir, int64_t *bytes, int64_t *count);
 
 #endif
-
