@@ -32,9 +32,10 @@ LIBS    = -levent -levent_openssl -levent_pthreads -lpq -ljansson -lssl -lcrypto
 
 # One source list, folder by folder, lowest layer first (the folder rule:
 # deploy/check-layers.sh, run by `make check`).
-SRCS = $(addprefix server/base/,rc.c log.c config.c crypto.c worker.c csv.c) \
+SRCS = $(addprefix server/base/,rc.c log.c config.c crypto.c worker.c csv.c cron.c \
+         events.c) \
        $(addprefix server/net/,router.c http.c static.c ws.c) \
-       $(addprefix server/db/,db.c notify.c) \
+       $(addprefix server/db/,db.c notify.c leader.c) \
        $(addprefix server/engine/,docker.c nodes.c nvsmi.c images.c) \
        $(addprefix server/storage/,storage.c paths.c files.c quota.c) \
        $(addprefix server/auth/,auth.c) \

@@ -2,7 +2,7 @@
  *
  * Owns: instances_set_state() (the one place a state changes, validated
  * against the edges below and logged from → to), and the driver: on the
- * scheduler leader only, a timer (cfg.instance_tick_ms, nudged by
+ * scheduler leader only, a cron section (cfg.instance_tick_ms, nudged by
  * instances_kick() when the scheduler allocated something or the API
  * changed an instance) reads the instances whose state and desired state
  * disagree and starts one operation per instance:
@@ -31,14 +31,14 @@
 #include <jansson.h>
 
 #include "base/config.h"
+#include "base/cron.h"
+#include "base/events.h"
+#include "base/log.h"
 #include "db/db.h"
+#include "db/leader.h"
 #include "engine/docker.h"
 #include "engine/images.h"
-#include "base/log.h"
 #include "engine/nodes.h"
-#include "work/reclaim.h"
-#include "work/reconcile.h"
-#include "sched/scheduler.h"
 #include "storage/storage.h"
 
 enum op_kind { OP_LAUNCH, OP_STOP, OP_DELETE };
@@ -77,7 +77,7 @@ struct op {
 };
 
 static struct event_base *base;
-static struct event *timer;
+static struct cron_section *section;
 static char cluster[40];
 static int tick_busy, kicked;
 static struct op *ops;
@@ -210,7 +210,7 @@ void instances_set_state(long long id, const char *from, const char *to, const c
 	        6 + nx, extra ? extra : "");
 	db_query(sql, 6 + nx, p, set_done, c);
 	if (flags & INST_RELEASE)
-		sched_kick();
+		events_publish(EV_ALLOC_CHANGED);
 }
 
 /* ---- identity ---- */
@@ -1215,7 +1215,7 @@ static void tick_rows(PGresult *res, enum rc rc, void *arg)
 {
 	(void)arg;
 	tick_busy = 0;
-	if (rc == RC_OK && sched_is_leader())
+	if (rc == RC_OK && leader_is())
 		for (int i = 0; i < PQntuples(res); i++)
 			decide(res, i);
 	if (kicked) {
@@ -1232,15 +1232,11 @@ static void cluster_loaded(PGresult *res, enum rc rc, void *arg)
 		snprintf(cluster, sizeof(cluster), "%s", db_val(res, 0, 0));
 }
 
-static void on_timer(evutil_socket_t fd, short what, void *arg)
+/* cron: the driver's pass (cfg.instance_tick_ms), on the leader only. */
+static void on_cron(struct cron_section *sec, void *arg)
 {
-	static double last_reconcile, last_reclaim;
-	double now = now_ms();
-
-	(void)fd;
-	(void)what;
+	(void)sec;
 	(void)arg;
-	tick_soon(cfg.instance_tick_ms);
 	if (tick_busy) {
 		kicked = 1;
 		return;
@@ -1250,17 +1246,9 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 		db_query("SELECT cluster_id FROM cluster_identity", 0, NULL, cluster_loaded, NULL);
 		return;
 	}
-	if (!sched_is_leader())
+	if (!leader_is())
 		return;
 	ticks++;
-	if (now - last_reconcile >= cfg.reconcile_interval_ms) {
-		last_reconcile = now;
-		reconcile_run();
-	}
-	if (now - last_reclaim >= cfg.reclaim_interval * 1000.0) {
-		last_reclaim = now;
-		reclaim_run();
-	}
 	tick_busy = 1;
 	db_query("SELECT i.id, i.state, i.desired, COALESCE(r.state::text, ''),"
 	         " COALESCE(r.release_reason, ''), r.preempt_requested_at IS NOT NULL,"
@@ -1279,38 +1267,36 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 
 static void tick_soon(int ms)
 {
-	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
-	struct timeval left;
+	cron_soon(section, ms);
+}
 
-	if (!timer)
-		return;
-	/* a kick makes the pending pass sooner, the period never later */
-	if (evtimer_pending(timer, &left) && ms >= cfg.instance_tick_ms)
-		return;
-	evtimer_add(timer, &tv);
+/* EV_WORKLOAD_CHANGED, EV_ALLOC_GRANTED: a pass soon. */
+static void on_wake(enum events_kind kind, void *arg)
+{
+	(void)kind;
+	(void)arg;
+	kicked = 1;
+	tick_soon(1);
 }
 
 void instances_kick(void)
 {
-	kicked = 1;
-	tick_soon(1);
+	events_publish(EV_WORKLOAD_CHANGED);
 }
 
 int instances_init(struct event_base *b)
 {
 	base = b;
-	timer = evtimer_new(base, on_timer, NULL);
-	if (!timer)
+	section = cron_every("instances", cfg.instance_tick_ms, 50, on_cron, NULL);
+	if (!section || events_subscribe(EV_WORKLOAD_CHANGED, on_wake, NULL) < 0 ||
+	    events_subscribe(EV_ALLOC_GRANTED, on_wake, NULL) < 0)
 		return -1;
-	tick_soon(50);
 	return 0;
 }
 
 void instances_shutdown(void)
 {
-	if (timer)
-		event_free(timer);
-	timer = NULL;
+	section = NULL; /* freed with the cron */
 	/* operations may still have database callbacks queued: they stay
 	 * allocated (and reachable) until the process exits; only their engine
 	 * calls and pauses end here */

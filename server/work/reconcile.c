@@ -18,11 +18,14 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
-#include "db/db.h"
-#include "engine/docker.h"
-#include "work/instances.h"
+#include "base/config.h"
+#include "base/cron.h"
 #include "base/log.h"
+#include "db/db.h"
+#include "db/leader.h"
+#include "engine/docker.h"
 #include "engine/nodes.h"
+#include "work/instances.h"
 
 #define MAX_NODES 256
 
@@ -458,4 +461,25 @@ void reconcile_run(void)
 		return;
 	busy = 1;
 	db_query("SELECT id, name FROM nodes ORDER BY id", 0, NULL, nodes_read, NULL);
+}
+
+/* cron: a round on the leader once the cluster id is known; until then it
+ * asks again at the driver's period (the first round comes as soon as this
+ * replica leads). */
+static void on_cron(struct cron_section *s, void *arg)
+{
+	(void)arg;
+	if (!leader_is() || !*instances_cluster_id()) {
+		cron_soon(s, cfg.instance_tick_ms);
+		return;
+	}
+	reconcile_run();
+}
+
+int reconcile_init(void)
+{
+	return cron_every("reconcile", cfg.reconcile_interval_ms, cfg.instance_tick_ms, on_cron,
+	                  NULL)
+	               ? 0
+	               : -1;
 }
