@@ -40,6 +40,7 @@
 #include "engine/images.h"
 #include "engine/nodes.h"
 #include "storage/storage.h"
+#include "work/spec.h"
 
 enum op_kind { OP_LAUNCH, OP_STOP, OP_DELETE };
 
@@ -756,189 +757,85 @@ static void pulling_set(int changed, void *arg)
 	launch_joined(o);
 }
 
-/* Environment names the platform sets: users and images cannot override. */
-static int reserved_env(const char *k)
-{
-	return strncmp(k, "NVIDIA_", 7) == 0 || strcmp(k, "CUDA_VISIBLE_DEVICES") == 0 ||
-	       strcmp(k, "GPUCLOUD_APP_TOKEN") == 0 || strcmp(k, "GPUCLOUD_INSTANCE_ID") == 0 ||
-	       strcmp(k, "HOME") == 0 || strcmp(k, "USER") == 0;
-}
-
-/* Builds the hardened create body from the launch row (see launch_row). */
+/* The create body from the launch row (see launch_row): the row's values
+ * in a spec_input, the storage module's binds, and spec_build(). */
 static int build_spec(struct op *o, const PGresult *res, char *err, size_t errlen)
 {
-	const char *username = db_val(res, 0, 2), *url = db_val(res, 0, 14);
-	long long uid = storage_uid(strtoll(db_val(res, 0, 1), NULL, 10));
+	const char *username = db_val(res, 0, 2), *kind = db_val(res, 0, 11);
 	json_t *cmd = db_val(res, 0, 5) ? json_loads(db_val(res, 0, 5), 0, NULL) : NULL;
 	json_t *ports = json_loads(db_val(res, 0, 6), 0, NULL);
-	json_t *uenv = json_loads(db_val(res, 0, 7), 0, NULL);
+	json_t *env = json_loads(db_val(res, 0, 7), 0, NULL);
 	json_t *gpus = json_loads(db_val(res, 0, 13), 0, NULL);
-	json_t *env = json_array(), *binds = json_array(), *devices = json_array();
-	json_t *hc, *exposed = json_object(), *pb = json_object(), *labels, *spec, *v, *g;
-	const char *k;
-	char buf[1400], user[64], vis[1200] = "", cvis[1200] = "";
+	json_t *binds = json_array(), *g;
+	struct spec_gpu sg[64];
+	struct spec_input in = { 0 };
 	size_t i;
-	int discovered = 0, n = 0;
+	int rc = -1;
 
-	/* app ports: on unix:// nodes loopback, which a container cannot
-	 * reach as the node (its 127.0.0.1 is its own, and the bridge gateway
-	 * has no listener nor DNAT rule for the port); on tcp:// nodes the
-	 * address gpucloudd reaches the node at, unless node_app_bind names
-	 * another (a management address), firewalled to the control plane */
-	snprintf(o->host, sizeof(o->host), "127.0.0.1");
-	if (url && strncmp(url, "tcp://", 6) == 0 && cfg.node_app_bind && *cfg.node_app_bind) {
-		snprintf(o->host, sizeof(o->host), "%s", cfg.node_app_bind);
-	} else if (url && strncmp(url, "tcp://", 6) == 0) {
-		const char *h = url + 6, *c = strrchr(h, ':');
-		snprintf(o->host, sizeof(o->host), "%.*s", (int)(c ? (size_t)(c - h) : strlen(h)),
-		         h);
-	}
+	spec_publish_host(db_val(res, 0, 14), cfg.node_app_bind, o->host, sizeof(o->host));
 	o->user_id = strtoll(db_val(res, 0, 1), NULL, 10);
 	snprintf(o->owner, sizeof(o->owner), "%s", username);
 	instances_network_name(o->user_id, o->net, sizeof(o->net));
-	if (storage_binds(strtoll(db_val(res, 0, 1), NULL, 10), username, binds, err, errlen) < 0)
-		goto fail;
-	json_object_foreach(uenv, k, v)
-	{
-		if (reserved_env(k) || !json_is_string(v))
-			continue;
-		snprintf(buf, sizeof(buf), "%s=%s", k, json_string_value(v));
-		json_array_append_new(env, json_string(buf));
-	}
-	o->sig[0] = '\0';
-	snprintf(o->sig, sizeof(o->sig), "%s|", db_val(res, 0, 3));
+	if (!binds || storage_binds(o->user_id, username, binds, err, errlen) < 0)
+		goto out;
+	memset(sg, 0, sizeof(sg));
 	json_array_foreach(gpus, i, g)
 	{
-		const char *uuid = json_string_value(json_object_get(g, "mig"))
-		                           ? json_string_value(json_object_get(g, "mig"))
-		                           : json_string_value(json_object_get(g, "uuid"));
-		json_t *devs = json_object_get(g, "devices");
-		size_t sl = strlen(o->sig);
-		snprintf(o->sig + sl, sizeof(o->sig) - sl, "%s%s", n ? "," : "", uuid ? uuid : "");
-		if (json_array_size(devs) > 0) {
-			/* declared GPU: its device files, renumbered from 0 in
-			 * allocation order (what CUDA_VISIBLE_DEVICES says) */
-			size_t d;
-			json_t *dv;
-			json_array_foreach(devs, d, dv)
-			{
-				char in[64];
-				const char *hp = json_string_value(dv), *bn;
-				if (!hp)
-					continue;
-				bn = strrchr(hp, '/') ? strrchr(hp, '/') + 1 : hp;
-				if (d == 0)
-					snprintf(in, sizeof(in), "/dev/nvidia%d", n);
-				else
-					snprintf(in, sizeof(in), "/dev/%.50s", bn);
-				json_array_append_new(devices,
-				                      json_pack("{s:s, s:s, s:s}", "PathOnHost", hp,
-				                                "PathInContainer", in,
-				                                "CgroupPermissions", "rwm"));
-			}
-			sl = strlen(cvis);
-			snprintf(cvis + sl, sizeof(cvis) - sl, "%s%d", n ? "," : "", n);
-		} else {
-			discovered = 1;
-			sl = strlen(vis);
-			snprintf(vis + sl, sizeof(vis) - sl, "%s%s", n ? "," : "",
-			         uuid ? uuid : "");
+		json_t *devs = json_object_get(g, "devices"), *dv;
+		size_t d;
+		struct spec_gpu *x = &sg[in.ngpus];
+		if (in.ngpus >= (int)(sizeof(sg) / sizeof(sg[0])))
+			break;
+		x->uuid = json_string_value(json_object_get(g, "mig"))
+		                  ? json_string_value(json_object_get(g, "mig"))
+		                  : json_string_value(json_object_get(g, "uuid"));
+		json_array_foreach(devs, d, dv)
+		{
+			if (x->ndevices < SPEC_MAX_DEVICES)
+				x->devices[x->ndevices++] = json_string_value(dv);
 		}
-		n++;
+		in.ngpus++;
 	}
-	{
-		/* containers made before per-user networks are not reused */
-		size_t sl = strlen(o->sig);
-		snprintf(o->sig + sl, sizeof(o->sig) - sl, "|net=%s", o->net);
-	}
-	if (discovered) {
-		snprintf(buf, sizeof(buf), "NVIDIA_VISIBLE_DEVICES=%s", vis);
-		json_array_append_new(env, json_string(buf));
-		snprintf(buf, sizeof(buf), "CUDA_VISIBLE_DEVICES=%s", vis);
-		json_array_append_new(env, json_string(buf));
-		json_array_append_new(env,
-		                      json_string("NVIDIA_DRIVER_CAPABILITIES=compute,utility"));
-	} else {
-		json_array_append_new(env, json_string("NVIDIA_VISIBLE_DEVICES=void"));
-		snprintf(buf, sizeof(buf), "CUDA_VISIBLE_DEVICES=%s", cvis);
-		json_array_append_new(env, json_string(buf));
-	}
-	snprintf(buf, sizeof(buf), "GPUCLOUD_APP_TOKEN=%s", db_val(res, 0, 12));
-	json_array_append_new(env, json_string(buf));
-	snprintf(buf, sizeof(buf), "GPUCLOUD_INSTANCE_ID=%lld", o->id);
-	json_array_append_new(env, json_string(buf));
-	snprintf(buf, sizeof(buf), "HOME=/home/%s", username);
-	json_array_append_new(env, json_string(buf));
-	snprintf(buf, sizeof(buf), "USER=%s", username);
-	json_array_append_new(env, json_string(buf));
-	json_array_foreach(ports, i, v)
-	{
-		char key[32];
-		snprintf(key, sizeof(key), "%lld/tcp",
-		         (long long)json_integer_value(json_object_get(v, "port")));
-		json_object_set_new(exposed, key, json_object());
-		json_object_set_new(pb, key,
-		                    json_pack("[{s:s, s:s}]", "HostIp", o->host, "HostPort", ""));
-	}
-	snprintf(user, sizeof(user), "%lld:%lld", uid, uid);
-	labels = json_pack("{s:s, s:s, s:s, s:s, s:s}", "gpucloud.cluster", cluster,
-	                   "gpucloud.kind", db_val(res, 0, 11), "gpucloud.id", "", "gpucloud.owner",
-	                   username, "gpucloud.sig", o->sig);
-	snprintf(buf, sizeof(buf), "%lld", o->id);
-	json_object_set_new(labels, "gpucloud.id", json_string(buf));
-	hc = json_pack("{s:b, s:[s], s:[s], s:I, s:I, s:I, s:I, s:I, s:s, s:o, s:o, s:o,"
-	               " s:{s:s}, s:s, s:s, s:s, s:b}",
-	               "Privileged", 0, "CapDrop", "ALL", "SecurityOpt", "no-new-privileges",
-	               "PidsLimit", (json_int_t)cfg.instance_pids_limit, "Memory",
-	               (json_int_t)(strtoll(db_val(res, 0, 9), NULL, 10) << 20), "MemorySwap",
-	               (json_int_t)(strtoll(db_val(res, 0, 9), NULL, 10) << 20), "NanoCpus",
-	               (json_int_t)(strtoll(db_val(res, 0, 8), NULL, 10) * 1000000LL), "ShmSize",
-	               (json_int_t)(strtoll(db_val(res, 0, 10), NULL, 10) << 20), "NetworkMode",
-	               o->net, "Binds", binds, "PortBindings", pb, "Devices", devices,
-	               "RestartPolicy", "Name", "no", "IpcMode", "private", "PidMode", "",
-	               "CgroupnsMode", "private", "ReadonlyRootfs", 0);
-	binds = pb = devices = NULL;
-	if (hc && discovered) {
-		json_t *ids = json_array();
-		char *tok, *save = NULL;
-		for (tok = strtok_r(vis, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
-			json_array_append_new(ids, json_string(tok));
-		json_object_set_new(hc, "Runtime", json_string("nvidia"));
-		json_object_set_new(hc, "DeviceRequests",
-		                    json_pack("[{s:s, s:o, s:[[s]]}]", "Driver", "nvidia",
-		                              "DeviceIDs", ids, "Capabilities", "gpu"));
-	}
-	snprintf(buf, sizeof(buf), "/home/%s", username);
-	spec = json_pack("{s:s, s:o, s:s, s:s, s:o, s:o, s:o, s:s}", "Image", db_val(res, 0, 4),
-	                 "Env", env, "User", user, "WorkingDir", buf, "Labels", labels,
-	                 "ExposedPorts", exposed, "HostConfig", hc, "Hostname", o->name);
-	env = exposed = NULL;
-	if (!spec || !labels || !hc) {
+	in.cluster = cluster;
+	in.kind = kind;
+	in.id = o->id;
+	in.name = o->name;
+	in.owner = username;
+	in.uid = storage_uid(o->user_id);
+	in.image_id = strtoll(db_val(res, 0, 3), NULL, 10);
+	in.image = db_val(res, 0, 4);
+	in.cmd = cmd;
+	/* a TensorBoard's variables are the platform's (api_tensorboards.c
+	 * sets GPUCLOUD_LOGDIR); an instance's are its user's */
+	if (strcmp(kind, "tensorboard") == 0)
+		in.platform_env = env;
+	else
+		in.env = env;
+	in.app_token = db_val(res, 0, 12);
+	in.binds = binds;
+	in.gpus = sg;
+	in.app_ports = ports;
+	in.host = o->host;
+	in.network = o->net;
+	in.cpu_millis = strtoll(db_val(res, 0, 8), NULL, 10);
+	in.mem_mib = strtoll(db_val(res, 0, 9), NULL, 10);
+	in.shm_mib = strtoll(db_val(res, 0, 10), NULL, 10);
+	in.pids_limit = cfg.instance_pids_limit;
+	o->spec = spec_build(&in, o->sig, sizeof(o->sig));
+	if (!o->spec) {
 		snprintf(err, errlen, "out of memory");
-		json_decref(spec);
-		goto fail_after;
+		goto out;
 	}
-	if (json_is_array(cmd) && json_array_size(cmd) > 0)
-		json_object_set(spec, "Cmd", cmd);
-	o->spec = spec;
 	o->app_ports = ports;
-	ports = NULL;
-	json_decref(cmd);
-	json_decref(uenv);
-	json_decref(gpus);
-	return 0;
-fail:
-	json_decref(env);
-	json_decref(binds);
-	json_decref(devices);
-	json_decref(exposed);
-	json_decref(pb);
-fail_after:
+	ports = NULL; /* handed off */
+	rc = 0;
+out:
 	json_decref(cmd);
 	json_decref(ports);
-	json_decref(uenv);
+	json_decref(env);
 	json_decref(gpus);
-	return -1;
+	json_decref(binds);
+	return rc;
 }
 
 /* Columns read for a launch: 0 id, 1 user_id, 2 username, 3 image_id,
