@@ -19,7 +19,7 @@
 #include "db/notify.h"
 
 #define WAKE_CHANNEL "gc_wake"
-#define MAX_WATCH 8
+#define MAX_WATCH    8
 
 static struct cron_section *section;
 static struct db_conn *held;
@@ -108,8 +108,8 @@ static void acquired(struct db_conn *c, enum rc rc, void *arg)
 		return;
 	}
 	held = c;
-	db_conn_query(held, "SELECT pg_try_advisory_lock(" LEADER_LOCK_SCHED ")", 0, NULL,
-	              locked, NULL);
+	db_conn_query(held, "SELECT pg_try_advisory_lock(" LEADER_LOCK_SCHED ")", 0, NULL, locked,
+	              NULL);
 }
 
 /* cron: while not the leader, try the lock (on the pinned connection, so
@@ -125,8 +125,8 @@ static void attempt(struct cron_section *s, void *arg)
 		db_acquire(acquired, NULL);
 		return;
 	}
-	db_conn_query(held, "SELECT pg_try_advisory_lock(" LEADER_LOCK_SCHED ")", 0, NULL,
-	              locked, NULL);
+	db_conn_query(held, "SELECT pg_try_advisory_lock(" LEADER_LOCK_SCHED ")", 0, NULL, locked,
+	              NULL);
 }
 
 /* A wake-up for the scheduler on a replica that is not the leader: try the
@@ -149,8 +149,7 @@ static void wake_sent(PGresult *res, enum rc rc, void *arg)
 	(void)arg;
 	wake_sending = 0;
 	if (rc != RC_OK)
-		log_msg(LOG_DEBUG, "leader", NULL, "could not forward a wake-up (%s)",
-		        rc_code(rc));
+		log_msg(LOG_DEBUG, "leader", NULL, "could not forward a wake-up (%s)", rc_code(rc));
 	if (wake_pending && !down)
 		wake_send();
 }

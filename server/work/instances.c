@@ -1,7 +1,6 @@
 /* instances.c — the instance state machine and the leader's driver.
  *
- * Owns: instances_set_state() (the one place a state changes, validated
- * against the edges below and logged from → to), and the driver: on the
+ * Owns: the driver (its state changes go through workload_set_state()): on the
  * scheduler leader only, a cron section (cfg.instance_tick_ms, nudged by
  * instances_kick() when the scheduler allocated something or the API
  * changed an instance) reads the instances whose state and desired state
@@ -41,6 +40,7 @@
 #include "engine/nodes.h"
 #include "storage/storage.h"
 #include "work/spec.h"
+#include "work/workload.h"
 
 enum op_kind { OP_LAUNCH, OP_STOP, OP_DELETE };
 
@@ -95,123 +95,22 @@ static double now_ms(void)
 	return (double)ts.tv_sec * 1000.0 + (double)ts.tv_nsec / 1e6;
 }
 
-/* ---- the state machine ---- */
+/* ---- state changes (workload.c) ---- */
 
-static const char *const edges[][2] = {
-	{ "queued", "pulling" },    { "queued", "stopped" },   { "queued", "failed" },
-	{ "queued", "deleted" },    { "pulling", "creating" }, { "pulling", "failed" },
-	{ "pulling", "stopping" },  { "pulling", "pulling" },  { "pulling", "deleted" },
-	{ "creating", "creating" }, { "creating", "running" }, { "creating", "failed" },
-	{ "creating", "stopping" }, { "creating", "deleted" }, { "creating", "lost" },
-	{ "running", "stopping" },  { "running", "stopped" },  { "running", "failed" },
-	{ "running", "lost" },      { "running", "deleted" },  { "stopping", "stopped" },
-	{ "stopping", "failed" },   { "stopping", "lost" },    { "stopping", "deleted" },
-	{ "stopping", "stopping" }, { "stopped", "queued" },   { "stopped", "deleted" },
-	{ "failed", "queued" },     { "failed", "deleted" },   { "lost", "queued" },
-	{ "lost", "deleted" },      { "pulling", "lost" },     { "queued", "lost" },
-	{ "creating", "pulling" },  { "queued", "queued" },
-};
+#define Q WL_BIT(WL_QUEUED)
+#define P WL_BIT(WL_PULLING)
+#define C WL_BIT(WL_CREATING)
+#define R WL_BIT(WL_RUNNING)
+#define S WL_BIT(WL_STOPPING)
 
-int instances_transition_ok(const char *from, const char *to)
+static void set_state(long long id, unsigned from, enum workload_state to, const char *reason,
+                      unsigned flags, workload_set_cb cb, void *arg)
 {
-	for (size_t i = 0; i < sizeof(edges) / sizeof(edges[0]); i++)
-		if (strcmp(edges[i][0], from) == 0 && strcmp(edges[i][1], to) == 0)
-			return 1;
-	return 0;
-}
+	struct workload_change c = {
+		.id = id, .from = from, .to = to, .reason = reason, .flags = flags
+	};
 
-struct set_ctx {
-	long long id;
-	char to[16];
-	char reason[300];
-	instances_set_cb cb;
-	void *arg;
-};
-
-static void set_done(PGresult *res, enum rc rc, void *arg)
-{
-	struct set_ctx *c = arg;
-	int changed = -1;
-
-	if (rc == RC_OK) {
-		changed = (int)strtol(db_val(res, 0, 1), NULL, 10);
-		if (changed && !(db_val(res, 0, 0) && strcmp(db_val(res, 0, 0), c->to) == 0))
-			log_msg(LOG_INFO, "instances", NULL, "instance %lld: %s → %s%s%s", c->id,
-			        db_val(res, 0, 0) ? db_val(res, 0, 0) : "?", c->to,
-			        c->reason[0] ? ": " : "", c->reason);
-	} else {
-		log_msg(LOG_WARN, "instances", NULL, "instance %lld: could not record %s (%s)",
-		        c->id, c->to, rc_code(rc));
-	}
-	if (c->cb)
-		c->cb(changed, c->arg);
-	free(c);
-}
-
-void instances_set_state(long long id, const char *from, const char *to, const char *reason,
-                         unsigned flags, const char *extra, int nx, const char *const *xp,
-                         instances_set_cb cb, void *arg)
-{
-	struct set_ctx *c = calloc(1, sizeof(*c));
-	char sql[2400], ids[24], fromv[160], rel[8], settle[8], tok[160];
-	const char *p[9];
-	char *save = NULL, *t;
-
-	snprintf(tok, sizeof(tok), "%s", from);
-	for (t = strtok_r(tok, ",", &save); t; t = strtok_r(NULL, ",", &save))
-		if (!instances_transition_ok(t, to)) {
-			/* a bug, not input: refuse rather than corrupt the record */
-			log_msg(LOG_ERROR, "instances", NULL,
-			        "instance %lld: refused transition %s → %s", id, t, to);
-			free(c);
-			if (cb)
-				cb(-1, arg);
-			return;
-		}
-	if (!c || nx > 4) {
-		free(c);
-		if (cb)
-			cb(-1, arg);
-		return;
-	}
-	c->id = id;
-	snprintf(c->to, sizeof(c->to), "%s", to);
-	snprintf(c->reason, sizeof(c->reason), "%s", reason ? reason : "");
-	c->cb = cb;
-	c->arg = arg;
-	snprintf(ids, sizeof(ids), "%lld", id);
-	snprintf(fromv, sizeof(fromv), "{%s}", from);
-	snprintf(rel, sizeof(rel), "%s", flags & INST_RELEASE ? "true" : "false");
-	snprintf(settle, sizeof(settle), "%s", flags & INST_SETTLE ? "true" : "false");
-	p[0] = ids;
-	p[1] = to;
-	p[2] = reason;
-	p[3] = fromv;
-	p[4] = rel;
-	for (int i = 0; i < nx; i++)
-		p[5 + i] = xp[i];
-	/* $6 is settle when no extra parameters: keep numbering simple by
-	 * putting it last */
-	p[5 + nx] = settle;
-	snprintf(
-	        sql, sizeof(sql),
-	        "WITH o AS (SELECT state FROM instances WHERE id = $1 FOR UPDATE),"
-	        " i AS (UPDATE instances SET state = $2, reason = COALESCE($3, reason),"
-	        "  updated_at = now(),"
-	        "  desired = CASE WHEN $%d::boolean AND desired = 'running' THEN 'stopped'"
-	        "   ELSE desired END"
-	        "  %s"
-	        "  WHERE id = $1 AND state = ANY($4::text[]) RETURNING id, request_id, reason),"
-	        " d AS (DELETE FROM instance_ports WHERE $5::boolean"
-	        "  AND instance_id IN (SELECT id FROM i) RETURNING 1),"
-	        " x AS (SELECT gc_release_request(request_id, reason) AS s FROM i"
-	        "  WHERE $5::boolean AND request_id IS NOT NULL)"
-	        " SELECT (SELECT state FROM o), (SELECT count(*) FROM i), (SELECT count(*) FROM x),"
-	        " (SELECT count(*) FROM d)",
-	        6 + nx, extra ? extra : "");
-	db_query(sql, 6 + nx, p, set_done, c);
-	if (flags & INST_RELEASE)
-		events_publish(EV_ALLOC_CHANGED);
+	workload_set_state(&c, cb, arg);
 }
 
 /* ---- identity ---- */
@@ -309,8 +208,7 @@ static void engine_msg(enum rc rc, const char *body, size_t len, const char *err
 /* The launch failed: record why and give the GPUs back. */
 static void launch_fail(struct op *o, const char *why)
 {
-	instances_set_state(o->id, "queued,pulling,creating", "failed", why,
-	                    INST_RELEASE | INST_SETTLE, NULL, 0, NULL, op_end_cb, o);
+	set_state(o->id, Q | P | C, WL_FAILED, why, WL_RELEASE | WL_SETTLE, op_end_cb, o);
 }
 
 static void ignore_call(struct docker_call *call, enum rc rc, int status, const char *body,
@@ -726,8 +624,7 @@ static void launch_joined(struct op *o)
 	}
 	/* "creating" is written while the engine creates (the running write
 	 * accepts either) */
-	instances_set_state(o->id, "pulling,creating", "creating", "", 0, NULL, 0, NULL, NULL,
-	                    NULL);
+	set_state(o->id, P | C, WL_CREATING, "", 0, NULL, NULL);
 	ensure_net(o);
 }
 
@@ -863,8 +760,7 @@ static void launch_row(PGresult *res, enum rc rc, void *arg)
 	}
 	if (!db_val(res, 0, 15)) {
 		/* no GPUs and no node up: wait */
-		instances_set_state(o->id, "queued", "queued", "waiting for a node to be up", 0,
-		                    NULL, 0, NULL, op_end_cb, o);
+		set_state(o->id, Q, WL_QUEUED, "waiting for a node to be up", 0, op_end_cb, o);
 		return;
 	}
 	if (!nodes_engine(strtoll(db_val(res, 0, 15), NULL, 10))) {
@@ -881,13 +777,15 @@ static void launch_row(PGresult *res, enum rc rc, void *arg)
 		return;
 	}
 	{
-		char node[24];
-		const char *xp[2] = { node, o->name };
-		snprintf(node, sizeof(node), "%lld", o->node_id);
+		struct workload_change c = { .id = o->id,
+			                     .from = Q | P | C,
+			                     .to = WL_PULLING,
+			                     .reason = "",
+			                     .flags = WL_PLACE,
+			                     .node_id = o->node_id,
+			                     .container_name = o->name };
 		o->pending = 2;
-		instances_set_state(o->id, "queued,pulling,creating", "pulling", "", 0,
-		                    ", node_id = $6::bigint, container_name = $7", 2, xp,
-		                    pulling_set, o);
+		workload_set_state(&c, pulling_set, o);
 		if (images_ensure(o->image_id, o->node_id, image_ready, o) < 0) {
 			snprintf(o->failed, sizeof(o->failed), "out of memory");
 			launch_joined(o);
@@ -936,11 +834,10 @@ static void op_launch(long long id)
 
 /* -- stop -- */
 
-static void stop_end(struct op *o, const char *to, const char *why)
+static void stop_end(struct op *o, enum workload_state to, const char *why)
 {
-	instances_set_state(o->id, "stopping", to, why ? why : (o->reason[0] ? o->reason : NULL),
-	                    INST_RELEASE | INST_SETTLE, ", stopped_at = now()", 0, NULL, op_end_cb,
-	                    o);
+	set_state(o->id, S, to, why ? why : (o->reason[0] ? o->reason : NULL),
+	          WL_RELEASE | WL_SETTLE | WL_STOPPED_AT, op_end_cb, o);
 }
 
 static void stopped(struct docker_call *call, enum rc rc, int status, const char *body, size_t len,
@@ -955,14 +852,14 @@ static void stopped(struct docker_call *call, enum rc rc, int status, const char
 	o->call = NULL;
 	if (rc == RC_UNAVAILABLE) {
 		snprintf(why, sizeof(why), "the node's engine is unreachable: %s", err);
-		stop_end(o, "lost", why);
+		stop_end(o, WL_LOST, why);
 		return;
 	}
 	if (rc != RC_OK || (status != 204 && status != 304 && status != 404))
 		log_msg(LOG_WARN, "instances", NULL,
 		        "instance %lld: the engine answered %d to stop (%s)", o->id, status,
 		        rc_code(rc));
-	stop_end(o, "stopped", NULL);
+	stop_end(o, WL_STOPPED, NULL);
 }
 
 static void stopping_set(int changed, void *arg)
@@ -976,18 +873,18 @@ static void stopping_set(int changed, void *arg)
 		return;
 	}
 	if (!o->node_id) {
-		stop_end(o, "stopped", NULL);
+		stop_end(o, WL_STOPPED, NULL);
 		return;
 	}
 	if (!e) {
-		stop_end(o, "lost", "the node's engine is not available");
+		stop_end(o, WL_LOST, "the node's engine is not available");
 		return;
 	}
 	snprintf(path, sizeof(path), "/containers/%s/stop?t=%d", o->name, o->grace);
 	o->call = docker_request(e, "POST", path, NULL, NULL, 0, NULL, (o->grace + 30) * 1000,
 	                         stopped, o);
 	if (!o->call)
-		stop_end(o, "lost", "the node's engine is not available");
+		stop_end(o, WL_LOST, "the node's engine is not available");
 }
 
 static void op_stop(long long id, long long node_id, int grace, const char *reason)
@@ -999,8 +896,8 @@ static void op_stop(long long id, long long node_id, int grace, const char *reas
 	o->node_id = node_id;
 	o->grace = grace;
 	snprintf(o->reason, sizeof(o->reason), "%s", reason ? reason : "");
-	instances_set_state(id, "running,pulling,creating,stopping", "stopping",
-	                    reason && *reason ? reason : NULL, 0, NULL, 0, NULL, stopping_set, o);
+	set_state(id, R | P | C | S, WL_STOPPING, reason && *reason ? reason : NULL, 0,
+	          stopping_set, o);
 }
 
 /* -- delete -- */
@@ -1021,9 +918,8 @@ static void deleted(struct docker_call *call, enum rc rc, int status, const char
 		log_msg(LOG_WARN, "instances", NULL,
 		        "instance %lld: container not removed yet (%s, status %d)", o->id,
 		        rc_code(rc), status);
-	instances_set_state(o->id, "queued,stopped,failed,lost,running,stopping", "deleted", NULL,
-	                    INST_RELEASE, ", deleted_at = now(), container_id = NULL", 0, NULL,
-	                    op_end_cb, o);
+	set_state(o->id, Q | WL_BIT(WL_STOPPED) | WL_BIT(WL_FAILED) | WL_BIT(WL_LOST) | R | S,
+	          WL_DELETED, NULL, WL_RELEASE | WL_DELETED_AT | WL_CLEAR_CONTAINER, op_end_cb, o);
 }
 
 static void op_delete(long long id, long long node_id)
@@ -1069,8 +965,7 @@ static void decide(const PGresult *res, int i)
 	}
 	if (strcmp(desired, "stopped") == 0) {
 		if (strcmp(state, "queued") == 0)
-			instances_set_state(id, "queued", "stopped", NULL, INST_RELEASE, NULL, 0,
-			                    NULL, NULL, NULL);
+			set_state(id, Q, WL_STOPPED, NULL, WL_RELEASE, NULL, NULL);
 		else
 			op_stop(id, node, cfg.instance_stop_grace, NULL);
 		return;
@@ -1080,8 +975,7 @@ static void decide(const PGresult *res, int i)
 		if (has_req && strcmp(rstate, "allocated") != 0 && strcmp(rstate, "queued") != 0) {
 			snprintf(why, sizeof(why), "the allocation request ended: %s",
 			         *rwhy ? rwhy : rstate);
-			instances_set_state(id, "queued", "failed", why, INST_RELEASE | INST_SETTLE,
-			                    NULL, 0, NULL, NULL, NULL);
+			set_state(id, Q, WL_FAILED, why, WL_RELEASE | WL_SETTLE, NULL, NULL);
 			return;
 		}
 		if (!has_req || strcmp(rstate, "allocated") == 0)

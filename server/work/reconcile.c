@@ -6,7 +6,7 @@
  * gpucloud.cluster with our id, never another cluster's) that no container
  * of ours refers to.  Instances with an operation in flight in this
  * process are skipped: the operation owns them until it ends.
- * Does not own: the transitions themselves (instances_set_state).
+ * Does not own: the transitions themselves (workload_set_state).
  */
 #include "work/reconcile.h"
 
@@ -26,6 +26,7 @@
 #include "engine/docker.h"
 #include "engine/nodes.h"
 #include "work/instances.h"
+#include "work/workload.h"
 
 #define MAX_NODES 256
 
@@ -197,15 +198,18 @@ struct check {
 static void settle(PGresult *res, enum rc rc, void *arg)
 {
 	struct check *k = arg;
-	char code[16];
-	const char *xp[1] = { code };
 
 	if (rc == RC_OK && PQntuples(res) == 1 && strcmp(db_val(res, 0, 0), "f") == 0 &&
 	    !instances_op_busy(k->id)) {
-		snprintf(code, sizeof(code), "%d", k->code);
-		instances_set_state(k->id, "running", k->code == 0 ? "stopped" : "failed", k->why,
-		                    INST_RELEASE | INST_SETTLE,
-		                    ", exit_code = $6::int, stopped_at = now()", 1, xp, NULL, NULL);
+		struct workload_change c = {
+			.id = k->id,
+			.from = WL_BIT(WL_RUNNING),
+			.to = k->code == 0 ? WL_STOPPED : WL_FAILED,
+			.reason = k->why,
+			.flags = WL_RELEASE | WL_SETTLE | WL_EXIT_CODE | WL_STOPPED_AT,
+			.exit_code = k->code,
+		};
+		workload_set_state(&c, NULL, NULL);
 	}
 	free(k);
 }
@@ -228,9 +232,14 @@ static void verified(struct docker_call *call, enum rc rc, int status, const cha
 		goto out;
 	if (status == 404) {
 		snprintf(why, sizeof(why), "the container vanished from node '%s'", k->node);
-		instances_set_state(k->id, "running", "lost", why, INST_RELEASE | INST_SETTLE,
-		                    ", stopped_at = now(), container_id = NULL", 0, NULL, NULL,
-		                    NULL);
+		struct workload_change c = {
+			.id = k->id,
+			.from = WL_BIT(WL_RUNNING),
+			.to = WL_LOST,
+			.reason = why,
+			.flags = WL_RELEASE | WL_SETTLE | WL_STOPPED_AT | WL_CLEAR_CONTAINER,
+		};
+		workload_set_state(&c, NULL, NULL);
 		goto out;
 	}
 	if (status != 200 || !(j = json_loadb(body, len, 0, NULL)))

@@ -52,8 +52,8 @@ static void append(char *buf, size_t len, const char *sep, const char *s)
 /* The GPUs: Devices (declared GPUs' files, renumbered from 0 in allocation
  * order, which is what CUDA_VISIBLE_DEVICES says) and the visible-devices
  * variables; a discovered GPU goes by UUID through the NVIDIA runtime. */
-static int gpus(const struct spec_input *in, json_t *devices, json_t *env, char *vis,
-                size_t vislen, char *sig, size_t siglen)
+static int gpus(const struct spec_input *in, json_t *devices, json_t *env, char *vis, size_t vislen,
+                char *sig, size_t siglen)
 {
 	char cvis[1200] = "", num[16];
 	int discovered = 0;
@@ -149,17 +149,16 @@ json_t *spec_build(const struct spec_input *in, char *sig_out, size_t sig_len)
 	labels = json_pack("{s:s, s:s, s:s, s:s, s:s}", "gpucloud.cluster", in->cluster,
 	                   "gpucloud.kind", in->kind, "gpucloud.id", buf, "gpucloud.owner",
 	                   in->owner, "gpucloud.sig", sig);
-	hc = json_pack("{s:b, s:[s], s:[s], s:I, s:I, s:I, s:I, s:I, s:s, s:o, s:o, s:o,"
-	               " s:{s:s}, s:s, s:s, s:s, s:b}",
-	               "Privileged", 0, "CapDrop", "ALL", "SecurityOpt", "no-new-privileges",
-	               "PidsLimit", (json_int_t)in->pids_limit, "Memory",
-	               (json_int_t)(in->mem_mib << 20), "MemorySwap",
-	               (json_int_t)(in->mem_mib << 20), "NanoCpus",
-	               (json_int_t)(in->cpu_millis * 1000000LL), "ShmSize",
-	               (json_int_t)(in->shm_mib << 20), "NetworkMode", in->network, "Binds",
-	               binds, "PortBindings", pb, "Devices", devices, "RestartPolicy", "Name",
-	               "no", "IpcMode", "private", "PidMode", "", "CgroupnsMode", "private",
-	               "ReadonlyRootfs", 0);
+	hc = json_pack(
+	        "{s:b, s:[s], s:[s], s:I, s:I, s:I, s:I, s:I, s:s, s:o, s:o, s:o,"
+	        " s:{s:s}, s:s, s:s, s:s, s:b}",
+	        "Privileged", 0, "CapDrop", "ALL", "SecurityOpt", "no-new-privileges", "PidsLimit",
+	        (json_int_t)in->pids_limit, "Memory", (json_int_t)(in->mem_mib << 20), "MemorySwap",
+	        (json_int_t)(in->mem_mib << 20), "NanoCpus",
+	        (json_int_t)(in->cpu_millis * 1000000LL), "ShmSize",
+	        (json_int_t)(in->shm_mib << 20), "NetworkMode", in->network, "Binds", binds,
+	        "PortBindings", pb, "Devices", devices, "RestartPolicy", "Name", "no", "IpcMode",
+	        "private", "PidMode", "", "CgroupnsMode", "private", "ReadonlyRootfs", 0);
 	binds = pb = devices = NULL; /* handed off (or freed by a failed pack) */
 	if (!labels || !hc)
 		goto out;
@@ -174,9 +173,9 @@ json_t *spec_build(const struct spec_input *in, char *sig_out, size_t sig_len)
 		                              "DeviceIDs", ids, "Capabilities", "gpu"));
 	}
 	snprintf(buf, sizeof(buf), "/home/%s", in->owner);
-	spec = json_pack("{s:s, s:o, s:s, s:s, s:o, s:o, s:o, s:s}", "Image", in->image, "Env",
-	                 env, "User", user, "WorkingDir", buf, "Labels", labels, "ExposedPorts",
-	                 exposed, "HostConfig", hc, "Hostname", in->name);
+	spec = json_pack("{s:s, s:o, s:s, s:s, s:o, s:o, s:o, s:s}", "Image", in->image, "Env", env,
+	                 "User", user, "WorkingDir", buf, "Labels", labels, "ExposedPorts", exposed,
+	                 "HostConfig", hc, "Hostname", in->name);
 	env = exposed = labels = hc = NULL; /* handed off */
 	if (spec && json_is_array(in->cmd) && json_array_size(in->cmd) > 0)
 		json_object_set_new(spec, "Cmd", json_deep_copy(in->cmd));

@@ -255,13 +255,11 @@ TEST(binds_and_ports)
 	}
 	pb = json_object_get(hc, "PortBindings");
 	CHECK(json_object_size(pb) == 2);
-	CHECK_STR(json_string_value(
-	                  json_object_get(json_array_get(json_object_get(pb, "8888/tcp"), 0),
-	                                  "HostIp")),
+	CHECK_STR(json_string_value(json_object_get(
+	                  json_array_get(json_object_get(pb, "8888/tcp"), 0), "HostIp")),
 	          "127.0.0.1");
-	CHECK_STR(json_string_value(
-	                  json_object_get(json_array_get(json_object_get(pb, "6006/tcp"), 0),
-	                                  "HostPort")),
+	CHECK_STR(json_string_value(json_object_get(
+	                  json_array_get(json_object_get(pb, "6006/tcp"), 0), "HostPort")),
 	          "");
 	CHECK(json_object_size(json_object_get(spec, "ExposedPorts")) == 2);
 	CHECK(json_equal(json_object_get(spec, "Cmd"), cmd));
