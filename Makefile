@@ -40,7 +40,7 @@ SRCS = $(addprefix server/base/,rc.c log.c config.c crypto.c worker.c csv.c cron
        $(addprefix server/storage/,storage.c paths.c files.c quota.c) \
        $(addprefix server/auth/,auth.c) \
        $(addprefix server/sched/,place.c scheduler.c) \
-       $(addprefix server/work/,workload.c spec.c instances.c reconcile.c reclaim.c) \
+       $(addprefix server/work/,workload.c spec.c driver.c instances.c reconcile.c reclaim.c) \
        $(addprefix server/apps/,proxy.c terminal.c) \
        $(addprefix server/api/,api.c metrics.c api_health.c api_auth.c api_users.c \
          api_tokens.c api_audit.c api_nodes.c api_pools.c api_allocations.c \

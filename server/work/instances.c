@@ -1,10 +1,10 @@
-/* instances.c — the instance state machine and the leader's driver.
+/* instances.c — the instance kind of the leader's workload driver.
  *
- * Owns: the driver (its state changes go through workload_set_state()): on the
- * scheduler leader only, a cron section (cfg.instance_tick_ms, nudged by
- * instances_kick() when the scheduler allocated something or the API
- * changed an instance) reads the instances whose state and desired state
- * disagree and starts one operation per instance:
+ * Owns: the instance kind of the driver loop (driver.c runs its pass on the
+ * leader every cfg.instance_tick_ms, sooner on EV_WORKLOAD_CHANGED and
+ * EV_ALLOC_GRANTED): the pass reads the instances whose state and desired
+ * state disagree, decide() starts one operation per instance, and every
+ * state change goes through workload_set_state():
  *   launch  queued → pulling (images_ensure on the allocated node) →
  *           creating (the user's network on the node, hardened create,
  *           start, inspect for ports) → running
@@ -30,15 +30,14 @@
 #include <jansson.h>
 
 #include "base/config.h"
-#include "base/cron.h"
 #include "base/events.h"
 #include "base/log.h"
 #include "db/db.h"
-#include "db/leader.h"
 #include "engine/docker.h"
 #include "engine/images.h"
 #include "engine/nodes.h"
 #include "storage/storage.h"
+#include "work/driver.h"
 #include "work/spec.h"
 #include "work/workload.h"
 
@@ -78,14 +77,8 @@ struct op {
 };
 
 static struct event_base *base;
-static struct cron_section *section;
-static char cluster[40];
-static int tick_busy, kicked;
 static struct op *ops;
 static int nops;
-static long long ticks;
-
-static void tick_soon(int ms);
 
 static double now_ms(void)
 {
@@ -117,17 +110,17 @@ static void set_state(long long id, unsigned from, enum workload_state to, const
 
 const char *instances_cluster_id(void)
 {
-	return cluster;
+	return driver_cluster_id();
 }
 
 void instances_container_name(long long id, char *out, size_t outlen)
 {
-	snprintf(out, outlen, "gc-%.8s-inst-%lld", cluster, id);
+	snprintf(out, outlen, "gc-%.8s-inst-%lld", driver_cluster_id(), id);
 }
 
 void instances_network_name(long long user_id, char *out, size_t outlen)
 {
-	snprintf(out, outlen, "gpucloud-%s-u%lld", cluster, user_id);
+	snprintf(out, outlen, "gpucloud-%s-u%lld", driver_cluster_id(), user_id);
 }
 
 /* ---- operations ---- */
@@ -439,7 +432,7 @@ static void existing(struct docker_call *call, enum rc rc, int status, const cha
 	cl = json_string_value(json_object_get(labels, "gpucloud.cluster"));
 	sig = json_string_value(json_object_get(labels, "gpucloud.sig"));
 	id = json_string_value(json_object_get(j, "Id"));
-	if (!cl || strcmp(cl, cluster) != 0 || !id) {
+	if (!cl || strcmp(cl, driver_cluster_id()) != 0 || !id) {
 		json_decref(j);
 		launch_fail(o, "a container of another owner holds this instance's name");
 		return;
@@ -587,8 +580,8 @@ static void ensure_net(struct op *o)
 	j = json_pack("{s:s, s:b, s:s, s:{s:s, s:s, s:s, s:s},"
 	              " s:{s:s}}",
 	              "Name", o->net, "CheckDuplicate", 1, "Driver", "bridge", "Labels",
-	              "gpucloud.cluster", cluster, "gpucloud.kind", "network", "gpucloud.owner",
-	              o->owner, "gpucloud.user", uid, "Options",
+	              "gpucloud.cluster", driver_cluster_id(), "gpucloud.kind", "network",
+	              "gpucloud.owner", o->owner, "gpucloud.user", uid, "Options",
 	              "com.docker.network.bridge.enable_icc", "true");
 	body = j ? json_dumps(j, JSON_COMPACT) : NULL;
 	json_decref(j);
@@ -693,7 +686,7 @@ static int build_spec(struct op *o, const PGresult *res, char *err, size_t errle
 		}
 		in.ngpus++;
 	}
-	in.cluster = cluster;
+	in.cluster = driver_cluster_id();
 	in.kind = kind;
 	in.id = o->id;
 	in.name = o->name;
@@ -1002,73 +995,23 @@ static void decide(const PGresult *res, int i)
 	}
 }
 
-static void tick_rows(PGresult *res, enum rc rc, void *arg)
-{
-	(void)arg;
-	tick_busy = 0;
-	if (rc == RC_OK && leader_is())
-		for (int i = 0; i < PQntuples(res); i++)
-			decide(res, i);
-	if (kicked) {
-		kicked = 0;
-		tick_soon(5);
-	}
-}
-
-static void cluster_loaded(PGresult *res, enum rc rc, void *arg)
-{
-	(void)arg;
-	tick_busy = 0;
-	if (rc == RC_OK && PQntuples(res) == 1)
-		snprintf(cluster, sizeof(cluster), "%s", db_val(res, 0, 0));
-}
-
-/* cron: the driver's pass (cfg.instance_tick_ms), on the leader only. */
-static void on_cron(struct cron_section *sec, void *arg)
-{
-	(void)sec;
-	(void)arg;
-	if (tick_busy) {
-		kicked = 1;
-		return;
-	}
-	if (!cluster[0]) {
-		tick_busy = 1;
-		db_query("SELECT cluster_id FROM cluster_identity", 0, NULL, cluster_loaded, NULL);
-		return;
-	}
-	if (!leader_is())
-		return;
-	ticks++;
-	tick_busy = 1;
-	db_query("SELECT i.id, i.state, i.desired, COALESCE(r.state::text, ''),"
-	         " COALESCE(r.release_reason, ''), r.preempt_requested_at IS NOT NULL,"
-	         " COALESCE(i.node_id, 0), i.request_id IS NOT NULL OR i.pool_id IS NOT NULL"
-	         " FROM instances i LEFT JOIN alloc_requests r ON r.id = i.request_id"
-	         " WHERE i.state IN ('pulling', 'creating', 'stopping')"
-	         " OR (i.state = 'queued' AND (i.desired <> 'running' OR i.request_id IS NULL"
-	         "  OR r.state <> 'queued'))"
-	         " OR (i.state = 'running' AND (i.desired <> 'running'"
-	         "  OR (i.request_id IS NOT NULL AND (r.state IS DISTINCT FROM 'allocated'"
-	         "   OR r.preempt_requested_at IS NOT NULL))))"
-	         " OR (i.desired = 'deleted' AND i.state IN ('stopped', 'failed', 'lost'))"
-	         " ORDER BY i.id LIMIT 1000",
-	         0, NULL, tick_rows, NULL);
-}
-
-static void tick_soon(int ms)
-{
-	cron_soon(section, ms);
-}
-
-/* EV_WORKLOAD_CHANGED, EV_ALLOC_GRANTED: a pass soon. */
-static void on_wake(enum events_kind kind, void *arg)
-{
-	(void)kind;
-	(void)arg;
-	kicked = 1;
-	tick_soon(1);
-}
+static const struct driver_kind kind = {
+	.name = "instances",
+	.first_ms = 50,
+	.pass_sql = "SELECT i.id, i.state, i.desired, COALESCE(r.state::text, ''),"
+	            " COALESCE(r.release_reason, ''), r.preempt_requested_at IS NOT NULL,"
+	            " COALESCE(i.node_id, 0), i.request_id IS NOT NULL OR i.pool_id IS NOT NULL"
+	            " FROM instances i LEFT JOIN alloc_requests r ON r.id = i.request_id"
+	            " WHERE i.state IN ('pulling', 'creating', 'stopping')"
+	            " OR (i.state = 'queued' AND (i.desired <> 'running' OR i.request_id IS NULL"
+	            "  OR r.state <> 'queued'))"
+	            " OR (i.state = 'running' AND (i.desired <> 'running'"
+	            "  OR (i.request_id IS NOT NULL AND (r.state IS DISTINCT FROM 'allocated'"
+	            "   OR r.preempt_requested_at IS NOT NULL))))"
+	            " OR (i.desired = 'deleted' AND i.state IN ('stopped', 'failed', 'lost'))"
+	            " ORDER BY i.id LIMIT 1000",
+	.decide = decide,
+};
 
 void instances_kick(void)
 {
@@ -1077,17 +1020,17 @@ void instances_kick(void)
 
 int instances_init(struct event_base *b)
 {
+	static struct driver_kind k;
+
 	base = b;
-	section = cron_every("instances", cfg.instance_tick_ms, 50, on_cron, NULL);
-	if (!section || events_subscribe(EV_WORKLOAD_CHANGED, on_wake, NULL) < 0 ||
-	    events_subscribe(EV_ALLOC_GRANTED, on_wake, NULL) < 0)
-		return -1;
-	return 0;
+	k = kind;
+	k.period_ms = cfg.instance_tick_ms;
+	return driver_register(&k);
 }
 
 void instances_shutdown(void)
 {
-	section = NULL; /* freed with the cron */
+	driver_shutdown();
 	/* operations may still have database callbacks queued: they stay
 	 * allocated (and reachable) until the process exits; only their engine
 	 * calls and pauses end here */
