@@ -6,8 +6,9 @@
  * state disagree, decide() starts one operation per instance, and every
  * state change goes through workload_set_state():
  *   launch  queued → pulling (images_ensure on the allocated node) →
- *           creating (the user's network on the node, hardened create,
- *           start, inspect for ports) → running
+ *           creating (the container spec of spec.c; the engine steps —
+ *           the user's network, hardened create, start, inspect for
+ *           ports — by driver.c's launcher) → running
  *   stop    → stopping (docker stop with a grace) → stopped, releasing the
  *           allocation request
  *   delete  remove the container, release → deleted
@@ -15,8 +16,9 @@
  * the state in the database: a create with the deterministic name that
  * answers 409 inspects the existing container and reuses it when it is the
  * same instance with the same GPUs.
- * Does not own: the API (api_instances.c), listing engines against records
- * (reconcile.c) or idle policy (reclaim.c).
+ * Does not own: the API (api_instances.c), the loop and the launcher
+ * (driver.c), the spec (spec.c), the state machine (workload.c), listing
+ * engines against records (reconcile.c) or idle policy (reclaim.c).
  */
 #include "work/instances.h"
 
@@ -26,7 +28,6 @@
 #include <string.h>
 #include <time.h>
 
-#include <curl/curl.h>
 #include <jansson.h>
 
 #include "base/config.h"
@@ -50,28 +51,16 @@ struct op {
 	long long node_id;  /* where the work happens */
 	long long old_node; /* launch: where an earlier container may be */
 	long long image_id;
-	long long request_id;  /* 0: none */
-	int grace;             /* stop: seconds */
-	int recreated;         /* launch: removed a mismatching container once */
-	int pending;           /* launch: record and image steps still out */
-	double t_launch;       /* launch: monotonic ms at its start */
-	double t_eng0, t_eng1; /* launch: the engine's calls, first sent, last answered */
-	int changed;           /* launch: rows the pulling write changed */
-	char failed[400];      /* launch: why the image step failed */
-	char name[96];         /* container name */
-	char cid[80];
+	long long request_id; /* 0: none */
+	int grace;            /* stop: seconds */
+	int pending;          /* launch: record and image steps still out */
+	double t_launch;      /* launch: monotonic ms at its start */
+	int changed;          /* launch: rows the pulling write changed */
+	char failed[400];     /* launch: why the image step failed */
+	char name[96];        /* container name */
 	char reason[300];
-	json_t *spec;      /* launch: the create body */
-	json_t *app_ports; /* launch: [{"name","port"}] */
-	char sig[600];     /* launch: image and GPUs the container was made for */
-	char host[256];    /* launch: address ports are published on */
-	char net[128];     /* launch: the user's network (instances_network_name) */
-	char owner[64];    /* launch: its username (a label of the network) */
-	long long user_id; /* launch */
-	int netcall;       /* launch: this op's network create is out */
-	int netwait;       /* launch: waits for another op's create of net */
-	int netretried;    /* launch: re-made the network once (reconciler raced) */
-	struct docker_call *call;
+	struct driver_launch l;   /* launch: the engine steps (driver.c) */
+	struct docker_call *call; /* stop, delete */
 	struct event *pause;
 	struct op *next;
 };
@@ -79,14 +68,6 @@ struct op {
 static struct event_base *base;
 static struct op *ops;
 static int nops;
-
-static double now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1000.0 + (double)ts.tv_nsec / 1e6;
-}
 
 /* ---- state changes (workload.c) ---- */
 
@@ -173,8 +154,7 @@ static void op_free(struct op *o)
 		}
 	if (o->pause)
 		event_free(o->pause);
-	json_decref(o->spec);
-	json_decref(o->app_ports);
+	driver_launch_release(&o->l);
 	free(o);
 }
 
@@ -182,20 +162,6 @@ static void op_end_cb(int changed, void *arg)
 {
 	(void)changed;
 	op_free(arg);
-}
-
-/* The engine's message from an error body, or a fallback. */
-static void engine_msg(enum rc rc, const char *body, size_t len, const char *err,
-                       const char *fallback, char *out, size_t outlen)
-{
-	json_t *j = rc == RC_OK ? json_loadb(body, len, 0, NULL) : NULL;
-	const char *m = json_string_value(json_object_get(j, "message"));
-
-	snprintf(out, outlen, "%s",
-	         rc != RC_OK ? (err && *err ? err : fallback)
-	         : m         ? m
-	                     : fallback);
-	json_decref(j);
 }
 
 /* The launch failed: record why and give the GPUs back. */
@@ -231,56 +197,23 @@ static void ran(PGresult *res, enum rc rc, void *arg)
 	 * launch: the rest is ours (the benchmark reads this line) */
 	log_msg(LOG_INFO, "instances", NULL,
 	        "instance %lld: %s → running (container %.12s; launch %.1f ms, engine %.1f ms)",
-	        o->id, db_val(res, 0, 0), o->cid, now_ms() - o->t_launch, o->t_eng1 - o->t_eng0);
+	        o->id, db_val(res, 0, 0), o->l.cid, driver_now_ms() - o->t_launch,
+	        o->l.t_eng1 - o->l.t_eng0);
 	op_free(o);
 }
 
-static void inspected(struct docker_call *call, enum rc rc, int status, const char *body,
-                      size_t len, const char *err, void *arg)
+/* launcher: started, ports read back: running, with its ports, in one
+ * statement */
+static void launch_running(void *arg, const char *ports)
 {
 	struct op *o = arg;
-	json_t *j, *ports, *out;
-	size_t i;
-	json_t *ap;
-	char *doc, ids[24];
+	char ids[24];
 	const char *p[3];
 
-	(void)call;
-	o->call = NULL;
-	o->t_eng1 = now_ms();
-	if (rc != RC_OK || status != 200) {
-		char msg[300];
-		engine_msg(rc, body, len, err, "could not inspect the container", msg, sizeof(msg));
-		launch_fail(o, msg);
-		return;
-	}
-	j = json_loadb(body, len, 0, NULL);
-	ports = json_object_get(json_object_get(j, "NetworkSettings"), "Ports");
-	out = json_array();
-	json_array_foreach(o->app_ports, i, ap)
-	{
-		char key[32];
-		json_t *b;
-		snprintf(key, sizeof(key), "%lld/tcp",
-		         (long long)json_integer_value(json_object_get(ap, "port")));
-		b = json_array_get(json_object_get(ports, key), 0);
-		if (!json_string_value(json_object_get(b, "HostPort")))
-			continue;
-		json_array_append_new(
-		        out,
-		        json_pack("{s:O, s:O, s:s, s:I}", "name", json_object_get(ap, "name"),
-		                  "port", json_object_get(ap, "port"), "host", o->host, "host_port",
-		                  (json_int_t)strtol(
-		                          json_string_value(json_object_get(b, "HostPort")), NULL,
-		                          10)));
-	}
-	json_decref(j);
-	doc = json_dumps(out, JSON_COMPACT);
-	json_decref(out);
 	snprintf(ids, sizeof(ids), "%lld", o->id);
 	p[0] = ids;
-	p[1] = doc ? doc : "[]";
-	p[2] = o->cid;
+	p[1] = ports;
+	p[2] = o->l.cid;
 	db_query("WITH o AS (SELECT state FROM instances WHERE id = $1 FOR UPDATE),"
 	         " d AS (DELETE FROM instance_ports WHERE instance_id = $1),"
 	         " i AS (UPDATE instances SET state = 'running', reason = '', exit_code = NULL,"
@@ -294,46 +227,6 @@ static void inspected(struct docker_call *call, enum rc rc, int status, const ch
 	         "  host_port int) ON CONFLICT DO NOTHING)"
 	         " SELECT (SELECT state FROM o), (SELECT count(*) FROM i)",
 	         3, p, ran, o);
-	free(doc);
-}
-
-static void started(struct docker_call *call, enum rc rc, int status, const char *body, size_t len,
-                    const char *err, void *arg)
-{
-	struct op *o = arg;
-	struct docker_engine *e = nodes_engine(o->node_id);
-	char path[200], msg[300];
-
-	(void)call;
-	o->call = NULL;
-	if (rc != RC_OK || (status != 204 && status != 304)) {
-		engine_msg(rc, body, len, err, "the engine could not start the container", msg,
-		           sizeof(msg));
-		launch_fail(o, msg);
-		return;
-	}
-	if (json_array_size(o->app_ports) == 0) {
-		/* nothing published: nothing to read back */
-		inspected(NULL, RC_OK, 200, "{}", 2, "", o);
-		return;
-	}
-	snprintf(path, sizeof(path), "/containers/%s/json", o->cid);
-	o->call =
-	        e ? docker_request(e, "GET", path, NULL, NULL, 0, NULL, 30000, inspected, o) : NULL;
-	if (!o->call)
-		launch_fail(o, "the node's engine is not available");
-}
-
-static void do_start(struct op *o)
-{
-	struct docker_engine *e = nodes_engine(o->node_id);
-	char path[200];
-
-	snprintf(path, sizeof(path), "/containers/%s/start", o->cid);
-	o->call =
-	        e ? docker_request(e, "POST", path, NULL, NULL, 0, NULL, 60000, started, o) : NULL;
-	if (!o->call)
-		launch_fail(o, "the node's engine is not available");
 }
 
 static void recorded(PGresult *res, enum rc rc, void *arg)
@@ -346,13 +239,13 @@ static void recorded(PGresult *res, enum rc rc, void *arg)
 		op_free(o);
 		return;
 	}
-	do_start(o);
+	driver_launch_start(&o->l);
 }
 
 static void record_container(struct op *o)
 {
 	char ids[24];
-	const char *p[2] = { ids, o->cid };
+	const char *p[2] = { ids, o->l.cid };
 
 	snprintf(ids, sizeof(ids), "%lld", o->id);
 	db_query("UPDATE instances SET container_id = $2, updated_at = now()"
@@ -369,12 +262,13 @@ static void paused(evutil_socket_t fd, short what, void *arg)
 
 /* Created: start it.  The container id is written with the running state
  * (one statement less on the way); a crash before that is resumed by name. */
-static void after_create(struct op *o)
+static void launch_created(void *arg)
 {
+	struct op *o = arg;
 	struct timeval tv;
 
 	if (cfg.instance_test_pause_ms <= 0) {
-		do_start(o);
+		driver_launch_start(&o->l);
 		return;
 	}
 	/* tests kill the process here: created, not recorded */
@@ -388,213 +282,16 @@ static void after_create(struct op *o)
 		record_container(o);
 }
 
-static void do_create(struct op *o);
-static void ensure_net(struct op *o);
-
-static void removed_for_recreate(struct docker_call *call, enum rc rc, int status, const char *body,
-                                 size_t len, const char *err, void *arg)
+static void launch_failed(void *arg, const char *why)
 {
-	struct op *o = arg;
-	char msg[300];
-
-	(void)call;
-	o->call = NULL;
-	if (rc != RC_OK || (status != 204 && status != 404)) {
-		engine_msg(rc, body, len, err, "could not remove the old container", msg,
-		           sizeof(msg));
-		launch_fail(o, msg);
-		return;
-	}
-	do_create(o);
+	launch_fail(arg, why);
 }
 
-/* The name is taken: ours from an earlier try (same instance, image and
- * GPUs) is reused; anything else of ours is replaced once. */
-static void existing(struct docker_call *call, enum rc rc, int status, const char *body, size_t len,
-                     const char *err, void *arg)
-{
-	struct op *o = arg;
-	struct docker_engine *e = nodes_engine(o->node_id);
-	json_t *j, *labels;
-	const char *cl, *sig, *id;
-	char msg[300], path[200];
-
-	(void)call;
-	o->call = NULL;
-	if (rc != RC_OK || status != 200) {
-		engine_msg(rc, body, len, err, "could not inspect the existing container", msg,
-		           sizeof(msg));
-		launch_fail(o, msg);
-		return;
-	}
-	j = json_loadb(body, len, 0, NULL);
-	labels = json_object_get(json_object_get(j, "Config"), "Labels");
-	cl = json_string_value(json_object_get(labels, "gpucloud.cluster"));
-	sig = json_string_value(json_object_get(labels, "gpucloud.sig"));
-	id = json_string_value(json_object_get(j, "Id"));
-	if (!cl || strcmp(cl, driver_cluster_id()) != 0 || !id) {
-		json_decref(j);
-		launch_fail(o, "a container of another owner holds this instance's name");
-		return;
-	}
-	if (sig && strcmp(sig, o->sig) == 0) {
-		snprintf(o->cid, sizeof(o->cid), "%s", id);
-		json_decref(j);
-		log_msg(LOG_INFO, "instances", NULL, "instance %lld: reusing container %.12s",
-		        o->id, o->cid);
-		after_create(o);
-		return;
-	}
-	json_decref(j);
-	if (o->recreated++ || !e) {
-		launch_fail(o, "could not replace the instance's old container");
-		return;
-	}
-	/* other GPUs or another image: the old container cannot be reused */
-	snprintf(path, sizeof(path), "/containers/%s?force=1", o->name);
-	o->call = docker_request(e, "DELETE", path, NULL, NULL, 0, NULL, 60000,
-	                         removed_for_recreate, o);
-	if (!o->call)
-		launch_fail(o, "the node's engine is not available");
-}
-
-static void created(struct docker_call *call, enum rc rc, int status, const char *body, size_t len,
-                    const char *err, void *arg)
-{
-	struct op *o = arg;
-	struct docker_engine *e = nodes_engine(o->node_id);
-	json_t *j;
-	char msg[300], path[200];
-
-	(void)call;
-	o->call = NULL;
-	if (rc == RC_OK && status == 409 && e) {
-		snprintf(path, sizeof(path), "/containers/%s/json", o->name);
-		o->call = docker_request(e, "GET", path, NULL, NULL, 0, NULL, 30000, existing, o);
-		if (!o->call)
-			launch_fail(o, "the node's engine is not available");
-		return;
-	}
-	if (rc == RC_OK && status == 404 && !o->netretried++) {
-		/* the reconciler removed the (then empty) network between our
-		 * ensure and this create: make it again, once */
-		ensure_net(o);
-		return;
-	}
-	if (rc != RC_OK || status != 201) {
-		engine_msg(rc, body, len, err, "the engine refused to create the container", msg,
-		           sizeof(msg));
-		launch_fail(o, msg);
-		return;
-	}
-	j = json_loadb(body, len, 0, NULL);
-	snprintf(o->cid, sizeof(o->cid), "%s",
-	         json_string_value(json_object_get(j, "Id"))
-	                 ? json_string_value(json_object_get(j, "Id"))
-	                 : "");
-	json_decref(j);
-	if (!o->cid[0] || strspn(o->cid, "0123456789abcdef") != strlen(o->cid)) {
-		launch_fail(o, "the engine returned no container id");
-		return;
-	}
-	after_create(o);
-}
-
-static void do_create(struct op *o)
-{
-	struct docker_engine *e = nodes_engine(o->node_id);
-	char path[200], *body = json_dumps(o->spec, JSON_COMPACT);
-
-	if (!o->t_eng0)
-		o->t_eng0 = now_ms();
-	snprintf(path, sizeof(path), "/containers/create?name=%s", o->name);
-	o->call = e && body ? docker_request(e, "POST", path, "application/json", body,
-	                                     strlen(body), NULL, 60000, created, o)
-	                    : NULL;
-	free(body);
-	if (!o->call)
-		launch_fail(o, "the node's engine is not available");
-}
-
-/* -- launch: the user's network on the node --
- *
- * Tenant isolation (SPEC §14): every user has one bridge network per node
- * (instances_network_name), made here on first use and removed by the
- * reconciler once no container of ours refers to it.  Within it the
- * user's containers reach each other (several instances of one job);
- * Docker's DOCKER-ISOLATION chains drop traffic between bridge networks,
- * so no other user's container is reachable.  This works without
- * br_netfilter, which one shared network with enable_icc=false would
- * need.  Published app ports are bound to an address containers cannot
- * reach as the node (127.0.0.1 on unix:// nodes; cfg.node_app_bind or
- * the node's address on tcp:// nodes, which the node's firewall must
- * keep to the control plane — README, "network isolation").
- * Two launches for one user and node share one create (netwait); a 409
- * (the name exists) is success. */
-static void net_ensured(struct docker_call *call, enum rc rc, int status, const char *body,
-                        size_t len, const char *err, void *arg)
-{
-	struct op *o = arg, *x, *next;
-	char msg[420] = "";
-	int ok = rc == RC_OK && (status == 201 || status == 409);
-
-	(void)call;
-	o->call = NULL;
-	o->netcall = 0;
-	if (!ok) {
-		char m[200];
-		engine_msg(rc, body, len, err, "error", m, sizeof(m));
-		snprintf(msg, sizeof(msg), "could not create network '%s' on the node: %s", o->net,
-		         m);
-	}
-	for (x = ops; x; x = next) {
-		next = x->next;
-		if (x == o || !x->netwait || x->node_id != o->node_id ||
-		    strcmp(x->net, o->net) != 0)
-			continue;
-		x->netwait = 0;
-		if (ok)
-			do_create(x);
-		else
-			launch_fail(x, msg);
-	}
-	if (ok)
-		do_create(o);
-	else
-		launch_fail(o, msg);
-}
-
-static void ensure_net(struct op *o)
-{
-	struct docker_engine *e = nodes_engine(o->node_id);
-	char uid[24], *body;
-	json_t *j;
-
-	for (struct op *x = ops; x; x = x->next)
-		if (x != o && x->netcall && x->node_id == o->node_id &&
-		    strcmp(x->net, o->net) == 0) {
-			o->netwait = 1;
-			return;
-		}
-	snprintf(uid, sizeof(uid), "%lld", o->user_id);
-	j = json_pack("{s:s, s:b, s:s, s:{s:s, s:s, s:s, s:s},"
-	              " s:{s:s}}",
-	              "Name", o->net, "CheckDuplicate", 1, "Driver", "bridge", "Labels",
-	              "gpucloud.cluster", driver_cluster_id(), "gpucloud.kind", "network",
-	              "gpucloud.owner", o->owner, "gpucloud.user", uid, "Options",
-	              "com.docker.network.bridge.enable_icc", "true");
-	body = j ? json_dumps(j, JSON_COMPACT) : NULL;
-	json_decref(j);
-	o->call = e && body ? docker_request(e, "POST", "/networks/create", "application/json",
-	                                     body, strlen(body), NULL, 30000, net_ensured, o)
-	                    : NULL;
-	free(body);
-	if (!o->call) {
-		launch_fail(o, "the node's engine is not available");
-		return;
-	}
-	o->netcall = 1;
-}
+static const struct driver_launch_ops launch_ops = {
+	.failed = launch_failed,
+	.created = launch_created,
+	.running = launch_running,
+};
 
 /* Both the record of the node (pulling) and the image on it (ensure) must
  * be there before the create: they run side by side, the later one goes on.
@@ -618,7 +315,12 @@ static void launch_joined(struct op *o)
 	/* "creating" is written while the engine creates (the running write
 	 * accepts either) */
 	set_state(o->id, P | C, WL_CREATING, "", 0, NULL, NULL);
-	ensure_net(o);
+	o->l.ops = &launch_ops;
+	o->l.arg = o;
+	o->l.id = o->id;
+	o->l.node_id = o->node_id;
+	snprintf(o->l.name, sizeof(o->l.name), "%s", o->name);
+	driver_launch_begin(&o->l);
 }
 
 static void image_ready(enum rc rc, const char *err, void *arg)
@@ -662,11 +364,11 @@ static int build_spec(struct op *o, const PGresult *res, char *err, size_t errle
 	size_t i;
 	int rc = -1;
 
-	spec_publish_host(db_val(res, 0, 14), cfg.node_app_bind, o->host, sizeof(o->host));
-	o->user_id = strtoll(db_val(res, 0, 1), NULL, 10);
-	snprintf(o->owner, sizeof(o->owner), "%s", username);
-	instances_network_name(o->user_id, o->net, sizeof(o->net));
-	if (!binds || storage_binds(o->user_id, username, binds, err, errlen) < 0)
+	spec_publish_host(db_val(res, 0, 14), cfg.node_app_bind, o->l.host, sizeof(o->l.host));
+	o->l.user_id = strtoll(db_val(res, 0, 1), NULL, 10);
+	snprintf(o->l.owner, sizeof(o->l.owner), "%s", username);
+	instances_network_name(o->l.user_id, o->l.net, sizeof(o->l.net));
+	if (!binds || storage_binds(o->l.user_id, username, binds, err, errlen) < 0)
 		goto out;
 	memset(sg, 0, sizeof(sg));
 	json_array_foreach(gpus, i, g)
@@ -691,7 +393,7 @@ static int build_spec(struct op *o, const PGresult *res, char *err, size_t errle
 	in.id = o->id;
 	in.name = o->name;
 	in.owner = username;
-	in.uid = storage_uid(o->user_id);
+	in.uid = storage_uid(o->l.user_id);
 	in.image_id = strtoll(db_val(res, 0, 3), NULL, 10);
 	in.image = db_val(res, 0, 4);
 	in.cmd = cmd;
@@ -705,18 +407,18 @@ static int build_spec(struct op *o, const PGresult *res, char *err, size_t errle
 	in.binds = binds;
 	in.gpus = sg;
 	in.app_ports = ports;
-	in.host = o->host;
-	in.network = o->net;
+	in.host = o->l.host;
+	in.network = o->l.net;
 	in.cpu_millis = strtoll(db_val(res, 0, 8), NULL, 10);
 	in.mem_mib = strtoll(db_val(res, 0, 9), NULL, 10);
 	in.shm_mib = strtoll(db_val(res, 0, 10), NULL, 10);
 	in.pids_limit = cfg.instance_pids_limit;
-	o->spec = spec_build(&in, o->sig, sizeof(o->sig));
-	if (!o->spec) {
+	o->l.spec = spec_build(&in, o->l.sig, sizeof(o->l.sig));
+	if (!o->l.spec) {
 		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
-	o->app_ports = ports;
+	o->l.app_ports = ports;
 	ports = NULL; /* handed off */
 	rc = 0;
 out:
@@ -794,7 +496,7 @@ static void op_launch(long long id)
 
 	if (!o)
 		return;
-	o->t_launch = now_ms();
+	o->t_launch = driver_now_ms();
 	snprintf(ids, sizeof(ids), "%lld", id);
 	db_query("SELECT i.id, i.user_id, u.username, i.image_id, im.reference,"
 	         " COALESCE(i.cmd, im.default_cmd)::text, COALESCE(im.app_ports, '[]')::text,"
@@ -1038,6 +740,7 @@ void instances_shutdown(void)
 		if (o->call)
 			docker_cancel(o->call);
 		o->call = NULL;
+		driver_launch_cancel(&o->l);
 		if (o->pause)
 			event_free(o->pause);
 		o->pause = NULL;
