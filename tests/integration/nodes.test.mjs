@@ -171,8 +171,7 @@ describe('GPU nodes', () => {
       const n1 = (await admin.get('/api/v1/nodes')).json.items.find((n) => n.name === 'node1');
       assert.equal(n1.state, 'up');
     } finally {
-      // the world's own script (the world may belong to another checkout)
-      execFileSync('bash', [join(env.GPUCLOUD_WORLD_DIR, '..', '..', 'deploy/world.sh'), 'up'], { stdio: 'ignore' });
+      execFileSync('bash', [join(ROOT, 'deploy/world.sh'), 'up'], { stdio: 'ignore' });
     }
     const up = await eventually(async () => { const x = await node(id); return x.state === 'up' && x; }, 20000, 250);
     assert.ok(up, 'node2 came back up');
