@@ -32,14 +32,15 @@ LIBS    = -levent -levent_openssl -levent_pthreads -lpq -ljansson -lssl -lcrypto
 
 # One source list, folder by folder, lowest layer first (the folder rule:
 # tests/lint/layers.sh, run by `make check`).
-SRCS = $(addprefix server/base/,rc.c log.c config.c crypto.c worker.c csv.c clock.c) \
+SRCS = $(addprefix server/base/,rc.c log.c config.c crypto.c worker.c csv.c clock.c cron.c \
+         events.c) \
        $(addprefix server/net/,router.c http.c static.c ws.c) \
-       $(addprefix server/db/,db.c notify.c) \
+       $(addprefix server/db/,db.c notify.c leader.c) \
        $(addprefix server/engine/,docker.c nodes.c nvsmi.c images.c) \
        $(addprefix server/storage/,storage.c paths.c files.c quota.c areas.c) \
        $(addprefix server/auth/,auth.c) \
        $(addprefix server/sched/,place.c scheduler.c) \
-       $(addprefix server/work/,instances.c reconcile.c reclaim.c) \
+       $(addprefix server/work/,workload.c spec.c driver.c instances.c reconcile.c reclaim.c) \
        $(addprefix server/apps/,page.c activity.c forward.c route.c upstream.c tunnel.c \
          proxy.c terminal.c) \
        $(addprefix server/api/,api.c metrics.c api_health.c api_auth.c api_users.c \

@@ -19,12 +19,17 @@
 #include "api/api.h"
 #include "auth/auth.h"
 #include "base/config.h"
+#include "base/cron.h"
 #include "base/crypto.h"
+#include "base/events.h"
 #include "db/db.h"
+#include "db/leader.h"
 #include "engine/docker.h"
 #include "net/http.h"
 #include "engine/images.h"
 #include "work/instances.h"
+#include "work/reclaim.h"
+#include "work/reconcile.h"
 #include "base/log.h"
 #include "api/metrics.h"
 #include "engine/nodes.h"
@@ -199,11 +204,12 @@ int main(int argc, char **argv)
 	}
 
 	base = event_base_new();
-	if (!base || worker_init(base, cfg.workers, 4096) < 0 ||
-	    /* one more than configured: the scheduler pins one for its lock */
+	if (!base || cron_init(base) < 0 || worker_init(base, cfg.workers, 4096) < 0 ||
+	    /* one more than configured: the leader pins one for its lock */
 	    db_init(base, cfg.db_url, cfg.db_pool_size + 1, cfg.db_queue_max) < 0 ||
-	    docker_init(base) < 0 || nodes_init(base) < 0 || sched_init(base) < 0 ||
-	    instances_init(base) < 0 || storage_init() < 0 || quota_init(base) < 0 ||
+	    leader_init(base, cfg.db_url) < 0 || docker_init(base) < 0 || nodes_init(base) < 0 ||
+	    sched_init() < 0 || instances_init(base) < 0 || reconcile_init() < 0 ||
+	    reclaim_init() < 0 || storage_init() < 0 || quota_init(base) < 0 ||
 	    images_init(base) < 0) {
 		log_msg(LOG_ERROR, "main", NULL,
 		        "cannot start the event loop, workers, database pool or engine client");
@@ -235,6 +241,9 @@ int main(int argc, char **argv)
 	images_shutdown();
 	instances_shutdown();
 	sched_shutdown();
+	leader_shutdown();
+	cron_shutdown();
+	events_reset();
 	nodes_shutdown();
 	docker_shutdown();
 	event_base_loop(base, EVLOOP_NONBLOCK);

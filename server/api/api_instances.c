@@ -18,14 +18,13 @@
 #include "api/api.h"
 #include "auth/auth.h"
 #include "base/config.h"
+#include "base/events.h"
 #include "db/db.h"
 #include "engine/docker.h"
 #include "engine/images.h"
-#include "work/instances.h"
 #include "base/log.h"
 #include "engine/nodes.h"
 #include "work/reclaim.h"
-#include "sched/scheduler.h"
 
 #define TS(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
 
@@ -160,8 +159,8 @@ static void one_202(PGresult *res, enum rc rc, void *arg)
 	one_reply(res, rc, arg, 202);
 	/* accepted work: the reply shows the instance as the request left it
 	 * (queued, stopping...); only then the scheduler and the driver go */
-	sched_kick();
-	instances_kick();
+	events_publish(EV_ALLOC_CHANGED);    /* a pass of the scheduler... */
+	events_publish(EV_WORKLOAD_CHANGED); /* ...and of the driver, on the leader */
 }
 
 static void reply_instance(struct http_req *r, const char *id, int status)

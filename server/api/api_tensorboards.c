@@ -17,9 +17,8 @@
 #include "api/api.h"
 #include "auth/auth.h"
 #include "base/config.h"
+#include "base/events.h"
 #include "db/db.h"
-#include "work/instances.h"
-#include "sched/scheduler.h"
 
 #define TB_CPU_MILLIS "500"
 #define TB_MEM_MIB    "512"
@@ -74,8 +73,8 @@ static void created(PGresult *res, enum rc rc, void *arg)
 		                 db_val(res, 0, 2) ? db_val(res, 0, 2) : "quota");
 		return;
 	}
-	sched_kick();
-	instances_kick();
+	events_publish(EV_ALLOC_CHANGED);    /* a pass of the scheduler... */
+	events_publish(EV_WORKLOAD_CHANGED); /* ...and of the driver, on the leader */
 	http_reply_json(r, 202,
 	                json_pack("{s:I, s:s, s:s, s:s}", "instance_id",
 	                          (json_int_t)strtoll(db_val(res, 0, 0), NULL, 10), "name",

@@ -25,6 +25,7 @@
 #include <jansson.h>
 
 #include "base/clock.h"
+#include "base/cron.h"
 #include "base/crypto.h"
 #include "db/db.h"
 #include "engine/docker.h"
@@ -887,7 +888,7 @@ int images_registry_test(long long registry_id, long long node_id, images_ready_
  * statement; with SWEEP_S well under STALE_S a live pull on any replica is
  * never taken for a dead one, even when its percent does not move. */
 
-static struct event *sweep_timer;
+static struct cron_section *sweep_section;
 static int sweeping; /* a sweep statement in flight */
 
 static void swept(PGresult *res, enum rc rc, void *arg)
@@ -903,15 +904,14 @@ static void swept(PGresult *res, enum rc rc, void *arg)
 		      db_val(res, 0, 0));
 }
 
-static void sweep(evutil_socket_t fd, short what, void *arg)
+static void sweep(struct cron_section *s, void *arg)
 {
 	struct evbuffer *imgs = evbuffer_new(), *nodes = evbuffer_new();
 	char stale[16], *iv = NULL, *nv = NULL;
 	const char *params[4];
 	size_t n;
 
-	(void)fd;
-	(void)what;
+	(void)s;
 	(void)arg;
 	if (sweeping || !imgs || !nodes)
 		goto out;
@@ -963,19 +963,13 @@ out:
 
 int images_init(struct event_base *base)
 {
-	struct timeval every = { SWEEP_S, 0 };
-
-	sweep_timer = event_new(base, -1, EV_PERSIST, sweep, NULL);
-	if (!sweep_timer || event_add(sweep_timer, &every) < 0)
-		return -1;
-	event_active(sweep_timer, EV_TIMEOUT, 0); /* the first one at start-up */
-	return 0;
+	(void)base;
+	/* a cron section every SWEEP_S, the first one at start-up */
+	sweep_section = cron_every("images", SWEEP_S * 1000, 0, sweep, NULL);
+	return sweep_section ? 0 : -1;
 }
 
 void images_shutdown(void)
 {
-	if (sweep_timer) {
-		event_free(sweep_timer);
-		sweep_timer = NULL;
-	}
+	sweep_section = NULL; /* freed with the cron */
 }

@@ -23,6 +23,7 @@
 #include <jansson.h>
 
 #include "base/config.h"
+#include "base/cron.h"
 #include "base/crypto.h"
 #include "db/db.h"
 #include "engine/docker.h"
@@ -48,7 +49,7 @@ struct node_rt {
 
 struct discovery;
 static struct event_base *base;
-static struct event *tick;
+static struct cron_section *tick;
 static struct node_rt *nodes[MAX_NODES];
 static int nnodes;
 static int listing;
@@ -872,14 +873,11 @@ static void listed(PGresult *res, enum rc rc, void *arg)
 	}
 }
 
-static void on_tick(evutil_socket_t fd, short what, void *arg)
+/* cron: every cfg.node_check_interval seconds, sooner on nodes_check_soon(). */
+static void on_tick(struct cron_section *s, void *arg)
 {
-	struct timeval tv = { cfg.node_check_interval, 0 };
-
-	(void)fd;
-	(void)what;
+	(void)s;
 	(void)arg;
-	evtimer_add(tick, &tv);
 	if (listing)
 		return;
 	listing = 1;
@@ -925,14 +923,9 @@ int nodes_seed_local(const char *db_url, const char *url)
 
 int nodes_init(struct event_base *b)
 {
-	struct timeval now = { 0, 0 };
-
 	base = b;
-	tick = evtimer_new(base, on_tick, NULL);
-	if (!tick)
-		return -1;
-	evtimer_add(tick, &now);
-	return 0;
+	tick = cron_every("nodes", cfg.node_check_interval * 1000, 0, on_tick, NULL);
+	return tick ? 0 : -1;
 }
 
 static void free_engine_cb(evutil_socket_t fd, short what, void *arg)
@@ -950,17 +943,12 @@ void nodes_free_engine_later(struct docker_engine *e)
 
 void nodes_check_soon(void)
 {
-	struct timeval soon = { 0, 100000 };
-
-	if (tick)
-		evtimer_add(tick, &soon);
+	cron_soon(tick, 100);
 }
 
 void nodes_shutdown(void)
 {
-	if (tick)
-		event_free(tick);
-	tick = NULL;
+	tick = NULL; /* freed with the cron */
 	for (int i = 0; i < nnodes; i++)
 		rt_free(nodes[i]);
 	nnodes = 0;

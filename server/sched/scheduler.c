@@ -1,14 +1,18 @@
-/* scheduler.c — the scheduler's database side: leadership and the pass.
+/* scheduler.c — the scheduler's database side: the pass.
  *
- * Owns: one pooled connection pinned for good, on which this replica tries
- * pg_try_advisory_lock() until it holds it (leadership lasts as long as that
- * session), and the pass run on it in one REPEATABLE READ transaction:
+ * Owns: the pass, run on the leader's pinned connection (db/leader.h: the
+ * session that holds the lock, so a pass never commits after losing it) in
+ * one REPEATABLE READ transaction:
  * release preempted scavenger requests whose grace is over, read nodes,
  * slices, the queue and the running allocations, ask place.c, write the
  * allocations and every request's state, reason and position, mark
  * preemption victims, commit.  The unique index on live allocations makes a
  * second grant of a slice impossible even if two replicas ever both ran.
- * Does not own: the policy (place.c) or the API (api_allocations.c).
+ * The pass is the cron section "sched" (cfg.sched_interval_ms); an
+ * EV_ALLOC_CHANGED wake-up brings it forward, and a pass that allocated
+ * publishes EV_ALLOC_GRANTED.
+ * Does not own: leadership (db/leader.c), the policy (place.c) or the API
+ * (api_allocations.c).
  */
 #include "sched/scheduler.h"
 
@@ -20,17 +24,15 @@
 #include <jansson.h>
 
 #include "base/config.h"
-#include "db/db.h"
+#include "base/cron.h"
+#include "base/events.h"
 #include "base/log.h"
-#include "work/instances.h"
+#include "db/db.h"
+#include "db/leader.h"
 #include "sched/place.h"
-
-#define LOCK_KEY "1735553635" /* "gpuc" + 's' */
 
 enum step {
 	S_IDLE,
-	S_ACQUIRE,
-	S_LOCK,
 	S_BEGIN,
 	S_PREEMPT,
 	S_NODES,
@@ -44,10 +46,8 @@ enum step {
 	S_ROLLBACK
 };
 
-static struct event_base *base;
-static struct event *timer;
-static struct db_conn *held;
-static int leader;
+static struct cron_section *section;
+static struct db_conn *held; /* leader_conn() for the pass under way */
 static enum step step = S_IDLE;
 static int kicked;
 
@@ -69,11 +69,6 @@ static struct prev *prev;
 
 static void next(void);
 
-int sched_is_leader(void)
-{
-	return leader;
-}
-
 static void snapshot_free(void)
 {
 	for (int i = 0; prev && i < in.nqueue; i++)
@@ -89,27 +84,14 @@ static void snapshot_free(void)
 	victims_doc = NULL;
 }
 
-static void arm(int ms)
-{
-	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
-
-	if (timer)
-		evtimer_add(timer, &tv);
-}
-
 /* The pinned connection broke (or the database is down): leadership is gone
- * with the session. */
+ * with the session; leader.c tells us (on_leader) and tries again later. */
 static void lost(const char *why)
 {
-	if (leader)
-		log_msg(LOG_WARN, "sched", NULL, "lost the scheduler lock: %s", why);
-	leader = 0;
-	if (held)
-		db_release(held);
 	held = NULL;
 	step = S_IDLE;
 	snapshot_free();
-	arm(cfg.sched_interval_ms);
+	leader_lost(why);
 }
 
 static double now_s(void)
@@ -123,13 +105,20 @@ static double now_s(void)
 static void pass_over(void)
 {
 	step = S_IDLE;
+	held = NULL;
 	snapshot_free();
-	arm(kicked ? 50 : cfg.sched_interval_ms);
+	cron_next(section, kicked ? 50 : cfg.sched_interval_ms);
 	kicked = 0;
 }
 
 static void query(const char *sql, int n, const char *const *p, db_cb cb)
 {
+	if (!held) {
+		/* shutting down, or the lock went with the pass under way */
+		step = S_IDLE;
+		snapshot_free();
+		return;
+	}
 	db_conn_query(held, sql, n, p, cb, NULL);
 }
 
@@ -552,95 +541,70 @@ static void next(void)
 			        n_placed, in.nqueue - n_placed, (now_s() - t_begin) * 1000.0,
 			        t_engine * 1000.0);
 		if (n_placed)
-			instances_kick(); /* instances whose requests were allocated start now */
+			events_publish(EV_ALLOC_GRANTED); /* their workloads start now */
 		pass_over();
 		return;
 	default: return;
 	}
 }
 
-static void locked(PGresult *res, enum rc rc, void *arg)
+/* cron: a pass, on the leader only. */
+static void on_cron(struct cron_section *sec, void *arg)
 {
+	(void)sec;
 	(void)arg;
-	if (rc != RC_OK) {
-		lost(rc == RC_UNAVAILABLE ? "the database connection broke"
-		                          : "the lock query failed");
+	if (step != S_IDLE || !leader_is())
 		return;
-	}
-	if (strcmp(db_val(res, 0, 0), "t") != 0) {
-		/* another replica schedules */
-		step = S_IDLE;
-		arm(cfg.sched_interval_ms);
+	held = leader_conn();
+	if (!held)
 		return;
-	}
-	if (!leader)
-		log_msg(LOG_INFO, "sched", NULL, "this replica now runs the scheduler");
-	leader = 1;
 	step = S_BEGIN;
 	query("BEGIN ISOLATION LEVEL REPEATABLE READ", 0, NULL, done_generic);
 }
 
-static void acquired(struct db_conn *c, enum rc rc, void *arg)
+/* Became the leader: a pass at once (the queue may have waited); lost it:
+ * leader.c gave the connection back, a pass under way is over. */
+static void on_leader(int is_leader, void *arg)
 {
 	(void)arg;
-	if (rc != RC_OK || !c) {
-		step = S_IDLE;
-		arm(cfg.sched_interval_ms);
+	if (is_leader) {
+		cron_soon(section, 0);
 		return;
 	}
-	held = c;
-	step = S_LOCK;
-	query("SELECT pg_try_advisory_lock(" LOCK_KEY ")", 0, NULL, locked);
+	held = NULL;
+	step = S_IDLE;
+	snapshot_free();
 }
 
-static void on_timer(evutil_socket_t fd, short what, void *arg)
+static void on_alloc_changed(enum events_kind kind, void *arg)
 {
-	(void)fd;
-	(void)what;
+	(void)kind;
 	(void)arg;
-	if (step != S_IDLE)
-		return;
-	if (!held) {
-		step = S_ACQUIRE;
-		db_acquire(acquired, NULL);
-		return;
-	}
-	if (!leader) {
-		step = S_LOCK;
-		query("SELECT pg_try_advisory_lock(" LOCK_KEY ")", 0, NULL, locked);
-		return;
-	}
-	step = S_BEGIN;
-	query("BEGIN ISOLATION LEVEL REPEATABLE READ", 0, NULL, done_generic);
+	kicked = 1;
+	/* soon, not at once: requests arriving together share a pass (a
+	 * start waits for this; instances measure it in their benchmark) */
+	if (step == S_IDLE)
+		cron_soon(section, 2);
 }
 
-int sched_init(struct event_base *b)
+int sched_init(void)
 {
-	base = b;
-	timer = evtimer_new(base, on_timer, NULL);
-	if (!timer)
+	section = cron_every("sched", cfg.sched_interval_ms, 100, on_cron, NULL);
+	if (!section || leader_watch(on_leader, NULL) < 0 ||
+	    events_subscribe(EV_ALLOC_CHANGED, on_alloc_changed, NULL) < 0)
 		return -1;
-	arm(100);
 	return 0;
 }
 
 void sched_kick(void)
 {
-	kicked = 1;
-	/* soon, not at once: requests arriving together share a pass (a
-	 * start waits for this; instances measure it in their benchmark) */
-	if (step == S_IDLE && timer)
-		arm(2);
+	events_publish(EV_ALLOC_CHANGED);
 }
 
 void sched_shutdown(void)
 {
-	if (timer)
-		event_free(timer);
-	timer = NULL;
-	if (held)
-		db_release(held);
-	held = NULL;
-	leader = 0;
+	section = NULL; /* freed with the cron */
+	held = NULL;    /* leader.c gives it back */
+	step = S_IDLE;
 	snapshot_free();
 }

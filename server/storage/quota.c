@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "base/config.h"
+#include "base/cron.h"
 #include "db/db.h"
 #include "storage/files.h"
 #include "base/log.h"
@@ -34,7 +35,7 @@ struct scan {
 	int ok;
 };
 
-static struct event *timer;
+static struct cron_section *section;
 static struct storage_area dirty[DIRTY_MAX];
 static int ndirty;
 static int scanning, querying, expiring;
@@ -190,11 +191,10 @@ static void expire(void)
 	db_query("SELECT gc_storage_expire()", 0, NULL, ignore, NULL);
 }
 
-static void tick(evutil_socket_t fd, short what, void *arg)
+static void tick(struct cron_section *s, void *arg)
 {
 	time_t now = time(NULL);
-	(void)fd;
-	(void)what;
+	(void)s;
 	(void)arg;
 
 	if (!expiring && now - last_expiry >= (cfg.storage_scan_interval < 10 ? 1 : 10)) {
@@ -234,18 +234,13 @@ static void tick(evutil_socket_t fd, short what, void *arg)
 
 int quota_init(struct event_base *base)
 {
-	struct timeval tv = { 1, 0 };
-
-	timer = event_new(base, -1, EV_PERSIST, tick, NULL);
-	if (!timer)
-		return -1;
-	return event_add(timer, &tv);
+	(void)base;
+	/* a cron section: every second, the first a second after start-up */
+	section = cron_every("quota", 1000, 1000, tick, NULL);
+	return section ? 0 : -1;
 }
 
 void quota_shutdown(void)
 {
-	if (timer) {
-		event_free(timer);
-		timer = NULL;
-	}
+	section = NULL; /* freed with the cron */
 }

@@ -1,14 +1,14 @@
-/* instances.c — the instance state machine and the leader's driver.
+/* instances.c — the instance kind of the leader's workload driver.
  *
- * Owns: instances_set_state() (the one place a state changes, validated
- * against the edges below and logged from → to), and the driver: on the
- * scheduler leader only, a timer (cfg.instance_tick_ms, nudged by
- * instances_kick() when the scheduler allocated something or the API
- * changed an instance) reads the instances whose state and desired state
- * disagree and starts one operation per instance:
+ * Owns: the instance kind of the driver loop (driver.c runs its pass on the
+ * leader every cfg.instance_tick_ms, sooner on EV_WORKLOAD_CHANGED and
+ * EV_ALLOC_GRANTED): the pass reads the instances whose state and desired
+ * state disagree, decide() starts one operation per instance, and every
+ * state change goes through workload_set_state():
  *   launch  queued → pulling (images_ensure on the allocated node) →
- *           creating (the user's network on the node, hardened create,
- *           start, inspect for ports) → running
+ *           creating (the container spec of spec.c; the engine steps —
+ *           the user's network, hardened create, start, inspect for
+ *           ports — by driver.c's launcher) → running
  *   stop    → stopping (docker stop with a grace) → stopped, releasing the
  *           allocation request
  *   delete  remove the container, release → deleted
@@ -16,8 +16,9 @@
  * the state in the database: a create with the deterministic name that
  * answers 409 inspects the existing container and reuses it when it is the
  * same instance with the same GPUs.
- * Does not own: the API (api_instances.c), listing engines against records
- * (reconcile.c) or idle policy (reclaim.c).
+ * Does not own: the API (api_instances.c), the loop and the launcher
+ * (driver.c), the spec (spec.c), the state machine (workload.c), listing
+ * engines against records (reconcile.c) or idle policy (reclaim.c).
  */
 #include "work/instances.h"
 
@@ -27,19 +28,19 @@
 #include <string.h>
 #include <time.h>
 
-#include <curl/curl.h>
 #include <jansson.h>
 
 #include "base/config.h"
+#include "base/events.h"
+#include "base/log.h"
 #include "db/db.h"
 #include "engine/docker.h"
 #include "engine/images.h"
-#include "base/log.h"
 #include "engine/nodes.h"
-#include "work/reclaim.h"
-#include "work/reconcile.h"
-#include "sched/scheduler.h"
 #include "storage/storage.h"
+#include "work/driver.h"
+#include "work/spec.h"
+#include "work/workload.h"
 
 enum op_kind { OP_LAUNCH, OP_STOP, OP_DELETE };
 
@@ -50,184 +51,57 @@ struct op {
 	long long node_id;  /* where the work happens */
 	long long old_node; /* launch: where an earlier container may be */
 	long long image_id;
-	long long request_id;  /* 0: none */
-	int grace;             /* stop: seconds */
-	int recreated;         /* launch: removed a mismatching container once */
-	int pending;           /* launch: record and image steps still out */
-	double t_launch;       /* launch: monotonic ms at its start */
-	double t_eng0, t_eng1; /* launch: the engine's calls, first sent, last answered */
-	int changed;           /* launch: rows the pulling write changed */
-	char failed[400];      /* launch: why the image step failed */
-	char name[96];         /* container name */
-	char cid[80];
+	long long request_id; /* 0: none */
+	int grace;            /* stop: seconds */
+	int pending;          /* launch: record and image steps still out */
+	double t_launch;      /* launch: monotonic ms at its start */
+	int changed;          /* launch: rows the pulling write changed */
+	char failed[400];     /* launch: why the image step failed */
+	char name[96];        /* container name */
 	char reason[300];
-	json_t *spec;      /* launch: the create body */
-	json_t *app_ports; /* launch: [{"name","port"}] */
-	char sig[600];     /* launch: image and GPUs the container was made for */
-	char host[256];    /* launch: address ports are published on */
-	char net[128];     /* launch: the user's network (instances_network_name) */
-	char owner[64];    /* launch: its username (a label of the network) */
-	long long user_id; /* launch */
-	int netcall;       /* launch: this op's network create is out */
-	int netwait;       /* launch: waits for another op's create of net */
-	int netretried;    /* launch: re-made the network once (reconciler raced) */
-	struct docker_call *call;
+	struct driver_launch l;   /* launch: the engine steps (driver.c) */
+	struct docker_call *call; /* stop, delete */
 	struct event *pause;
 	struct op *next;
 };
 
 static struct event_base *base;
-static struct event *timer;
-static char cluster[40];
-static int tick_busy, kicked;
 static struct op *ops;
 static int nops;
-static long long ticks;
 
-static void tick_soon(int ms);
+/* ---- state changes (workload.c) ---- */
 
-static double now_ms(void)
+#define Q WL_BIT(WL_QUEUED)
+#define P WL_BIT(WL_PULLING)
+#define C WL_BIT(WL_CREATING)
+#define R WL_BIT(WL_RUNNING)
+#define S WL_BIT(WL_STOPPING)
+
+static void set_state(long long id, unsigned from, enum workload_state to, const char *reason,
+                      unsigned flags, workload_set_cb cb, void *arg)
 {
-	struct timespec ts;
+	struct workload_change c = {
+		.id = id, .from = from, .to = to, .reason = reason, .flags = flags
+	};
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1000.0 + (double)ts.tv_nsec / 1e6;
-}
-
-/* ---- the state machine ---- */
-
-static const char *const edges[][2] = {
-	{ "queued", "pulling" },    { "queued", "stopped" },   { "queued", "failed" },
-	{ "queued", "deleted" },    { "pulling", "creating" }, { "pulling", "failed" },
-	{ "pulling", "stopping" },  { "pulling", "pulling" },  { "pulling", "deleted" },
-	{ "creating", "creating" }, { "creating", "running" }, { "creating", "failed" },
-	{ "creating", "stopping" }, { "creating", "deleted" }, { "creating", "lost" },
-	{ "running", "stopping" },  { "running", "stopped" },  { "running", "failed" },
-	{ "running", "lost" },      { "running", "deleted" },  { "stopping", "stopped" },
-	{ "stopping", "failed" },   { "stopping", "lost" },    { "stopping", "deleted" },
-	{ "stopping", "stopping" }, { "stopped", "queued" },   { "stopped", "deleted" },
-	{ "failed", "queued" },     { "failed", "deleted" },   { "lost", "queued" },
-	{ "lost", "deleted" },      { "pulling", "lost" },     { "queued", "lost" },
-	{ "creating", "pulling" },  { "queued", "queued" },
-};
-
-int instances_transition_ok(const char *from, const char *to)
-{
-	for (size_t i = 0; i < sizeof(edges) / sizeof(edges[0]); i++)
-		if (strcmp(edges[i][0], from) == 0 && strcmp(edges[i][1], to) == 0)
-			return 1;
-	return 0;
-}
-
-struct set_ctx {
-	long long id;
-	char to[16];
-	char reason[300];
-	instances_set_cb cb;
-	void *arg;
-};
-
-static void set_done(PGresult *res, enum rc rc, void *arg)
-{
-	struct set_ctx *c = arg;
-	int changed = -1;
-
-	if (rc == RC_OK) {
-		changed = (int)strtol(db_val(res, 0, 1), NULL, 10);
-		if (changed && !(db_val(res, 0, 0) && strcmp(db_val(res, 0, 0), c->to) == 0))
-			log_msg(LOG_INFO, "instances", NULL, "instance %lld: %s → %s%s%s", c->id,
-			        db_val(res, 0, 0) ? db_val(res, 0, 0) : "?", c->to,
-			        c->reason[0] ? ": " : "", c->reason);
-	} else {
-		log_msg(LOG_WARN, "instances", NULL, "instance %lld: could not record %s (%s)",
-		        c->id, c->to, rc_code(rc));
-	}
-	if (c->cb)
-		c->cb(changed, c->arg);
-	free(c);
-}
-
-void instances_set_state(long long id, const char *from, const char *to, const char *reason,
-                         unsigned flags, const char *extra, int nx, const char *const *xp,
-                         instances_set_cb cb, void *arg)
-{
-	struct set_ctx *c = calloc(1, sizeof(*c));
-	char sql[2400], ids[24], fromv[160], rel[8], settle[8], tok[160];
-	const char *p[9];
-	char *save = NULL, *t;
-
-	snprintf(tok, sizeof(tok), "%s", from);
-	for (t = strtok_r(tok, ",", &save); t; t = strtok_r(NULL, ",", &save))
-		if (!instances_transition_ok(t, to)) {
-			/* a bug, not input: refuse rather than corrupt the record */
-			log_msg(LOG_ERROR, "instances", NULL,
-			        "instance %lld: refused transition %s → %s", id, t, to);
-			free(c);
-			if (cb)
-				cb(-1, arg);
-			return;
-		}
-	if (!c || nx > 4) {
-		free(c);
-		if (cb)
-			cb(-1, arg);
-		return;
-	}
-	c->id = id;
-	snprintf(c->to, sizeof(c->to), "%s", to);
-	snprintf(c->reason, sizeof(c->reason), "%s", reason ? reason : "");
-	c->cb = cb;
-	c->arg = arg;
-	snprintf(ids, sizeof(ids), "%lld", id);
-	snprintf(fromv, sizeof(fromv), "{%s}", from);
-	snprintf(rel, sizeof(rel), "%s", flags & INST_RELEASE ? "true" : "false");
-	snprintf(settle, sizeof(settle), "%s", flags & INST_SETTLE ? "true" : "false");
-	p[0] = ids;
-	p[1] = to;
-	p[2] = reason;
-	p[3] = fromv;
-	p[4] = rel;
-	for (int i = 0; i < nx; i++)
-		p[5 + i] = xp[i];
-	/* $6 is settle when no extra parameters: keep numbering simple by
-	 * putting it last */
-	p[5 + nx] = settle;
-	snprintf(
-	        sql, sizeof(sql),
-	        "WITH o AS (SELECT state FROM instances WHERE id = $1 FOR UPDATE),"
-	        " i AS (UPDATE instances SET state = $2, reason = COALESCE($3, reason),"
-	        "  updated_at = now(),"
-	        "  desired = CASE WHEN $%d::boolean AND desired = 'running' THEN 'stopped'"
-	        "   ELSE desired END"
-	        "  %s"
-	        "  WHERE id = $1 AND state = ANY($4::text[]) RETURNING id, request_id, reason),"
-	        " d AS (DELETE FROM instance_ports WHERE $5::boolean"
-	        "  AND instance_id IN (SELECT id FROM i) RETURNING 1),"
-	        " x AS (SELECT gc_release_request(request_id, reason) AS s FROM i"
-	        "  WHERE $5::boolean AND request_id IS NOT NULL)"
-	        " SELECT (SELECT state FROM o), (SELECT count(*) FROM i), (SELECT count(*) FROM x),"
-	        " (SELECT count(*) FROM d)",
-	        6 + nx, extra ? extra : "");
-	db_query(sql, 6 + nx, p, set_done, c);
-	if (flags & INST_RELEASE)
-		sched_kick();
+	workload_set_state(&c, cb, arg);
 }
 
 /* ---- identity ---- */
 
 const char *instances_cluster_id(void)
 {
-	return cluster;
+	return driver_cluster_id();
 }
 
 void instances_container_name(long long id, char *out, size_t outlen)
 {
-	snprintf(out, outlen, "gc-%.8s-inst-%lld", cluster, id);
+	snprintf(out, outlen, "gc-%.8s-inst-%lld", driver_cluster_id(), id);
 }
 
 void instances_network_name(long long user_id, char *out, size_t outlen)
 {
-	snprintf(out, outlen, "gpucloud-%s-u%lld", cluster, user_id);
+	snprintf(out, outlen, "gpucloud-%s-u%lld", driver_cluster_id(), user_id);
 }
 
 /* ---- operations ---- */
@@ -280,8 +154,7 @@ static void op_free(struct op *o)
 		}
 	if (o->pause)
 		event_free(o->pause);
-	json_decref(o->spec);
-	json_decref(o->app_ports);
+	driver_launch_release(&o->l);
 	free(o);
 }
 
@@ -291,25 +164,10 @@ static void op_end_cb(int changed, void *arg)
 	op_free(arg);
 }
 
-/* The engine's message from an error body, or a fallback. */
-static void engine_msg(enum rc rc, const char *body, size_t len, const char *err,
-                       const char *fallback, char *out, size_t outlen)
-{
-	json_t *j = rc == RC_OK ? json_loadb(body, len, 0, NULL) : NULL;
-	const char *m = json_string_value(json_object_get(j, "message"));
-
-	snprintf(out, outlen, "%s",
-	         rc != RC_OK ? (err && *err ? err : fallback)
-	         : m         ? m
-	                     : fallback);
-	json_decref(j);
-}
-
 /* The launch failed: record why and give the GPUs back. */
 static void launch_fail(struct op *o, const char *why)
 {
-	instances_set_state(o->id, "queued,pulling,creating", "failed", why,
-	                    INST_RELEASE | INST_SETTLE, NULL, 0, NULL, op_end_cb, o);
+	set_state(o->id, Q | P | C, WL_FAILED, why, WL_RELEASE | WL_SETTLE, op_end_cb, o);
 }
 
 static void ignore_call(struct docker_call *call, enum rc rc, int status, const char *body,
@@ -339,56 +197,23 @@ static void ran(PGresult *res, enum rc rc, void *arg)
 	 * launch: the rest is ours (the benchmark reads this line) */
 	log_msg(LOG_INFO, "instances", NULL,
 	        "instance %lld: %s → running (container %.12s; launch %.1f ms, engine %.1f ms)",
-	        o->id, db_val(res, 0, 0), o->cid, now_ms() - o->t_launch, o->t_eng1 - o->t_eng0);
+	        o->id, db_val(res, 0, 0), o->l.cid, driver_now_ms() - o->t_launch,
+	        o->l.t_eng1 - o->l.t_eng0);
 	op_free(o);
 }
 
-static void inspected(struct docker_call *call, enum rc rc, int status, const char *body,
-                      size_t len, const char *err, void *arg)
+/* launcher: started, ports read back: running, with its ports, in one
+ * statement */
+static void launch_running(void *arg, const char *ports)
 {
 	struct op *o = arg;
-	json_t *j, *ports, *out;
-	size_t i;
-	json_t *ap;
-	char *doc, ids[24];
+	char ids[24];
 	const char *p[3];
 
-	(void)call;
-	o->call = NULL;
-	o->t_eng1 = now_ms();
-	if (rc != RC_OK || status != 200) {
-		char msg[300];
-		engine_msg(rc, body, len, err, "could not inspect the container", msg, sizeof(msg));
-		launch_fail(o, msg);
-		return;
-	}
-	j = json_loadb(body, len, 0, NULL);
-	ports = json_object_get(json_object_get(j, "NetworkSettings"), "Ports");
-	out = json_array();
-	json_array_foreach(o->app_ports, i, ap)
-	{
-		char key[32];
-		json_t *b;
-		snprintf(key, sizeof(key), "%lld/tcp",
-		         (long long)json_integer_value(json_object_get(ap, "port")));
-		b = json_array_get(json_object_get(ports, key), 0);
-		if (!json_string_value(json_object_get(b, "HostPort")))
-			continue;
-		json_array_append_new(
-		        out,
-		        json_pack("{s:O, s:O, s:s, s:I}", "name", json_object_get(ap, "name"),
-		                  "port", json_object_get(ap, "port"), "host", o->host, "host_port",
-		                  (json_int_t)strtol(
-		                          json_string_value(json_object_get(b, "HostPort")), NULL,
-		                          10)));
-	}
-	json_decref(j);
-	doc = json_dumps(out, JSON_COMPACT);
-	json_decref(out);
 	snprintf(ids, sizeof(ids), "%lld", o->id);
 	p[0] = ids;
-	p[1] = doc ? doc : "[]";
-	p[2] = o->cid;
+	p[1] = ports;
+	p[2] = o->l.cid;
 	db_query("WITH o AS (SELECT state FROM instances WHERE id = $1 FOR UPDATE),"
 	         " d AS (DELETE FROM instance_ports WHERE instance_id = $1),"
 	         " i AS (UPDATE instances SET state = 'running', reason = '', exit_code = NULL,"
@@ -402,46 +227,6 @@ static void inspected(struct docker_call *call, enum rc rc, int status, const ch
 	         "  host_port int) ON CONFLICT DO NOTHING)"
 	         " SELECT (SELECT state FROM o), (SELECT count(*) FROM i)",
 	         3, p, ran, o);
-	free(doc);
-}
-
-static void started(struct docker_call *call, enum rc rc, int status, const char *body, size_t len,
-                    const char *err, void *arg)
-{
-	struct op *o = arg;
-	struct docker_engine *e = nodes_engine(o->node_id);
-	char path[200], msg[300];
-
-	(void)call;
-	o->call = NULL;
-	if (rc != RC_OK || (status != 204 && status != 304)) {
-		engine_msg(rc, body, len, err, "the engine could not start the container", msg,
-		           sizeof(msg));
-		launch_fail(o, msg);
-		return;
-	}
-	if (json_array_size(o->app_ports) == 0) {
-		/* nothing published: nothing to read back */
-		inspected(NULL, RC_OK, 200, "{}", 2, "", o);
-		return;
-	}
-	snprintf(path, sizeof(path), "/containers/%s/json", o->cid);
-	o->call =
-	        e ? docker_request(e, "GET", path, NULL, NULL, 0, NULL, 30000, inspected, o) : NULL;
-	if (!o->call)
-		launch_fail(o, "the node's engine is not available");
-}
-
-static void do_start(struct op *o)
-{
-	struct docker_engine *e = nodes_engine(o->node_id);
-	char path[200];
-
-	snprintf(path, sizeof(path), "/containers/%s/start", o->cid);
-	o->call =
-	        e ? docker_request(e, "POST", path, NULL, NULL, 0, NULL, 60000, started, o) : NULL;
-	if (!o->call)
-		launch_fail(o, "the node's engine is not available");
 }
 
 static void recorded(PGresult *res, enum rc rc, void *arg)
@@ -454,13 +239,13 @@ static void recorded(PGresult *res, enum rc rc, void *arg)
 		op_free(o);
 		return;
 	}
-	do_start(o);
+	driver_launch_start(&o->l);
 }
 
 static void record_container(struct op *o)
 {
 	char ids[24];
-	const char *p[2] = { ids, o->cid };
+	const char *p[2] = { ids, o->l.cid };
 
 	snprintf(ids, sizeof(ids), "%lld", o->id);
 	db_query("UPDATE instances SET container_id = $2, updated_at = now()"
@@ -477,12 +262,13 @@ static void paused(evutil_socket_t fd, short what, void *arg)
 
 /* Created: start it.  The container id is written with the running state
  * (one statement less on the way); a crash before that is resumed by name. */
-static void after_create(struct op *o)
+static void launch_created(void *arg)
 {
+	struct op *o = arg;
 	struct timeval tv;
 
 	if (cfg.instance_test_pause_ms <= 0) {
-		do_start(o);
+		driver_launch_start(&o->l);
 		return;
 	}
 	/* tests kill the process here: created, not recorded */
@@ -496,213 +282,16 @@ static void after_create(struct op *o)
 		record_container(o);
 }
 
-static void do_create(struct op *o);
-static void ensure_net(struct op *o);
-
-static void removed_for_recreate(struct docker_call *call, enum rc rc, int status, const char *body,
-                                 size_t len, const char *err, void *arg)
+static void launch_failed(void *arg, const char *why)
 {
-	struct op *o = arg;
-	char msg[300];
-
-	(void)call;
-	o->call = NULL;
-	if (rc != RC_OK || (status != 204 && status != 404)) {
-		engine_msg(rc, body, len, err, "could not remove the old container", msg,
-		           sizeof(msg));
-		launch_fail(o, msg);
-		return;
-	}
-	do_create(o);
+	launch_fail(arg, why);
 }
 
-/* The name is taken: ours from an earlier try (same instance, image and
- * GPUs) is reused; anything else of ours is replaced once. */
-static void existing(struct docker_call *call, enum rc rc, int status, const char *body, size_t len,
-                     const char *err, void *arg)
-{
-	struct op *o = arg;
-	struct docker_engine *e = nodes_engine(o->node_id);
-	json_t *j, *labels;
-	const char *cl, *sig, *id;
-	char msg[300], path[200];
-
-	(void)call;
-	o->call = NULL;
-	if (rc != RC_OK || status != 200) {
-		engine_msg(rc, body, len, err, "could not inspect the existing container", msg,
-		           sizeof(msg));
-		launch_fail(o, msg);
-		return;
-	}
-	j = json_loadb(body, len, 0, NULL);
-	labels = json_object_get(json_object_get(j, "Config"), "Labels");
-	cl = json_string_value(json_object_get(labels, "gpucloud.cluster"));
-	sig = json_string_value(json_object_get(labels, "gpucloud.sig"));
-	id = json_string_value(json_object_get(j, "Id"));
-	if (!cl || strcmp(cl, cluster) != 0 || !id) {
-		json_decref(j);
-		launch_fail(o, "a container of another owner holds this instance's name");
-		return;
-	}
-	if (sig && strcmp(sig, o->sig) == 0) {
-		snprintf(o->cid, sizeof(o->cid), "%s", id);
-		json_decref(j);
-		log_msg(LOG_INFO, "instances", NULL, "instance %lld: reusing container %.12s",
-		        o->id, o->cid);
-		after_create(o);
-		return;
-	}
-	json_decref(j);
-	if (o->recreated++ || !e) {
-		launch_fail(o, "could not replace the instance's old container");
-		return;
-	}
-	/* other GPUs or another image: the old container cannot be reused */
-	snprintf(path, sizeof(path), "/containers/%s?force=1", o->name);
-	o->call = docker_request(e, "DELETE", path, NULL, NULL, 0, NULL, 60000,
-	                         removed_for_recreate, o);
-	if (!o->call)
-		launch_fail(o, "the node's engine is not available");
-}
-
-static void created(struct docker_call *call, enum rc rc, int status, const char *body, size_t len,
-                    const char *err, void *arg)
-{
-	struct op *o = arg;
-	struct docker_engine *e = nodes_engine(o->node_id);
-	json_t *j;
-	char msg[300], path[200];
-
-	(void)call;
-	o->call = NULL;
-	if (rc == RC_OK && status == 409 && e) {
-		snprintf(path, sizeof(path), "/containers/%s/json", o->name);
-		o->call = docker_request(e, "GET", path, NULL, NULL, 0, NULL, 30000, existing, o);
-		if (!o->call)
-			launch_fail(o, "the node's engine is not available");
-		return;
-	}
-	if (rc == RC_OK && status == 404 && !o->netretried++) {
-		/* the reconciler removed the (then empty) network between our
-		 * ensure and this create: make it again, once */
-		ensure_net(o);
-		return;
-	}
-	if (rc != RC_OK || status != 201) {
-		engine_msg(rc, body, len, err, "the engine refused to create the container", msg,
-		           sizeof(msg));
-		launch_fail(o, msg);
-		return;
-	}
-	j = json_loadb(body, len, 0, NULL);
-	snprintf(o->cid, sizeof(o->cid), "%s",
-	         json_string_value(json_object_get(j, "Id"))
-	                 ? json_string_value(json_object_get(j, "Id"))
-	                 : "");
-	json_decref(j);
-	if (!o->cid[0] || strspn(o->cid, "0123456789abcdef") != strlen(o->cid)) {
-		launch_fail(o, "the engine returned no container id");
-		return;
-	}
-	after_create(o);
-}
-
-static void do_create(struct op *o)
-{
-	struct docker_engine *e = nodes_engine(o->node_id);
-	char path[200], *body = json_dumps(o->spec, JSON_COMPACT);
-
-	if (!o->t_eng0)
-		o->t_eng0 = now_ms();
-	snprintf(path, sizeof(path), "/containers/create?name=%s", o->name);
-	o->call = e && body ? docker_request(e, "POST", path, "application/json", body,
-	                                     strlen(body), NULL, 60000, created, o)
-	                    : NULL;
-	free(body);
-	if (!o->call)
-		launch_fail(o, "the node's engine is not available");
-}
-
-/* -- launch: the user's network on the node --
- *
- * Tenant isolation (SPEC §14): every user has one bridge network per node
- * (instances_network_name), made here on first use and removed by the
- * reconciler once no container of ours refers to it.  Within it the
- * user's containers reach each other (several instances of one job);
- * Docker's DOCKER-ISOLATION chains drop traffic between bridge networks,
- * so no other user's container is reachable.  This works without
- * br_netfilter, which one shared network with enable_icc=false would
- * need.  Published app ports are bound to an address containers cannot
- * reach as the node (127.0.0.1 on unix:// nodes; cfg.node_app_bind or
- * the node's address on tcp:// nodes, which the node's firewall must
- * keep to the control plane — README, "network isolation").
- * Two launches for one user and node share one create (netwait); a 409
- * (the name exists) is success. */
-static void net_ensured(struct docker_call *call, enum rc rc, int status, const char *body,
-                        size_t len, const char *err, void *arg)
-{
-	struct op *o = arg, *x, *next;
-	char msg[420] = "";
-	int ok = rc == RC_OK && (status == 201 || status == 409);
-
-	(void)call;
-	o->call = NULL;
-	o->netcall = 0;
-	if (!ok) {
-		char m[200];
-		engine_msg(rc, body, len, err, "error", m, sizeof(m));
-		snprintf(msg, sizeof(msg), "could not create network '%s' on the node: %s", o->net,
-		         m);
-	}
-	for (x = ops; x; x = next) {
-		next = x->next;
-		if (x == o || !x->netwait || x->node_id != o->node_id ||
-		    strcmp(x->net, o->net) != 0)
-			continue;
-		x->netwait = 0;
-		if (ok)
-			do_create(x);
-		else
-			launch_fail(x, msg);
-	}
-	if (ok)
-		do_create(o);
-	else
-		launch_fail(o, msg);
-}
-
-static void ensure_net(struct op *o)
-{
-	struct docker_engine *e = nodes_engine(o->node_id);
-	char uid[24], *body;
-	json_t *j;
-
-	for (struct op *x = ops; x; x = x->next)
-		if (x != o && x->netcall && x->node_id == o->node_id &&
-		    strcmp(x->net, o->net) == 0) {
-			o->netwait = 1;
-			return;
-		}
-	snprintf(uid, sizeof(uid), "%lld", o->user_id);
-	j = json_pack("{s:s, s:b, s:s, s:{s:s, s:s, s:s, s:s},"
-	              " s:{s:s}}",
-	              "Name", o->net, "CheckDuplicate", 1, "Driver", "bridge", "Labels",
-	              "gpucloud.cluster", cluster, "gpucloud.kind", "network", "gpucloud.owner",
-	              o->owner, "gpucloud.user", uid, "Options",
-	              "com.docker.network.bridge.enable_icc", "true");
-	body = j ? json_dumps(j, JSON_COMPACT) : NULL;
-	json_decref(j);
-	o->call = e && body ? docker_request(e, "POST", "/networks/create", "application/json",
-	                                     body, strlen(body), NULL, 30000, net_ensured, o)
-	                    : NULL;
-	free(body);
-	if (!o->call) {
-		launch_fail(o, "the node's engine is not available");
-		return;
-	}
-	o->netcall = 1;
-}
+static const struct driver_launch_ops launch_ops = {
+	.failed = launch_failed,
+	.created = launch_created,
+	.running = launch_running,
+};
 
 /* Both the record of the node (pulling) and the image on it (ensure) must
  * be there before the create: they run side by side, the later one goes on.
@@ -725,9 +314,13 @@ static void launch_joined(struct op *o)
 	}
 	/* "creating" is written while the engine creates (the running write
 	 * accepts either) */
-	instances_set_state(o->id, "pulling,creating", "creating", "", 0, NULL, 0, NULL, NULL,
-	                    NULL);
-	ensure_net(o);
+	set_state(o->id, P | C, WL_CREATING, "", 0, NULL, NULL);
+	o->l.ops = &launch_ops;
+	o->l.arg = o;
+	o->l.id = o->id;
+	o->l.node_id = o->node_id;
+	snprintf(o->l.name, sizeof(o->l.name), "%s", o->name);
+	driver_launch_begin(&o->l);
 }
 
 static void image_ready(enum rc rc, const char *err, void *arg)
@@ -756,189 +349,85 @@ static void pulling_set(int changed, void *arg)
 	launch_joined(o);
 }
 
-/* Environment names the platform sets: users and images cannot override. */
-static int reserved_env(const char *k)
-{
-	return strncmp(k, "NVIDIA_", 7) == 0 || strcmp(k, "CUDA_VISIBLE_DEVICES") == 0 ||
-	       strcmp(k, "GPUCLOUD_APP_TOKEN") == 0 || strcmp(k, "GPUCLOUD_INSTANCE_ID") == 0 ||
-	       strcmp(k, "HOME") == 0 || strcmp(k, "USER") == 0;
-}
-
-/* Builds the hardened create body from the launch row (see launch_row). */
+/* The create body from the launch row (see launch_row): the row's values
+ * in a spec_input, the storage module's binds, and spec_build(). */
 static int build_spec(struct op *o, const PGresult *res, char *err, size_t errlen)
 {
-	const char *username = db_val(res, 0, 2), *url = db_val(res, 0, 14);
-	long long uid = storage_uid(strtoll(db_val(res, 0, 1), NULL, 10));
+	const char *username = db_val(res, 0, 2), *kind = db_val(res, 0, 11);
 	json_t *cmd = db_val(res, 0, 5) ? json_loads(db_val(res, 0, 5), 0, NULL) : NULL;
 	json_t *ports = json_loads(db_val(res, 0, 6), 0, NULL);
-	json_t *uenv = json_loads(db_val(res, 0, 7), 0, NULL);
+	json_t *env = json_loads(db_val(res, 0, 7), 0, NULL);
 	json_t *gpus = json_loads(db_val(res, 0, 13), 0, NULL);
-	json_t *env = json_array(), *binds = json_array(), *devices = json_array();
-	json_t *hc, *exposed = json_object(), *pb = json_object(), *labels, *spec, *v, *g;
-	const char *k;
-	char buf[1400], user[64], vis[1200] = "", cvis[1200] = "";
+	json_t *binds = json_array(), *g;
+	struct spec_gpu sg[64];
+	struct spec_input in = { 0 };
 	size_t i;
-	int discovered = 0, n = 0;
+	int rc = -1;
 
-	/* app ports: on unix:// nodes loopback, which a container cannot
-	 * reach as the node (its 127.0.0.1 is its own, and the bridge gateway
-	 * has no listener nor DNAT rule for the port); on tcp:// nodes the
-	 * address gpucloudd reaches the node at, unless node_app_bind names
-	 * another (a management address), firewalled to the control plane */
-	snprintf(o->host, sizeof(o->host), "127.0.0.1");
-	if (url && strncmp(url, "tcp://", 6) == 0 && cfg.node_app_bind && *cfg.node_app_bind) {
-		snprintf(o->host, sizeof(o->host), "%s", cfg.node_app_bind);
-	} else if (url && strncmp(url, "tcp://", 6) == 0) {
-		const char *h = url + 6, *c = strrchr(h, ':');
-		snprintf(o->host, sizeof(o->host), "%.*s", (int)(c ? (size_t)(c - h) : strlen(h)),
-		         h);
-	}
-	o->user_id = strtoll(db_val(res, 0, 1), NULL, 10);
-	snprintf(o->owner, sizeof(o->owner), "%s", username);
-	instances_network_name(o->user_id, o->net, sizeof(o->net));
-	if (storage_binds(strtoll(db_val(res, 0, 1), NULL, 10), username, binds, err, errlen) < 0)
-		goto fail;
-	json_object_foreach(uenv, k, v)
-	{
-		if (reserved_env(k) || !json_is_string(v))
-			continue;
-		snprintf(buf, sizeof(buf), "%s=%s", k, json_string_value(v));
-		json_array_append_new(env, json_string(buf));
-	}
-	o->sig[0] = '\0';
-	snprintf(o->sig, sizeof(o->sig), "%s|", db_val(res, 0, 3));
+	spec_publish_host(db_val(res, 0, 14), cfg.node_app_bind, o->l.host, sizeof(o->l.host));
+	o->l.user_id = strtoll(db_val(res, 0, 1), NULL, 10);
+	snprintf(o->l.owner, sizeof(o->l.owner), "%s", username);
+	instances_network_name(o->l.user_id, o->l.net, sizeof(o->l.net));
+	if (!binds || storage_binds(o->l.user_id, username, binds, err, errlen) < 0)
+		goto out;
+	memset(sg, 0, sizeof(sg));
 	json_array_foreach(gpus, i, g)
 	{
-		const char *uuid = json_string_value(json_object_get(g, "mig"))
-		                           ? json_string_value(json_object_get(g, "mig"))
-		                           : json_string_value(json_object_get(g, "uuid"));
-		json_t *devs = json_object_get(g, "devices");
-		size_t sl = strlen(o->sig);
-		snprintf(o->sig + sl, sizeof(o->sig) - sl, "%s%s", n ? "," : "", uuid ? uuid : "");
-		if (json_array_size(devs) > 0) {
-			/* declared GPU: its device files, renumbered from 0 in
-			 * allocation order (what CUDA_VISIBLE_DEVICES says) */
-			size_t d;
-			json_t *dv;
-			json_array_foreach(devs, d, dv)
-			{
-				char in[64];
-				const char *hp = json_string_value(dv), *bn;
-				if (!hp)
-					continue;
-				bn = strrchr(hp, '/') ? strrchr(hp, '/') + 1 : hp;
-				if (d == 0)
-					snprintf(in, sizeof(in), "/dev/nvidia%d", n);
-				else
-					snprintf(in, sizeof(in), "/dev/%.50s", bn);
-				json_array_append_new(devices,
-				                      json_pack("{s:s, s:s, s:s}", "PathOnHost", hp,
-				                                "PathInContainer", in,
-				                                "CgroupPermissions", "rwm"));
-			}
-			sl = strlen(cvis);
-			snprintf(cvis + sl, sizeof(cvis) - sl, "%s%d", n ? "," : "", n);
-		} else {
-			discovered = 1;
-			sl = strlen(vis);
-			snprintf(vis + sl, sizeof(vis) - sl, "%s%s", n ? "," : "",
-			         uuid ? uuid : "");
+		json_t *devs = json_object_get(g, "devices"), *dv;
+		size_t d;
+		struct spec_gpu *x = &sg[in.ngpus];
+		if (in.ngpus >= (int)(sizeof(sg) / sizeof(sg[0])))
+			break;
+		x->uuid = json_string_value(json_object_get(g, "mig"))
+		                  ? json_string_value(json_object_get(g, "mig"))
+		                  : json_string_value(json_object_get(g, "uuid"));
+		json_array_foreach(devs, d, dv)
+		{
+			if (x->ndevices < SPEC_MAX_DEVICES)
+				x->devices[x->ndevices++] = json_string_value(dv);
 		}
-		n++;
+		in.ngpus++;
 	}
-	{
-		/* containers made before per-user networks are not reused */
-		size_t sl = strlen(o->sig);
-		snprintf(o->sig + sl, sizeof(o->sig) - sl, "|net=%s", o->net);
-	}
-	if (discovered) {
-		snprintf(buf, sizeof(buf), "NVIDIA_VISIBLE_DEVICES=%s", vis);
-		json_array_append_new(env, json_string(buf));
-		snprintf(buf, sizeof(buf), "CUDA_VISIBLE_DEVICES=%s", vis);
-		json_array_append_new(env, json_string(buf));
-		json_array_append_new(env,
-		                      json_string("NVIDIA_DRIVER_CAPABILITIES=compute,utility"));
-	} else {
-		json_array_append_new(env, json_string("NVIDIA_VISIBLE_DEVICES=void"));
-		snprintf(buf, sizeof(buf), "CUDA_VISIBLE_DEVICES=%s", cvis);
-		json_array_append_new(env, json_string(buf));
-	}
-	snprintf(buf, sizeof(buf), "GPUCLOUD_APP_TOKEN=%s", db_val(res, 0, 12));
-	json_array_append_new(env, json_string(buf));
-	snprintf(buf, sizeof(buf), "GPUCLOUD_INSTANCE_ID=%lld", o->id);
-	json_array_append_new(env, json_string(buf));
-	snprintf(buf, sizeof(buf), "HOME=/home/%s", username);
-	json_array_append_new(env, json_string(buf));
-	snprintf(buf, sizeof(buf), "USER=%s", username);
-	json_array_append_new(env, json_string(buf));
-	json_array_foreach(ports, i, v)
-	{
-		char key[32];
-		snprintf(key, sizeof(key), "%lld/tcp",
-		         (long long)json_integer_value(json_object_get(v, "port")));
-		json_object_set_new(exposed, key, json_object());
-		json_object_set_new(pb, key,
-		                    json_pack("[{s:s, s:s}]", "HostIp", o->host, "HostPort", ""));
-	}
-	snprintf(user, sizeof(user), "%lld:%lld", uid, uid);
-	labels = json_pack("{s:s, s:s, s:s, s:s, s:s}", "gpucloud.cluster", cluster,
-	                   "gpucloud.kind", db_val(res, 0, 11), "gpucloud.id", "", "gpucloud.owner",
-	                   username, "gpucloud.sig", o->sig);
-	snprintf(buf, sizeof(buf), "%lld", o->id);
-	json_object_set_new(labels, "gpucloud.id", json_string(buf));
-	hc = json_pack("{s:b, s:[s], s:[s], s:I, s:I, s:I, s:I, s:I, s:s, s:o, s:o, s:o,"
-	               " s:{s:s}, s:s, s:s, s:s, s:b}",
-	               "Privileged", 0, "CapDrop", "ALL", "SecurityOpt", "no-new-privileges",
-	               "PidsLimit", (json_int_t)cfg.instance_pids_limit, "Memory",
-	               (json_int_t)(strtoll(db_val(res, 0, 9), NULL, 10) << 20), "MemorySwap",
-	               (json_int_t)(strtoll(db_val(res, 0, 9), NULL, 10) << 20), "NanoCpus",
-	               (json_int_t)(strtoll(db_val(res, 0, 8), NULL, 10) * 1000000LL), "ShmSize",
-	               (json_int_t)(strtoll(db_val(res, 0, 10), NULL, 10) << 20), "NetworkMode",
-	               o->net, "Binds", binds, "PortBindings", pb, "Devices", devices,
-	               "RestartPolicy", "Name", "no", "IpcMode", "private", "PidMode", "",
-	               "CgroupnsMode", "private", "ReadonlyRootfs", 0);
-	binds = pb = devices = NULL;
-	if (hc && discovered) {
-		json_t *ids = json_array();
-		char *tok, *save = NULL;
-		for (tok = strtok_r(vis, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
-			json_array_append_new(ids, json_string(tok));
-		json_object_set_new(hc, "Runtime", json_string("nvidia"));
-		json_object_set_new(hc, "DeviceRequests",
-		                    json_pack("[{s:s, s:o, s:[[s]]}]", "Driver", "nvidia",
-		                              "DeviceIDs", ids, "Capabilities", "gpu"));
-	}
-	snprintf(buf, sizeof(buf), "/home/%s", username);
-	spec = json_pack("{s:s, s:o, s:s, s:s, s:o, s:o, s:o, s:s}", "Image", db_val(res, 0, 4),
-	                 "Env", env, "User", user, "WorkingDir", buf, "Labels", labels,
-	                 "ExposedPorts", exposed, "HostConfig", hc, "Hostname", o->name);
-	env = exposed = NULL;
-	if (!spec || !labels || !hc) {
+	in.cluster = driver_cluster_id();
+	in.kind = kind;
+	in.id = o->id;
+	in.name = o->name;
+	in.owner = username;
+	in.uid = storage_uid(o->l.user_id);
+	in.image_id = strtoll(db_val(res, 0, 3), NULL, 10);
+	in.image = db_val(res, 0, 4);
+	in.cmd = cmd;
+	/* a TensorBoard's variables are the platform's (api_tensorboards.c
+	 * sets GPUCLOUD_LOGDIR); an instance's are its user's */
+	if (strcmp(kind, "tensorboard") == 0)
+		in.platform_env = env;
+	else
+		in.env = env;
+	in.app_token = db_val(res, 0, 12);
+	in.binds = binds;
+	in.gpus = sg;
+	in.app_ports = ports;
+	in.host = o->l.host;
+	in.network = o->l.net;
+	in.cpu_millis = strtoll(db_val(res, 0, 8), NULL, 10);
+	in.mem_mib = strtoll(db_val(res, 0, 9), NULL, 10);
+	in.shm_mib = strtoll(db_val(res, 0, 10), NULL, 10);
+	in.pids_limit = cfg.instance_pids_limit;
+	o->l.spec = spec_build(&in, o->l.sig, sizeof(o->l.sig));
+	if (!o->l.spec) {
 		snprintf(err, errlen, "out of memory");
-		json_decref(spec);
-		goto fail_after;
+		goto out;
 	}
-	if (json_is_array(cmd) && json_array_size(cmd) > 0)
-		json_object_set(spec, "Cmd", cmd);
-	o->spec = spec;
-	o->app_ports = ports;
-	ports = NULL;
-	json_decref(cmd);
-	json_decref(uenv);
-	json_decref(gpus);
-	return 0;
-fail:
-	json_decref(env);
-	json_decref(binds);
-	json_decref(devices);
-	json_decref(exposed);
-	json_decref(pb);
-fail_after:
+	o->l.app_ports = ports;
+	ports = NULL; /* handed off */
+	rc = 0;
+out:
 	json_decref(cmd);
 	json_decref(ports);
-	json_decref(uenv);
+	json_decref(env);
 	json_decref(gpus);
-	return -1;
+	json_decref(binds);
+	return rc;
 }
 
 /* Columns read for a launch: 0 id, 1 user_id, 2 username, 3 image_id,
@@ -966,8 +455,7 @@ static void launch_row(PGresult *res, enum rc rc, void *arg)
 	}
 	if (!db_val(res, 0, 15)) {
 		/* no GPUs and no node up: wait */
-		instances_set_state(o->id, "queued", "queued", "waiting for a node to be up", 0,
-		                    NULL, 0, NULL, op_end_cb, o);
+		set_state(o->id, Q, WL_QUEUED, "waiting for a node to be up", 0, op_end_cb, o);
 		return;
 	}
 	if (!nodes_engine(strtoll(db_val(res, 0, 15), NULL, 10))) {
@@ -984,13 +472,15 @@ static void launch_row(PGresult *res, enum rc rc, void *arg)
 		return;
 	}
 	{
-		char node[24];
-		const char *xp[2] = { node, o->name };
-		snprintf(node, sizeof(node), "%lld", o->node_id);
+		struct workload_change c = { .id = o->id,
+			                     .from = Q | P | C,
+			                     .to = WL_PULLING,
+			                     .reason = "",
+			                     .flags = WL_PLACE,
+			                     .node_id = o->node_id,
+			                     .container_name = o->name };
 		o->pending = 2;
-		instances_set_state(o->id, "queued,pulling,creating", "pulling", "", 0,
-		                    ", node_id = $6::bigint, container_name = $7", 2, xp,
-		                    pulling_set, o);
+		workload_set_state(&c, pulling_set, o);
 		if (images_ensure(o->image_id, o->node_id, image_ready, o) < 0) {
 			snprintf(o->failed, sizeof(o->failed), "out of memory");
 			launch_joined(o);
@@ -1006,7 +496,7 @@ static void op_launch(long long id)
 
 	if (!o)
 		return;
-	o->t_launch = now_ms();
+	o->t_launch = driver_now_ms();
 	snprintf(ids, sizeof(ids), "%lld", id);
 	db_query("SELECT i.id, i.user_id, u.username, i.image_id, im.reference,"
 	         " COALESCE(i.cmd, im.default_cmd)::text, COALESCE(im.app_ports, '[]')::text,"
@@ -1039,11 +529,10 @@ static void op_launch(long long id)
 
 /* -- stop -- */
 
-static void stop_end(struct op *o, const char *to, const char *why)
+static void stop_end(struct op *o, enum workload_state to, const char *why)
 {
-	instances_set_state(o->id, "stopping", to, why ? why : (o->reason[0] ? o->reason : NULL),
-	                    INST_RELEASE | INST_SETTLE, ", stopped_at = now()", 0, NULL, op_end_cb,
-	                    o);
+	set_state(o->id, S, to, why ? why : (o->reason[0] ? o->reason : NULL),
+	          WL_RELEASE | WL_SETTLE | WL_STOPPED_AT, op_end_cb, o);
 }
 
 static void stopped(struct docker_call *call, enum rc rc, int status, const char *body, size_t len,
@@ -1058,14 +547,14 @@ static void stopped(struct docker_call *call, enum rc rc, int status, const char
 	o->call = NULL;
 	if (rc == RC_UNAVAILABLE) {
 		snprintf(why, sizeof(why), "the node's engine is unreachable: %s", err);
-		stop_end(o, "lost", why);
+		stop_end(o, WL_LOST, why);
 		return;
 	}
 	if (rc != RC_OK || (status != 204 && status != 304 && status != 404))
 		log_msg(LOG_WARN, "instances", NULL,
 		        "instance %lld: the engine answered %d to stop (%s)", o->id, status,
 		        rc_code(rc));
-	stop_end(o, "stopped", NULL);
+	stop_end(o, WL_STOPPED, NULL);
 }
 
 static void stopping_set(int changed, void *arg)
@@ -1079,18 +568,18 @@ static void stopping_set(int changed, void *arg)
 		return;
 	}
 	if (!o->node_id) {
-		stop_end(o, "stopped", NULL);
+		stop_end(o, WL_STOPPED, NULL);
 		return;
 	}
 	if (!e) {
-		stop_end(o, "lost", "the node's engine is not available");
+		stop_end(o, WL_LOST, "the node's engine is not available");
 		return;
 	}
 	snprintf(path, sizeof(path), "/containers/%s/stop?t=%d", o->name, o->grace);
 	o->call = docker_request(e, "POST", path, NULL, NULL, 0, NULL, (o->grace + 30) * 1000,
 	                         stopped, o);
 	if (!o->call)
-		stop_end(o, "lost", "the node's engine is not available");
+		stop_end(o, WL_LOST, "the node's engine is not available");
 }
 
 static void op_stop(long long id, long long node_id, int grace, const char *reason)
@@ -1102,8 +591,8 @@ static void op_stop(long long id, long long node_id, int grace, const char *reas
 	o->node_id = node_id;
 	o->grace = grace;
 	snprintf(o->reason, sizeof(o->reason), "%s", reason ? reason : "");
-	instances_set_state(id, "running,pulling,creating,stopping", "stopping",
-	                    reason && *reason ? reason : NULL, 0, NULL, 0, NULL, stopping_set, o);
+	set_state(id, R | P | C | S, WL_STOPPING, reason && *reason ? reason : NULL, 0,
+	          stopping_set, o);
 }
 
 /* -- delete -- */
@@ -1124,9 +613,8 @@ static void deleted(struct docker_call *call, enum rc rc, int status, const char
 		log_msg(LOG_WARN, "instances", NULL,
 		        "instance %lld: container not removed yet (%s, status %d)", o->id,
 		        rc_code(rc), status);
-	instances_set_state(o->id, "queued,stopped,failed,lost,running,stopping", "deleted", NULL,
-	                    INST_RELEASE, ", deleted_at = now(), container_id = NULL", 0, NULL,
-	                    op_end_cb, o);
+	set_state(o->id, Q | WL_BIT(WL_STOPPED) | WL_BIT(WL_FAILED) | WL_BIT(WL_LOST) | R | S,
+	          WL_DELETED, NULL, WL_RELEASE | WL_DELETED_AT | WL_CLEAR_CONTAINER, op_end_cb, o);
 }
 
 static void op_delete(long long id, long long node_id)
@@ -1172,8 +660,7 @@ static void decide(const PGresult *res, int i)
 	}
 	if (strcmp(desired, "stopped") == 0) {
 		if (strcmp(state, "queued") == 0)
-			instances_set_state(id, "queued", "stopped", NULL, INST_RELEASE, NULL, 0,
-			                    NULL, NULL, NULL);
+			set_state(id, Q, WL_STOPPED, NULL, WL_RELEASE, NULL, NULL);
 		else
 			op_stop(id, node, cfg.instance_stop_grace, NULL);
 		return;
@@ -1183,8 +670,7 @@ static void decide(const PGresult *res, int i)
 		if (has_req && strcmp(rstate, "allocated") != 0 && strcmp(rstate, "queued") != 0) {
 			snprintf(why, sizeof(why), "the allocation request ended: %s",
 			         *rwhy ? rwhy : rstate);
-			instances_set_state(id, "queued", "failed", why, INST_RELEASE | INST_SETTLE,
-			                    NULL, 0, NULL, NULL, NULL);
+			set_state(id, Q, WL_FAILED, why, WL_RELEASE | WL_SETTLE, NULL, NULL);
 			return;
 		}
 		if (!has_req || strcmp(rstate, "allocated") == 0)
@@ -1211,106 +697,42 @@ static void decide(const PGresult *res, int i)
 	}
 }
 
-static void tick_rows(PGresult *res, enum rc rc, void *arg)
-{
-	(void)arg;
-	tick_busy = 0;
-	if (rc == RC_OK && sched_is_leader())
-		for (int i = 0; i < PQntuples(res); i++)
-			decide(res, i);
-	if (kicked) {
-		kicked = 0;
-		tick_soon(5);
-	}
-}
-
-static void cluster_loaded(PGresult *res, enum rc rc, void *arg)
-{
-	(void)arg;
-	tick_busy = 0;
-	if (rc == RC_OK && PQntuples(res) == 1)
-		snprintf(cluster, sizeof(cluster), "%s", db_val(res, 0, 0));
-}
-
-static void on_timer(evutil_socket_t fd, short what, void *arg)
-{
-	static double last_reconcile, last_reclaim;
-	double now = now_ms();
-
-	(void)fd;
-	(void)what;
-	(void)arg;
-	tick_soon(cfg.instance_tick_ms);
-	if (tick_busy) {
-		kicked = 1;
-		return;
-	}
-	if (!cluster[0]) {
-		tick_busy = 1;
-		db_query("SELECT cluster_id FROM cluster_identity", 0, NULL, cluster_loaded, NULL);
-		return;
-	}
-	if (!sched_is_leader())
-		return;
-	ticks++;
-	if (now - last_reconcile >= cfg.reconcile_interval_ms) {
-		last_reconcile = now;
-		reconcile_run();
-	}
-	if (now - last_reclaim >= cfg.reclaim_interval * 1000.0) {
-		last_reclaim = now;
-		reclaim_run();
-	}
-	tick_busy = 1;
-	db_query("SELECT i.id, i.state, i.desired, COALESCE(r.state::text, ''),"
-	         " COALESCE(r.release_reason, ''), r.preempt_requested_at IS NOT NULL,"
-	         " COALESCE(i.node_id, 0), i.request_id IS NOT NULL OR i.pool_id IS NOT NULL"
-	         " FROM instances i LEFT JOIN alloc_requests r ON r.id = i.request_id"
-	         " WHERE i.state IN ('pulling', 'creating', 'stopping')"
-	         " OR (i.state = 'queued' AND (i.desired <> 'running' OR i.request_id IS NULL"
-	         "  OR r.state <> 'queued'))"
-	         " OR (i.state = 'running' AND (i.desired <> 'running'"
-	         "  OR (i.request_id IS NOT NULL AND (r.state IS DISTINCT FROM 'allocated'"
-	         "   OR r.preempt_requested_at IS NOT NULL))))"
-	         " OR (i.desired = 'deleted' AND i.state IN ('stopped', 'failed', 'lost'))"
-	         " ORDER BY i.id LIMIT 1000",
-	         0, NULL, tick_rows, NULL);
-}
-
-static void tick_soon(int ms)
-{
-	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
-	struct timeval left;
-
-	if (!timer)
-		return;
-	/* a kick makes the pending pass sooner, the period never later */
-	if (evtimer_pending(timer, &left) && ms >= cfg.instance_tick_ms)
-		return;
-	evtimer_add(timer, &tv);
-}
+static const struct driver_kind kind = {
+	.name = "instances",
+	.first_ms = 50,
+	.pass_sql = "SELECT i.id, i.state, i.desired, COALESCE(r.state::text, ''),"
+	            " COALESCE(r.release_reason, ''), r.preempt_requested_at IS NOT NULL,"
+	            " COALESCE(i.node_id, 0), i.request_id IS NOT NULL OR i.pool_id IS NOT NULL"
+	            " FROM instances i LEFT JOIN alloc_requests r ON r.id = i.request_id"
+	            " WHERE i.state IN ('pulling', 'creating', 'stopping')"
+	            " OR (i.state = 'queued' AND (i.desired <> 'running' OR i.request_id IS NULL"
+	            "  OR r.state <> 'queued'))"
+	            " OR (i.state = 'running' AND (i.desired <> 'running'"
+	            "  OR (i.request_id IS NOT NULL AND (r.state IS DISTINCT FROM 'allocated'"
+	            "   OR r.preempt_requested_at IS NOT NULL))))"
+	            " OR (i.desired = 'deleted' AND i.state IN ('stopped', 'failed', 'lost'))"
+	            " ORDER BY i.id LIMIT 1000",
+	.decide = decide,
+};
 
 void instances_kick(void)
 {
-	kicked = 1;
-	tick_soon(1);
+	events_publish(EV_WORKLOAD_CHANGED);
 }
 
 int instances_init(struct event_base *b)
 {
+	static struct driver_kind k;
+
 	base = b;
-	timer = evtimer_new(base, on_timer, NULL);
-	if (!timer)
-		return -1;
-	tick_soon(50);
-	return 0;
+	k = kind;
+	k.period_ms = cfg.instance_tick_ms;
+	return driver_register(&k);
 }
 
 void instances_shutdown(void)
 {
-	if (timer)
-		event_free(timer);
-	timer = NULL;
+	driver_shutdown();
 	/* operations may still have database callbacks queued: they stay
 	 * allocated (and reachable) until the process exits; only their engine
 	 * calls and pauses end here */
@@ -1318,6 +740,7 @@ void instances_shutdown(void)
 		if (o->call)
 			docker_cancel(o->call);
 		o->call = NULL;
+		driver_launch_cancel(&o->l);
 		if (o->pause)
 			event_free(o->pause);
 		o->pause = NULL;

@@ -1,9 +1,8 @@
-/* instances.h — interactive instances: the state machine and the leader's
- * driver that moves instances through it on the nodes' engines.
+/* instances.h — interactive instances: the leader's driver that moves
+ * instances through the workload state machine (workload.h) on the nodes'
+ * engines.
  *
- * States: queued → pulling → creating → running → stopping → stopped, and
- * failed (with a reason), lost (the container vanished), deleted (the row
- * is kept for accounting).  Users (the API) only write the desired state
+ * Users (the API) only write the desired state
  * (running, stopped, deleted) and queue allocation requests; the driver on
  * the scheduler leader does the engine work, so a crash at any point is
  * resumed by the next leader from the database: container names are
@@ -42,26 +41,6 @@ void instances_network_name(long long user_id, char *out, size_t outlen);
 /* 1 while a launch on the node is under way in this process (it may be
  * about to use a network the listing shows as empty). */
 int instances_launching(long long node_id);
-
-/* instances_set_state() flags */
-enum {
-	INST_RELEASE = 1 << 0, /* release the allocation request and forget the ports */
-	INST_SETTLE = 1 << 1,  /* a final state: desired running becomes stopped */
-};
-
-/* Moves instance id from one of the states in from (a comma-separated
- * list, e.g. "running,stopping") to state to, logging the transition.
- * reason NULL keeps the stored reason.  extra is an SQL SET fragment
- * (", exit_code = $6") with parameters $6.. taken from xp (nx of them, at
- * most 4).  cb (may be NULL) gets the number of rows changed (0: the
- * instance was not in from) or -1 on a database error. */
-typedef void (*instances_set_cb)(int changed, void *arg);
-void instances_set_state(long long id, const char *from, const char *to, const char *reason,
-                         unsigned flags, const char *extra, int nx, const char *const *xp,
-                         instances_set_cb cb, void *arg);
-
-/* 1 when to may follow from (the state machine's edges). */
-int instances_transition_ok(const char *from, const char *to);
 
 /* 1 while this process runs an engine operation on instance id (the
  * reconciler leaves such instances alone). */

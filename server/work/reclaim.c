@@ -15,10 +15,12 @@
 #include <string.h>
 
 #include "base/config.h"
-#include "db/db.h"
-#include "engine/docker.h"
-#include "work/instances.h"
+#include "base/cron.h"
+#include "base/events.h"
 #include "base/log.h"
+#include "db/db.h"
+#include "db/leader.h"
+#include "engine/docker.h"
 #include "engine/nodes.h"
 
 static int busy, pending;
@@ -60,7 +62,7 @@ static void applied(PGresult *res, enum rc rc, void *arg)
 		        "at their maximum lifetime",
 		        db_val(res, 0, 0), db_val(res, 0, 1), db_val(res, 0, 2), db_val(res, 0, 3));
 	if (strcmp(db_val(res, 0, 2), "0") || strcmp(db_val(res, 0, 3), "0"))
-		instances_kick();
+		events_publish(EV_WORKLOAD_CHANGED); /* the driver stops them */
 }
 
 static void apply(PGresult *res, enum rc rc, void *arg)
@@ -176,4 +178,24 @@ void reclaim_run(void)
 	         " WHERE i.state = 'running' AND i.desired = 'running' AND i.node_id IS NOT NULL"
 	         " AND (ip.idle_seconds IS NOT NULL OR ip.max_lifetime_seconds IS NOT NULL)",
 	         0, NULL, running_read, NULL);
+}
+
+/* cron: a round on the leader (asked again at the driver's period while
+ * this replica does not lead, so the first round comes once it does). */
+static void on_cron(struct cron_section *s, void *arg)
+{
+	(void)arg;
+	if (!leader_is()) {
+		cron_soon(s, cfg.instance_tick_ms);
+		return;
+	}
+	reclaim_run();
+}
+
+int reclaim_init(void)
+{
+	return cron_every("reclaim", cfg.reclaim_interval * 1000, cfg.instance_tick_ms, on_cron,
+	                  NULL)
+	               ? 0
+	               : -1;
 }

@@ -8,12 +8,17 @@
  * An idle instance is warned (idle_warning_at and idle_message, visible in
  * the API and UI), then stopped warn_seconds later unless activity came
  * back; any instance running longer than max_lifetime_seconds is stopped.
- * Runs on the scheduler leader every cfg.reclaim_interval seconds.
+ * Runs on the scheduler leader every cfg.reclaim_interval seconds (a cron
+ * section).
  */
 #ifndef GPUCLOUD_RECLAIM_H
 #define GPUCLOUD_RECLAIM_H
 
 #include <jansson.h>
+
+/* Registers the round on the cron (leader only; cron_init() first).
+ * Returns 0 or -1. */
+int reclaim_init(void);
 
 /* One round (does nothing while a round is under way). */
 void reclaim_run(void);

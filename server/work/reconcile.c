@@ -6,7 +6,7 @@
  * gpucloud.cluster with our id, never another cluster's) that no container
  * of ours refers to.  Instances with an operation in flight in this
  * process are skipped: the operation owns them until it ends.
- * Does not own: the transitions themselves (instances_set_state).
+ * Does not own: the transitions themselves (workload_set_state).
  */
 #include "work/reconcile.h"
 
@@ -18,11 +18,15 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
-#include "db/db.h"
-#include "engine/docker.h"
-#include "work/instances.h"
+#include "base/config.h"
+#include "base/cron.h"
 #include "base/log.h"
+#include "db/db.h"
+#include "db/leader.h"
+#include "engine/docker.h"
 #include "engine/nodes.h"
+#include "work/instances.h"
+#include "work/workload.h"
 
 #define MAX_NODES 256
 
@@ -194,15 +198,18 @@ struct check {
 static void settle(PGresult *res, enum rc rc, void *arg)
 {
 	struct check *k = arg;
-	char code[16];
-	const char *xp[1] = { code };
 
 	if (rc == RC_OK && PQntuples(res) == 1 && strcmp(db_val(res, 0, 0), "f") == 0 &&
 	    !instances_op_busy(k->id)) {
-		snprintf(code, sizeof(code), "%d", k->code);
-		instances_set_state(k->id, "running", k->code == 0 ? "stopped" : "failed", k->why,
-		                    INST_RELEASE | INST_SETTLE,
-		                    ", exit_code = $6::int, stopped_at = now()", 1, xp, NULL, NULL);
+		struct workload_change c = {
+			.id = k->id,
+			.from = WL_BIT(WL_RUNNING),
+			.to = k->code == 0 ? WL_STOPPED : WL_FAILED,
+			.reason = k->why,
+			.flags = WL_RELEASE | WL_SETTLE | WL_EXIT_CODE | WL_STOPPED_AT,
+			.exit_code = k->code,
+		};
+		workload_set_state(&c, NULL, NULL);
 	}
 	free(k);
 }
@@ -225,9 +232,14 @@ static void verified(struct docker_call *call, enum rc rc, int status, const cha
 		goto out;
 	if (status == 404) {
 		snprintf(why, sizeof(why), "the container vanished from node '%s'", k->node);
-		instances_set_state(k->id, "running", "lost", why, INST_RELEASE | INST_SETTLE,
-		                    ", stopped_at = now(), container_id = NULL", 0, NULL, NULL,
-		                    NULL);
+		struct workload_change c = {
+			.id = k->id,
+			.from = WL_BIT(WL_RUNNING),
+			.to = WL_LOST,
+			.reason = why,
+			.flags = WL_RELEASE | WL_SETTLE | WL_STOPPED_AT | WL_CLEAR_CONTAINER,
+		};
+		workload_set_state(&c, NULL, NULL);
 		goto out;
 	}
 	if (status != 200 || !(j = json_loadb(body, len, 0, NULL)))
@@ -458,4 +470,25 @@ void reconcile_run(void)
 		return;
 	busy = 1;
 	db_query("SELECT id, name FROM nodes ORDER BY id", 0, NULL, nodes_read, NULL);
+}
+
+/* cron: a round on the leader once the cluster id is known; until then it
+ * asks again at the driver's period (the first round comes as soon as this
+ * replica leads). */
+static void on_cron(struct cron_section *s, void *arg)
+{
+	(void)arg;
+	if (!leader_is() || !*instances_cluster_id()) {
+		cron_soon(s, cfg.instance_tick_ms);
+		return;
+	}
+	reconcile_run();
+}
+
+int reconcile_init(void)
+{
+	return cron_every("reconcile", cfg.reconcile_interval_ms, cfg.instance_tick_ms, on_cron,
+	                  NULL)
+	               ? 0
+	               : -1;
 }

@@ -12,6 +12,10 @@
 #ifndef GPUCLOUD_RECONCILE_H
 #define GPUCLOUD_RECONCILE_H
 
+/* Registers the round on the cron (cfg.reconcile_interval_ms, leader only;
+ * cron_init() first).  Returns 0 or -1. */
+int reconcile_init(void);
+
 /* One round over every node (does nothing while a round is under way). */
 void reconcile_run(void);
 

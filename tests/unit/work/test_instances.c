@@ -5,9 +5,17 @@
 #include <jansson.h>
 
 #include "harness.h"
-#include "work/instances.h"
 #include "work/reclaim.h"
 #include "work/reconcile.h"
+#include "work/workload.h"
+
+/* The edge between two stored state names (unknown names have none). */
+static int instances_transition_ok(const char *from, const char *to)
+{
+	int f = workload_state_parse(from), t = workload_state_parse(to);
+
+	return f >= 0 && t >= 0 && workload_edge_ok((enum workload_state)f, (enum workload_state)t);
+}
 
 TEST(edges)
 {
@@ -85,9 +93,27 @@ TEST(cpu_percent)
 	          "\"system_cpu_usage\":20}}") < 0);
 }
 
+/* The table holds the 35 edges that were written out by hand, no more. */
+TEST(edge_count)
+{
+	int n = 0;
+
+	for (int f = 0; f < WL__COUNT; f++)
+		for (int t = 0; t < WL__COUNT; t++)
+			n += workload_edge_ok((enum workload_state)f, (enum workload_state)t);
+	CHECK(n == 35);
+	CHECK(!workload_edge_ok(WL_DELETED, WL_QUEUED));
+	CHECK(!workload_edge_ok(WL__COUNT, WL_QUEUED));
+	CHECK_STR(workload_state_name(WL_CREATING), "creating");
+	CHECK(workload_state_parse("lost") == WL_LOST);
+	CHECK(workload_state_parse("Lost") == -1);
+	CHECK(workload_state_parse(NULL) == -1);
+}
+
 int main(void)
 {
 	RUN(edges);
+	RUN(edge_count);
 	RUN(exit_codes);
 	RUN(cpu_percent);
 	return harness_done("test_instances");

@@ -1,0 +1,229 @@
+/* leader.c — leadership and the way to the leader (see leader.h).
+ *
+ * Owns: the pinned pool connection and the advisory lock on it, the cron
+ * section that tries the lock while this replica is not the leader, the
+ * watchers told of a change, and the NOTIFY bridge of events.h (sender:
+ * pg_notify on the pool, coalesced; receiver: a LISTEN connection of
+ * notify.c).  Does not own: what the leader does (sched/, work/).
+ */
+#include "db/leader.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/config.h"
+#include "base/cron.h"
+#include "base/events.h"
+#include "base/log.h"
+#include "db/notify.h"
+
+#define WAKE_CHANNEL "gc_wake"
+#define MAX_WATCH    8
+
+static struct cron_section *section;
+static struct db_conn *held;
+static int leader, trying, down;
+static struct {
+	leader_cb cb;
+	void *arg;
+} watch[MAX_WATCH];
+static int nwatch;
+
+static struct notify *listener;
+static unsigned wake_pending; /* bits of events_kind waiting to be sent */
+static int wake_sending;
+
+static void tell(int is_leader)
+{
+	for (int i = 0; i < nwatch; i++)
+		watch[i].cb(is_leader, watch[i].arg);
+}
+
+int leader_is(void)
+{
+	return leader;
+}
+
+struct db_conn *leader_conn(void)
+{
+	return leader ? held : NULL;
+}
+
+int leader_watch(leader_cb cb, void *arg)
+{
+	if (!cb || nwatch >= MAX_WATCH)
+		return -1;
+	watch[nwatch].cb = cb;
+	watch[nwatch].arg = arg;
+	nwatch++;
+	return 0;
+}
+
+void leader_lost(const char *why)
+{
+	int was = leader;
+
+	if (leader)
+		log_msg(LOG_WARN, "leader", NULL, "lost the scheduler lock: %s", why);
+	leader = 0;
+	trying = 0;
+	if (held)
+		db_release(held);
+	held = NULL;
+	cron_next(section, cfg.sched_interval_ms);
+	if (was)
+		tell(0);
+}
+
+static void locked(PGresult *res, enum rc rc, void *arg)
+{
+	(void)arg;
+	trying = 0;
+	if (down)
+		return;
+	if (rc != RC_OK) {
+		leader_lost(rc == RC_UNAVAILABLE ? "the database connection broke"
+		                                 : "the lock query failed");
+		return;
+	}
+	if (strcmp(db_val(res, 0, 0), "t") != 0)
+		return; /* another replica leads */
+	log_msg(LOG_INFO, "leader", NULL, "this replica now runs the scheduler");
+	leader = 1;
+	tell(1);
+}
+
+static void acquired(struct db_conn *c, enum rc rc, void *arg)
+{
+	(void)arg;
+	if (down) {
+		trying = 0;
+		if (c)
+			db_release(c);
+		return;
+	}
+	if (rc != RC_OK || !c) {
+		trying = 0;
+		return;
+	}
+	held = c;
+	db_conn_query(held, "SELECT pg_try_advisory_lock(" LEADER_LOCK_SCHED ")", 0, NULL, locked,
+	              NULL);
+}
+
+/* cron: while not the leader, try the lock (on the pinned connection, so
+ * the lock and the passes share one session). */
+static void attempt(struct cron_section *s, void *arg)
+{
+	(void)s;
+	(void)arg;
+	if (leader || trying || down)
+		return;
+	trying = 1;
+	if (!held) {
+		db_acquire(acquired, NULL);
+		return;
+	}
+	db_conn_query(held, "SELECT pg_try_advisory_lock(" LEADER_LOCK_SCHED ")", 0, NULL, locked,
+	              NULL);
+}
+
+/* A wake-up for the scheduler on a replica that is not the leader: try the
+ * lock now rather than a period later (the leader may be gone). */
+static void on_alloc_changed(enum events_kind kind, void *arg)
+{
+	(void)kind;
+	(void)arg;
+	if (!leader)
+		cron_soon(section, 2);
+}
+
+/* ---- the wake bridge ---- */
+
+static void wake_send(void);
+
+static void wake_sent(PGresult *res, enum rc rc, void *arg)
+{
+	(void)res;
+	(void)arg;
+	wake_sending = 0;
+	if (rc != RC_OK)
+		log_msg(LOG_DEBUG, "leader", NULL, "could not forward a wake-up (%s)", rc_code(rc));
+	if (wake_pending && !down)
+		wake_send();
+}
+
+static void wake_send(void)
+{
+	char payload[200] = "";
+	const char *p[1] = { payload };
+	size_t n = 0;
+
+	for (int k = 0; k < EV__COUNT; k++)
+		if (wake_pending & (1u << k))
+			n += (size_t)snprintf(payload + n, sizeof(payload) - n, "%s%s",
+			                      n ? "," : "", events_name((enum events_kind)k));
+	wake_pending = 0;
+	wake_sending = 1;
+	db_query("SELECT pg_notify('" WAKE_CHANNEL "', $1)", 1, p, wake_sent, NULL);
+}
+
+/* events.h's bridge: the leader heard it locally already; anyone else
+ * tells the leader (one statement in flight, the rest coalesced). */
+static void bridge(enum events_kind kind, void *arg)
+{
+	(void)arg;
+	if (leader || down || !listener)
+		return;
+	wake_pending |= 1u << kind;
+	if (!wake_sending)
+		wake_send();
+}
+
+static void on_wake(const char *payload, void *arg)
+{
+	char buf[200], *save = NULL, *t;
+
+	(void)arg;
+	if (!leader)
+		return;
+	if (!payload) {
+		/* the listener (re)connected: wake-ups may have been missed */
+		for (int k = 0; k < EV__COUNT; k++)
+			events_deliver((enum events_kind)k);
+		return;
+	}
+	snprintf(buf, sizeof(buf), "%s", payload);
+	for (t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		int k = events_parse(t);
+		if (k >= 0)
+			events_deliver((enum events_kind)k);
+	}
+}
+
+int leader_init(struct event_base *base, const char *url)
+{
+	down = 0;
+	section = cron_every("leader", cfg.sched_interval_ms, 100, attempt, NULL);
+	if (!section || events_subscribe(EV_ALLOC_CHANGED, on_alloc_changed, NULL) < 0)
+		return -1;
+	listener = notify_new(base, url, WAKE_CHANNEL, on_wake, NULL);
+	if (!listener)
+		return -1;
+	events_set_bridge(bridge, NULL);
+	return 0;
+}
+
+void leader_shutdown(void)
+{
+	down = 1;
+	events_set_bridge(NULL, NULL);
+	notify_free(listener);
+	listener = NULL;
+	section = NULL; /* freed with the cron */
+	if (held)
+		db_release(held);
+	held = NULL;
+	leader = 0;
+}

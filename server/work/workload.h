@@ -1,0 +1,71 @@
+/* workload.h — the one state machine of every workload (instances and
+ * TensorBoards today, jobs next): states as an enum, the edges between
+ * them in one table, and the one function that changes a state.
+ *
+ * States: queued → pulling → creating → running → stopping → stopped, and
+ * failed (with a reason), lost (the container vanished), deleted (the row
+ * is kept for accounting).  The database stores the state's name
+ * (instances.state); the names below are exactly those.
+ */
+#ifndef GPUCLOUD_WORKLOAD_H
+#define GPUCLOUD_WORKLOAD_H
+
+enum workload_state {
+	WL_QUEUED,
+	WL_PULLING,
+	WL_CREATING,
+	WL_RUNNING,
+	WL_STOPPING,
+	WL_STOPPED,
+	WL_FAILED,
+	WL_LOST,
+	WL_DELETED,
+	WL__COUNT
+};
+
+/* A set of states (the states a change may start from). */
+#define WL_BIT(s) (1u << (s))
+
+/* The state's name as stored ("queued"), or "?" for no state. */
+const char *workload_state_name(enum workload_state s);
+
+/* The state named s, or -1. */
+int workload_state_parse(const char *s);
+
+/* 1 when to may follow from (the edges). */
+int workload_edge_ok(enum workload_state from, enum workload_state to);
+
+/* workload_change.flags */
+enum {
+	WL_RELEASE = 1 << 0,         /* release the allocation request, forget the ports */
+	WL_SETTLE = 1 << 1,          /* a final state: desired running becomes stopped */
+	WL_STOPPED_AT = 1 << 2,      /* stopped_at = now() */
+	WL_DELETED_AT = 1 << 3,      /* deleted_at = now() */
+	WL_CLEAR_CONTAINER = 1 << 4, /* container_id = NULL */
+	WL_EXIT_CODE = 1 << 5,       /* exit_code = exit_code */
+	WL_PLACE = 1 << 6,           /* node_id = node_id, container_name = container_name */
+};
+
+/* One state change of one workload. */
+struct workload_change {
+	long long id;
+	unsigned from; /* WL_BIT()s: the row must be in one of them */
+	enum workload_state to;
+	const char *reason; /* NULL keeps the stored reason */
+	unsigned flags;
+	int exit_code;              /* WL_EXIT_CODE */
+	long long node_id;          /* WL_PLACE */
+	const char *container_name; /* WL_PLACE */
+};
+
+/* Called with the rows changed (0: the workload was not in from) or -1 on
+ * a database error or a refused edge. */
+typedef void (*workload_set_cb)(int changed, void *arg);
+
+/* Moves c->id from one of c->from to c->to in one statement, logging
+ * "from → to" when it changed; refuses (cb(-1), logged as a bug) when an
+ * edge from one of c->from to c->to is not in the table.  WL_RELEASE also
+ * publishes EV_ALLOC_CHANGED.  cb may be NULL; c is copied. */
+void workload_set_state(const struct workload_change *c, workload_set_cb cb, void *arg);
+
+#endif
