@@ -181,14 +181,6 @@ void *api_state(struct http_req *r, size_t size, void (*free_fn)(void *))
 	return p;
 }
 
-void api_db_ignore(PGresult *res, enum rc rc, void *arg)
-{
-	(void)res;
-	(void)arg;
-	if (rc != RC_OK)
-		log_msg(LOG_WARN, "api", NULL, "background statement failed: %s", rc_code(rc));
-}
-
 long api_query(struct http_req *r, const char *name, char *out, size_t outlen)
 {
 	long n = http_query(r, name, out, outlen);

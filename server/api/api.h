@@ -39,9 +39,6 @@ void api_reply_db_error(struct http_req *r, enum rc rc, const char *what);
  * by free_fn (free() when NULL).  On failure replies 500 and returns NULL. */
 void *api_state(struct http_req *r, size_t size, void (*free_fn)(void *));
 
-/* A db_cb for fire-and-forget statements: logs failures only. */
-void api_db_ignore(PGresult *res, enum rc rc, void *arg);
-
 /* http_query() that replies 400 itself for a malformed value (and returns
  * -2: the request is then finished); -1 when absent. */
 long api_query(struct http_req *r, const char *name, char *out, size_t outlen);

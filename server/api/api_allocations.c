@@ -144,6 +144,17 @@ static void get(struct http_req *r)
 
 /* ---- ask ---- */
 
+/* The new request read back, then the scheduler woken: kicked before the
+ * read, a pass could commit first and the 202 show it allocated already. */
+static void created_read(PGresult *res, enum rc rc, void *arg)
+{
+	struct http_req *r = arg;
+
+	if (api_one_row(r, res, rc, "allocation", "") == 0)
+		http_reply_json(r, 202, alloc_resource.row(res, 0));
+	sched_kick();
+}
+
 static void created(PGresult *res, enum rc rc, void *arg)
 {
 	struct http_req *r = arg;
@@ -165,8 +176,12 @@ static void created(PGresult *res, enum rc rc, void *arg)
 		                 "%s", db_val(res, 0, 1));
 		return;
 	}
-	sched_kick();
-	reply_alloc(r, strtoll(db_val(res, 0, 0), NULL, 10), 202);
+	{
+		struct db_args a = DB_ARGS_INIT;
+
+		db_arg_ll(&a, strtoll(db_val(res, 0, 0), NULL, 10));
+		db_query_args(ALLOC_SELECT " WHERE r.id = $1", &a, created_read, r);
+	}
 }
 
 static const struct jfield ask_spec[] = {

@@ -187,7 +187,7 @@ static void pair_settle(struct login *l, int ok, void (*done)(PGresult *, enum r
 	db_arg_ll(&a, cfg.login_free_failures);
 	db_arg_ll(&a, cfg.login_max_delay_s);
 	db_query_args("SELECT login_settle($1, $2, $3, $4::boolean, $5::int, $6::int)", &a,
-	              done ? done : api_db_ignore, done ? (void *)l : NULL);
+	              done ? done : db_ignore, done ? (void *)l : NULL);
 }
 
 static void login_free(void *p)
@@ -299,7 +299,7 @@ static void login_verified(void *arg, int ok, const char *new_phc)
 		db_arg_str(&q, oldhash);
 		db_query_args("UPDATE sessions SET revoked_at = now() WHERE token_hash = $1 AND "
 		              "revoked_at IS NULL",
-		              &q, api_db_ignore, NULL);
+		              &q, db_ignore, NULL);
 	}
 	crypto_sha256_hex(l->session_token, strlen(l->session_token), hash);
 	db_arg_str(&a, l->user_id);

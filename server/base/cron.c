@@ -5,6 +5,7 @@
  * Does not own: what a section does, nor whether it should run on this
  * replica (a leader-only section asks db/leader.h itself).
  */
+#include "base/clock.h"
 #include "base/cron.h"
 
 #include <stdlib.h>
@@ -24,14 +25,6 @@ static struct event *timer;
 static struct cron_section *sections;
 static int running; /* inside on_timer: it re-arms once at the end */
 
-static double now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1000.0 + (double)ts.tv_nsec / 1e6;
-}
-
 static void rearm(void)
 {
 	struct cron_section *s, *first = NULL;
@@ -47,7 +40,7 @@ static void rearm(void)
 		evtimer_del(timer);
 		return;
 	}
-	wait = first->due - now_ms();
+	wait = first->due - clock_now_ms();
 	if (wait < 0)
 		wait = 0;
 	tv.tv_sec = (long)(wait / 1000.0);
@@ -57,7 +50,7 @@ static void rearm(void)
 
 static void on_timer(evutil_socket_t fd, short what, void *arg)
 {
-	double now = now_ms();
+	double now = clock_now_ms();
 
 	(void)fd;
 	(void)what;
@@ -92,7 +85,7 @@ struct cron_section *cron_every(const char *name, int period_ms, int first_ms, c
 		return NULL;
 	s->name = name;
 	s->period_ms = period_ms > 0 ? period_ms : 1;
-	s->due = now_ms() + (first_ms > 0 ? first_ms : 0);
+	s->due = clock_now_ms() + (first_ms > 0 ? first_ms : 0);
 	s->fn = fn;
 	s->arg = arg;
 	/* registration order is run order within one tick */
@@ -109,7 +102,7 @@ void cron_soon(struct cron_section *s, int ms)
 
 	if (!s)
 		return;
-	due = now_ms() + (ms > 0 ? ms : 0);
+	due = clock_now_ms() + (ms > 0 ? ms : 0);
 	if (due < s->due) {
 		s->due = due;
 		rearm();
@@ -120,7 +113,7 @@ void cron_next(struct cron_section *s, int ms)
 {
 	if (!s)
 		return;
-	s->due = now_ms() + (ms > 0 ? ms : 0);
+	s->due = clock_now_ms() + (ms > 0 ? ms : 0);
 	rearm();
 }
 

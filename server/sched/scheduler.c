@@ -23,6 +23,7 @@
 
 #include <jansson.h>
 
+#include "base/clock.h"
 #include "base/config.h"
 #include "base/cron.h"
 #include "base/events.h"
@@ -92,14 +93,6 @@ static void lost(const char *why)
 	step = S_IDLE;
 	snapshot_free();
 	leader_lost(why);
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 static void pass_over(void)
@@ -385,7 +378,7 @@ static void next(void)
 
 	switch (step) {
 	case S_BEGIN:
-		t_begin = now_s();
+		t_begin = clock_now_s();
 		n_placed = 0;
 		step = S_PREEMPT;
 		snprintf(grace, sizeof(grace), "%d", cfg.preempt_grace);
@@ -479,9 +472,9 @@ static void next(void)
 			query("COMMIT", 0, NULL, done_generic);
 			return;
 		}
-		t_engine = now_s();
+		t_engine = clock_now_s();
 		res = place_run(&in);
-		t_engine = now_s() - t_engine;
+		t_engine = clock_now_s() - t_engine;
 		doc = res ? decisions_doc(res, &placed) : NULL;
 		place_result_free(res);
 		n_placed = placed;
@@ -538,7 +531,7 @@ static void next(void)
 		if (in.nqueue)
 			log_msg(n_placed ? LOG_INFO : LOG_DEBUG, "sched", NULL,
 			        "pass: %d placed, %d waiting, %.1f ms (placement %.1f ms)",
-			        n_placed, in.nqueue - n_placed, (now_s() - t_begin) * 1000.0,
+			        n_placed, in.nqueue - n_placed, (clock_now_s() - t_begin) * 1000.0,
 			        t_engine * 1000.0);
 		if (n_placed)
 			events_publish(EV_ALLOC_GRANTED); /* their workloads start now */

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "base/cron.h"
 #include "base/events.h"
 #include "base/log.h"
@@ -124,14 +125,6 @@ void driver_shutdown(void)
 
 static struct driver_launch *launches;
 
-double driver_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1000.0 + (double)ts.tv_nsec / 1e6;
-}
-
 void driver_engine_msg(enum rc rc, const char *body, size_t len, const char *err,
                        const char *fallback, char *out, size_t outlen)
 {
@@ -180,7 +173,7 @@ static void inspected(struct docker_call *call, enum rc rc, int status, const ch
 
 	(void)call;
 	l->call = NULL;
-	l->t_eng1 = driver_now_ms();
+	l->t_eng1 = clock_now_ms();
 	if (rc != RC_OK || status != 200) {
 		char msg[300];
 		driver_engine_msg(rc, body, len, err, "could not inspect the container", msg,
@@ -370,7 +363,7 @@ static void do_create(struct driver_launch *l)
 	char path[200], *body = json_dumps(l->spec, JSON_COMPACT);
 
 	if (!l->t_eng0)
-		l->t_eng0 = driver_now_ms();
+		l->t_eng0 = clock_now_ms();
 	snprintf(path, sizeof(path), "/containers/create?name=%s", l->name);
 	l->call = e && body ? docker_request(e, "POST", path, "application/json", body,
 	                                     strlen(body), NULL, 60000, created, l)

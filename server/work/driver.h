@@ -104,9 +104,6 @@ void driver_launch_release(struct driver_launch *l);
 void driver_engine_msg(enum rc rc, const char *body, size_t len, const char *err,
                        const char *fallback, char *out, size_t outlen);
 
-/* Monotonic milliseconds. */
-double driver_now_ms(void);
-
 /* Forgets the kinds (their sections go with the cron). */
 void driver_shutdown(void);
 

@@ -30,6 +30,7 @@
 
 #include <jansson.h>
 
+#include "base/clock.h"
 #include "base/config.h"
 #include "base/events.h"
 #include "base/log.h"
@@ -197,7 +198,7 @@ static void ran(PGresult *res, enum rc rc, void *arg)
 	 * launch: the rest is ours (the benchmark reads this line) */
 	log_msg(LOG_INFO, "instances", NULL,
 	        "instance %lld: %s → running (container %.12s; launch %.1f ms, engine %.1f ms)",
-	        o->id, db_val(res, 0, 0), o->l.cid, driver_now_ms() - o->t_launch,
+	        o->id, db_val(res, 0, 0), o->l.cid, clock_now_ms() - o->t_launch,
 	        o->l.t_eng1 - o->l.t_eng0);
 	op_free(o);
 }
@@ -496,7 +497,7 @@ static void op_launch(long long id)
 
 	if (!o)
 		return;
-	o->t_launch = driver_now_ms();
+	o->t_launch = clock_now_ms();
 	snprintf(ids, sizeof(ids), "%lld", id);
 	db_query("SELECT i.id, i.user_id, u.username, i.image_id, im.reference,"
 	         " COALESCE(i.cmd, im.default_cmd)::text, COALESCE(im.app_ports, '[]')::text,"
