@@ -21,7 +21,7 @@ PACKAGES=(
 	busybox-static iproute2 iptables openssl curl ca-certificates procps psmisc
 	debootstrap
 	# end-to-end tests and benchmarks
-	chromium nginx-light wrk
+	chromium fonts-wqy-microhei nginx-light wrk
 	# the proxy benchmark's baseline (JupyterHub's proxy)
 	node-configurable-http-proxy
 )
