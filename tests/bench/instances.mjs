@@ -178,6 +178,8 @@ async function main() {
     // node1's GPUs for the start rounds (both sides on one engine); both
     // nodes' for the storm
     must(await admin.req('PUT', `/api/v1/pools/${lab.id}/gpus`, { gpu_ids: nodes[0].gpus.map((g) => g.id) }), 200, 'pool gpus');
+    // quotas deny by default: students may use the whole pool
+    must(await admin.req('PUT', '/api/v1/quotas/defaults', { role: 'student', pool: 'lab' }), 200, 'quota default');
     const users = [];
     for (let i = 0; i < STORM; i++) {
       must(await admin.req('POST', '/api/v1/users', { username: `lab${i}`, role: 'student', password: 'bench-student-1' }), 201, 'user');

@@ -35,6 +35,8 @@ INSERT INTO nodes (name, url, health, admin_state, ncpu, memory_bytes)
 SELECT 'n' || i, 'unix:///nonexistent/n' || i || '.sock', 'up', 'active', 64, 549755813888
 FROM generate_series(1, 1000) i;
 INSERT INTO pools (name) VALUES ('a100');
+-- quotas deny by default: the students may use the whole pool
+INSERT INTO quota_defaults (role, pool_id) VALUES ('student', (SELECT id FROM pools));
 INSERT INTO gpus (node_id, idx, uuid, model, memory_mib, simulated, devices, pool_id)
 SELECT n.id, g, 'GPU-bench-' || n.id || '-' || g, 'NVIDIA A100-SXM4-80GB', 81920, true,
        ARRAY['/dev/null'], (SELECT id FROM pools)
