@@ -27,60 +27,60 @@
 #include "work/reclaim.h"
 
 /* One instance as a JSON document (text), built by the database. */
-#define INST_JSON                                                                                                             \
-	"json_build_object('id', i.id, 'name', i.name, 'user_id', i.user_id, 'username',"                                     \
-	" u.username, 'kind', i.kind, 'image_id', i.image_id, 'image', im.reference,"                                         \
-	" 'image_name', im.display_name, 'app_ports', COALESCE(im.app_ports, '[]'), 'cmd', i.cmd,"                            \
-	" 'env', i.env, 'pool', p.name, 'pool_id', i.pool_id, 'slices', i.slices,"                                            \
-	" 'cpu_millis', i.cpu_millis, 'mem_mib', i.mem_mib, 'shm_mib', i.shm_mib,"                                            \
-	" 'priority', i.priority, 'state', i.state, 'desired', i.desired, 'reason', i.reason,"                                \
-	" 'exit_code', i.exit_code, 'node', n.name, 'node_id', i.node_id,"                                                    \
-	" 'container_name', NULLIF(i.container_name, ''), 'container_id', i.container_id,"                                    \
-	" 'ports', COALESCE((SELECT json_agg(json_build_object('name', ip.name, 'port', ip.port,"                             \
-	"  'host', ip.host, 'host_port', ip.host_port) ORDER BY ip.name) FROM instance_ports ip"                              \
-	"  WHERE ip.instance_id = i.id), '[]'),"                                                                              \
-	" 'request', CASE WHEN r.id IS NULL THEN NULL ELSE json_build_object('id', r.id,"                                     \
-	"  'state', r.state, 'reason_code', r.reason_code, 'reason', r.reason, 'position',"                                   \
-	"  r.position, 'preempt_requested_at', " DB_TS(                                                                       \
-	        "r.preempt_requested_at") ") END,"                                                                            \
-	                                  " 'gpus', COALESCE((SELECT "                                                        \
-	                                  "json_agg(json_build_object('uuid', g.uuid, 'index', "                              \
-	                                  "g.idx,"                                                                            \
-	                                  "  'model', g.model, 'simulated', g.simulated, 'slot', "                            \
-	                                  "s.slot) ORDER BY a.id)"                                                            \
-	                                  "  FROM allocations a JOIN slices s ON s.id = "                                     \
-	                                  "a.slice_id JOIN gpus g ON g.id = s.gpu_id"                                         \
-	                                  "  WHERE a.request_id = i.request_id AND a.released_at "                            \
-	                                  "IS NULL), '[]'),"                                                                  \
-	                                  " 'idle_warning_at', " DB_TS(                                                       \
-	                                          "i.idle_warning_at") ", 'idle_message',"                                    \
-	                                                               " NULLIF(i.idle_message, "                             \
-	                                                               "''), "                                                \
-	                                                               "'last_activity_at',"                                  \
-	                                                               " " DB_TS(                                             \
-	                                                                       "i.last_activity_"                             \
-	                                                                       "at") ","                                      \
-	                                                                             " 'created_"                             \
-	                                                                             "at',"                                   \
-	                                                                             " " DB_TS("i"                            \
-	                                                                                       "."                            \
-	                                                                                       "c"                            \
-	                                                                                       "r"                            \
-	                                                                                       "e"                            \
-	                                                                                       "a"                            \
-	                                                                                       "t"                            \
-	                                                                                       "e"                            \
-	                                                                                       "d"                            \
-	                                                                                       "_"                            \
-	                                                                                       "a"                            \
-	                                                                                       "t") ", 'started_at', " DB_TS( \
-	                                                                                     "i."                             \
-	                                                                                     "sta"                            \
-	                                                                                     "rte"                            \
-	                                                                                     "d_"                             \
-	                                                                                     "at") ","                        \
-	                                                                                           " 'stopped_at', " DB_TS(   \
-	                                                                                                   "i.stopped_at") ")::text"
+#define INST_JSON                                                                                                                                         \
+	"json_build_object('id', i.id, 'name', i.name, 'user_id', i.user_id, 'username',"                                                                 \
+	" u.username, 'kind', i.kind, 'image_id', i.image_id, 'image', im.reference,"                                                                     \
+	" 'image_name', im.display_name, 'app_ports', COALESCE(im.app_ports, '[]'), 'cmd', i.cmd,"                                                        \
+	" 'env', i.env, 'pool', p.name, 'pool_id', i.pool_id, 'slices', i.slices,"                                                                        \
+	" 'cpu_millis', i.cpu_millis, 'mem_mib', i.mem_mib, 'shm_mib', i.shm_mib,"                                                                        \
+	" 'priority', i.priority, 'state', i.state, 'desired', i.desired, 'reason', i.reason,"                                                            \
+	" 'exit_code', i.exit_code, 'node', n.name, 'node_id', i.node_id,"                                                                                \
+	" 'container_name', NULLIF(i.container_name, ''), 'container_id', i.container_id,"                                                                \
+	" 'ports', COALESCE((SELECT json_agg(json_build_object('name', ip.name, 'port', ip.port,"                                                         \
+	"  'host', ip.host, 'host_port', ip.host_port) ORDER BY ip.name) FROM instance_ports ip"                                                          \
+	"  WHERE ip.instance_id = i.id), '[]'),"                                                                                                          \
+	" 'request', CASE WHEN r.id IS NULL THEN NULL ELSE json_build_object('id', r.id,"                                                                 \
+	"  'state', r.state, 'reason_code', r.reason_code, 'reason', r.reason, 'position',"                                                               \
+	"  r.position, 'preempt_requested_at', " DB_TS(                                                                                                   \
+	        "r.preempt_requested_at") ") END,"                                                                                                        \
+	                                  " 'gpus', COALESCE((SELECT "                                                                                    \
+	                                  "json_agg(json_build_object('uuid', g.uuid, 'index', "                                                          \
+	                                  "g.idx,"                                                                                                        \
+	                                  "  'model', g.model, 'simulated', g.simulated, 'slot', "                                                        \
+	                                  "s.slot) ORDER BY a.id)"                                                                                        \
+	                                  "  FROM allocations a JOIN slices s ON s.id = "                                                                 \
+	                                  "a.slice_id JOIN gpus g ON g.id = s.gpu_id"                                                                     \
+	                                  "  WHERE a.request_id = i.request_id AND a.released_at "                                                        \
+	                                  "IS NULL), '[]'),"                                                                                              \
+	                                  " 'idle_warning_at', " DB_TS(                                                                                   \
+	                                          "i.idle_warning_at") ", 'idle_message',"                                                                \
+	                                                               " NULLIF(i.idle_message, "                                                         \
+	                                                               "''), "                                                                            \
+	                                                               "'last_activity_at',"                                                              \
+	                                                               " " DB_TS(                                                                         \
+	                                                                       "i.last_activity_"                                                         \
+	                                                                       "at") ","                                                                  \
+	                                                                             " 'created_"                                                         \
+	                                                                             "at',"                                                               \
+	                                                                             " " DB_TS(                                                           \
+	                                                                                     "i"                                                          \
+	                                                                                     "."                                                          \
+	                                                                                     "c"                                                          \
+	                                                                                     "r"                                                          \
+	                                                                                     "e"                                                          \
+	                                                                                     "a"                                                          \
+	                                                                                     "t"                                                          \
+	                                                                                     "e"                                                          \
+	                                                                                     "d"                                                          \
+	                                                                                     "_"                                                          \
+	                                                                                     "a"                                                          \
+	                                                                                     "t") ", 'started_at', " DB_TS("i."                           \
+	                                                                                                                   "sta"                          \
+	                                                                                                                   "rte"                          \
+	                                                                                                                   "d_"                           \
+	                                                                                                                   "at") ","                      \
+	                                                                                                                         " 'stopped_at', " DB_TS( \
+	                                                                                                                                 "i.stopped_at") ")::text"
 
 #define INST_FROM                                                                          \
 	" FROM instances i JOIN users u ON u.id = i.user_id"                               \

@@ -222,6 +222,7 @@ static void verified(struct docker_call *call, enum rc rc, int status, const cha
 {
 	struct check *k = arg;
 	json_t *j = NULL, *st;
+	const char *status_s;
 	char why[300], ids[24];
 	const char *p[1] = { ids };
 	int x;
@@ -248,6 +249,12 @@ static void verified(struct docker_call *call, enum rc rc, int status, const cha
 	if (json_is_true(json_object_get(st, "Running")) ||
 	    json_is_true(json_object_get(st, "Restarting")) ||
 	    json_is_true(json_object_get(st, "Paused")))
+		goto out;
+	/* being removed (docker rm -f kills first): it is about to vanish, and
+	 * the next round says so; read now, it would look killed (137) */
+	status_s = json_string_value(json_object_get(st, "Status"));
+	if (json_is_true(json_object_get(st, "Dead")) ||
+	    (status_s && !strcmp(status_s, "removing")))
 		goto out;
 	x = (int)json_integer_value(json_object_get(st, "ExitCode"));
 	if (json_is_true(json_object_get(st, "OOMKilled")))
