@@ -5,7 +5,8 @@
 // Checked on the real engine with the world's busybox image: the lines, the
 // files' owner and mode, HOME; a stop and start adds nothing twice; an image
 // with the uid under another name (ours goes first), without /etc/group (a
-// new one), or with the user's name for another uid (gc-<name>).
+// new one), or with the user's name for another uid (gc-<name>); a
+// passwd that is a link is left alone and the container starts anyway.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { stopClean } from '../lib/itest.mjs';
@@ -65,7 +66,15 @@ describe('the user in the container', () => {
       [`erin:x:${uid}:${uid}::/home/erin:/bin/sh`, `jovyan:x:${uid}:${uid}::/home/erin:/bin/sh`]);
     assert.deepEqual(lines(cn, '/etc/group'), ['root:x:0:', `erin:x:${uid}:`]);
     assert.equal(exec(cn, 'stat', '-c', '%u %g %a', '/etc/group'), '0 0 644');
-    assert.doesNotMatch(w.srv.log(), /could not add the user/);
+    assert.doesNotMatch(w.srv.log(), /could not add the user|not a regular file/);
+
+    // an /etc/passwd that is a link is left alone (logged), the start goes on
+    docker(env.GPUCLOUD_WORLD_DOCKER1, 'exec', '-u', '0', cn, 'sh', '-c',
+      "grep -v '^erin:' /etc/passwd > /etc/passwd.img && rm /etc/passwd && ln -s passwd.img /etc/passwd");
+    run = await cycle(erin, inst);
+    assert.equal(exec(cn, 'readlink', '/etc/passwd'), 'passwd.img');
+    assert.equal(exec(cn, 'id', '-un'), 'jovyan');
+    assert.match(w.srv.log(), /container \w+'s \/etc\/passwd is not a regular file; left as it is/);
     assert.equal((await erin.c.del(`/api/v1/instances/${inst.id}`)).status, 202);
     await waitState(erin.c, inst.id, 'deleted');
   });
