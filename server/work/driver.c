@@ -276,8 +276,8 @@ static void account_done(struct driver_launch *l, const char *why)
 {
 	if (why)
 		log_msg(LOG_WARN, "instances", NULL,
-		        "instance %lld: could not add the user to container %.12s's /etc/passwd:"
-		        " %s; starting it as it is",
+		        "instance %lld: could not add the user to container %.12s's /etc/passwd"
+		        " and /etc/group: %s; starting it as it is",
 		        l->id, l->cid, why);
 	etc_clear(l);
 	do_start(l);
@@ -428,9 +428,9 @@ static void etc_got(struct docker_call *call, enum rc rc, int status, const char
 			f->gid = te.gid;
 		} else {
 			log_msg(LOG_WARN, "instances", NULL,
-			        "instance %lld: container %.12s's /etc/%s is not a regular file;"
-			        " left as it is",
-			        l->id, l->cid, etc_names[i]);
+			        "instance %lld: container %.12s's /etc/%s %s; left as it is", l->id,
+			        l->cid, etc_names[i],
+			        r > 0 ? "is not a regular file" : "came in an unreadable archive");
 		}
 	} else {
 		driver_engine_msg(rc, body, len, err, "could not read the file", msg, sizeof(msg));
