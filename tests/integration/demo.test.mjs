@@ -1,0 +1,231 @@
+// demo.test.mjs — `make demo` (deploy/demo.sh) against a real gpucloudd whose
+// node `local` is the world's first engine, the way `make run` registers its
+// engine: the script declares simulated GPUs, starts its own registry, builds
+// the world's Jupyter recipe (from the world's debootstrap cache: no mirror
+// needed) and pushes it, then adds the registry, the catalog image, the pool
+// and the demo accounts through the API.  A student signs in with the printed
+// password and starts the image on a simulated GPU; a second run changes
+// nothing.  Without a server it says to start `make run`.
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, execFileSync } from 'node:child_process';
+import { mkdtempSync, mkdirSync, existsSync, readFileSync, statSync, rmSync } from 'node:fs';
+import { join, dirname } from 'node:path';
+import net from 'node:net';
+import { ROOT, startServer, Client, ADMIN_PASSWORD } from '../lib/server.mjs';
+import { FAST, docker, inspect, cleanup, clusterId, waitState, eventually, env } from './instances_lib.mjs';
+
+const isRoot = process.getuid && process.getuid() === 0;
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.listen(0, '127.0.0.1', () => { const { port } = s.address(); s.close(() => resolve(port)); });
+    s.on('error', reject);
+  });
+}
+
+// Runs deploy/demo.sh; resolves {code, out} (stdout and stderr together).
+function demo(extraEnv, args = ['up'], ms = 600000) {
+  return new Promise((resolve) => {
+    const child = spawn('bash', [join(ROOT, 'deploy/demo.sh'), ...args], {
+      env: { ...process.env, ...extraEnv }, stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    child.stdout.on('data', (d) => { out += d; });
+    child.stderr.on('data', (d) => { out += d; });
+    const t = setTimeout(() => child.kill('SIGKILL'), ms);
+    child.on('exit', (code, sig) => { clearTimeout(t); resolve({ code: code ?? sig, out }); });
+  });
+}
+
+// What the demo made, as the admin sees it (pull states, which move, left out).
+async function snapshot(admin) {
+  const get = async (p) => { const r = await admin.get(p); assert.equal(r.status, 200, `${p}: ${r.text}`); return r.json; };
+  const nodes = (await get('/api/v1/nodes')).items.map((n) => ({ name: n.name, labels: n.labels, gpus: n.gpus }));
+  const pools = [];
+  for (const p of (await get('/api/v1/pools')).items) {
+    const one = await get(`/api/v1/pools/${p.id}`);
+    pools.push({ name: one.name, description: one.description, sharing: one.sharing, roles: one.roles,
+      gpus: one.nodes.flatMap((n) => n.gpus.map((g) => g.id)) });
+  }
+  const registries = (await get('/api/v1/registries')).items.map(({ images, ...r }) => r);
+  const images = (await get('/api/v1/images')).items.map(({ nodes, ...i }) => i);
+  const users = (await get('/api/v1/users')).items;
+  const quotas = (await get('/api/v1/quotas')).items;
+  const defaults = (await get('/api/v1/quotas/defaults')).items;
+  return { nodes, pools, registries, images, users, quotas, defaults };
+}
+
+describe('make demo', { skip: isRoot ? false : 'needs root (device files, the registry)' }, () => {
+  let srv, admin, dir, regPort, demoEnv, first, accounts, student, inst, cache;
+  const demoRefs = () => [`127.0.0.1:${regPort}/nvidia/jupyter:1`, `127.0.0.1:${regPort}/nvidia/tensorboard-standin:1`];
+
+  before(async () => {
+    for (const k of ['GPUCLOUD_WORLD_DOCKER1', 'GPUCLOUD_WORLD_DIR', 'GPUCLOUD_WORLD_JUPYTER_IMAGE'])
+      assert.ok(env[k], `${k} is not set: run inside the test world`);
+    srv = await startServer({ args: [...FAST, `--docker-host=${env.GPUCLOUD_WORLD_DOCKER1}`] });
+    clusterId(srv);
+    admin = new Client(srv.base);
+    assert.equal((await admin.login('admin', ADMIN_PASSWORD)).status, 200);
+    mkdirSync(join(ROOT, 'var'), { recursive: true });
+    dir = mkdtempSync(join(ROOT, 'var', 'test-demo-'));
+    regPort = await freePort();
+    // the world's debootstrap cache (world.sh's default, or where it was told)
+    cache = env.GPUCLOUD_WORLD_CACHE || join(dirname(env.GPUCLOUD_WORLD_DIR), 'cache');
+    demoEnv = {
+      GPUCLOUD_DEMO_URL: srv.base, GPUCLOUD_ADMIN_PASSWORD: ADMIN_PASSWORD,
+      GPUCLOUD_STATE_DIR: join(dir, 'state'), GPUCLOUD_DEMO_DIR: join(dir, 'demo'),
+      GPUCLOUD_DEMO_REGISTRY_PORT: String(regPort), GPUCLOUD_WORLD_CACHE: cache,
+    };
+    if (!existsSync(join(cache, 'jupyter-rootfs-bookworm.tar'))) {
+      // no cached root filesystem (a world whose registry outlived its cache):
+      // push the world's image instead of debootstrapping for minutes
+      const cfg = join(dir, 'dockercfg');
+      mkdirSync(cfg);
+      execFileSync('docker', ['--config', cfg, '-H', env.GPUCLOUD_WORLD_DOCKER1, 'login', '-u', env.GPUCLOUD_WORLD_REGISTRY_USER,
+        '--password-stdin', env.GPUCLOUD_WORLD_REGISTRY], { input: env.GPUCLOUD_WORLD_REGISTRY_KEY, stdio: ['pipe', 'ignore', 'pipe'] });
+      execFileSync('docker', ['--config', cfg, '-H', env.GPUCLOUD_WORLD_DOCKER1, 'pull', '-q', env.GPUCLOUD_WORLD_JUPYTER_IMAGE], { stdio: 'ignore' });
+      demoEnv.GPUCLOUD_DEMO_IMAGE_FROM = env.GPUCLOUD_WORLD_JUPYTER_IMAGE;
+    }
+  });
+
+  after(async () => {
+    if (srv) cleanup(srv, [env.GPUCLOUD_WORLD_DOCKER1]);
+    await srv?.stop();
+    if (dir) {
+      await demo(demoEnv, ['down'], 60000);
+      rmSync(dir, { recursive: true, force: true });
+    }
+    for (const ref of regPort ? demoRefs() : []) {
+      try { docker(env.GPUCLOUD_WORLD_DOCKER1, 'rmi', ref); } catch { /* never pulled */ }
+    }
+  });
+
+  it('says to start `make run` when no server answers, and changes nothing', async () => {
+    const port = await freePort();
+    const r = await demo({ ...demoEnv, GPUCLOUD_DEMO_URL: `http://127.0.0.1:${port}` });
+    assert.notEqual(r.code, 0, r.out);
+    assert.match(r.out, /no gpucloudd answers on http:\/\/127\.0\.0\.1:\d+: start it first with `make run`/);
+    assert.ok(!existsSync(join(dir, 'demo')), 'nothing was made');
+  });
+
+  it('sets up simulated GPUs, a pool, the Jupyter image in its registry and the demo accounts', async () => {
+    first = await demo(demoEnv);
+    assert.equal(first.code, 0, first.out);
+    // the accounts: printed, and saved 0600 with the passwords
+    const file = join(dir, 'state', 'demo-accounts');
+    assert.equal(statSync(file).mode & 0o777, 0o600);
+    accounts = Object.fromEntries(readFileSync(file, 'utf8').split('\n').filter((l) => l && !l.startsWith('#'))
+      .map((l) => { const [u, role, pw] = l.split(' '); return [u, { role, pw }]; }));
+    assert.deepEqual(Object.keys(accounts).sort(), ['demo-student1', 'demo-student2', 'demo-student3', 'demo-teacher']);
+    for (const [u, a] of Object.entries(accounts)) {
+      assert.match(first.out, new RegExp(`${u}\\s+${a.role}\\s+${a.pw}`), 'printed');
+      assert.ok(a.pw.length >= 12);
+    }
+    assert.match(first.out, /simulated GPUs, not real ones/);
+
+    const s = await snapshot(admin);
+    // node local: four declared GPUs on device files under the demo's folder
+    const local = s.nodes.find((n) => n.name === 'local');
+    assert.ok(local, JSON.stringify(s.nodes));
+    assert.equal(local.gpus.length, 4);
+    for (const [i, g] of local.gpus.entries()) {
+      assert.equal(g.simulated, true);
+      assert.match(g.model, /demo/i);
+      assert.deepEqual(g.devices, [join(dir, 'demo', 'gpus', `nvidia${i}`)]);
+      const st = statSync(g.devices[0]);
+      assert.ok(st.isCharacterDevice(), g.devices[0]);
+    }
+    // the pool, over those GPUs
+    const pool = s.pools.find((p) => p.name === 'demo');
+    assert.ok(pool, JSON.stringify(s.pools));
+    assert.match(pool.description, /demo/);
+    assert.deepEqual(pool.gpus.sort(), local.gpus.map((g) => g.id).sort());
+    // its registry (answering with its htpasswd user) and the catalog image in it
+    const reg = s.registries.find((r) => r.name === 'demo');
+    assert.ok(reg, JSON.stringify(s.registries));
+    assert.equal(reg.server, `127.0.0.1:${regPort}`);
+    assert.equal(reg.username, 'demo');
+    assert.equal(reg.has_password, true);
+    assert.equal(reg.personal, true, 'save-as-image has somewhere to push');
+    const key = readFileSync(join(dir, 'demo', 'registry', 'key'), 'utf8').trim();
+    const tags = await fetch(`http://127.0.0.1:${regPort}/v2/nvidia/jupyter/tags/list`,
+      { headers: { authorization: 'Basic ' + Buffer.from(`demo:${key}`).toString('base64') } });
+    assert.equal(tags.status, 200);
+    assert.deepEqual((await tags.json()).tags, ['1']);
+    assert.equal((await fetch(`http://127.0.0.1:${regPort}/v2/nvidia/jupyter/tags/list`)).status, 401);
+    const img = s.images.find((i) => i.reference === `127.0.0.1:${regPort}/nvidia/jupyter:1`);
+    assert.ok(img, JSON.stringify(s.images));
+    assert.equal(img.registry_id, reg.id);
+    assert.equal(img.framework, 'jupyter');
+    assert.match(img.display_name, /demo/);
+    assert.match(img.description, /demo/);
+    assert.deepEqual(img.app_ports, [{ name: 'jupyter', port: 8888 }]);
+    // the accounts and their quotas on the pool
+    for (const [u, a] of Object.entries(accounts)) {
+      const user = s.users.find((x) => x.username === u);
+      assert.ok(user, u);
+      assert.equal(user.role, a.role);
+      assert.match(user.display_name, /^Demo /);
+      const q = s.quotas.find((x) => x.user_id === user.id && x.pool === 'demo');
+      assert.ok(q, `${u} has a quota on pool demo`);
+      assert.equal(q.max_slices, a.role === 'teacher' ? 2 : 1);
+    }
+  });
+
+  it('lets a student sign in with the printed password and start Jupyter on a simulated GPU', async () => {
+    assert.ok(accounts, 'the demo was set up');
+    student = new Client(srv.base);
+    assert.equal((await student.login('demo-student1', accounts['demo-student1'].pw)).status, 200);
+    const imgs = await student.get('/api/v1/images');
+    const img = imgs.json.items.find((i) => i.display_name === 'Jupyter Notebook (demo)');
+    assert.ok(img, `the student sees the demo image: ${imgs.text}`);
+    const pools = await student.get('/api/v1/pools');
+    assert.ok(pools.json.items.some((p) => p.name === 'demo' && p.free_slices === 4), pools.text);
+    // more than the quota's one GPU waits, saying so
+    const two = await student.post('/api/v1/instances', { name: 'nb2', image_id: img.id, pool: 'demo', slices: 2, cpu_millis: 500, mem_mib: 512 });
+    assert.equal(two.status, 202, two.text);
+    let last;
+    assert.ok(await eventually(async () => {
+      last = (await student.get(`/api/v1/instances/${two.json.id}`)).json;
+      return last.request?.reason_code === 'quota';
+    }, 15000), `waits for quota: ${JSON.stringify(last)}`);
+    assert.equal((await student.del(`/api/v1/instances/${two.json.id}`)).status < 300, true);
+    const r = await student.post('/api/v1/instances', { name: 'nb', image_id: img.id, pool: 'demo', slices: 1, cpu_millis: 1000, mem_mib: 768 });
+    assert.equal(r.status, 202, r.text);
+    inst = await waitState(student, r.json.id, 'running', 300000);
+    // the container got one of the demo's device files as /dev/nvidia0
+    const c = (await student.get(`/api/v1/instances/${inst.id}`)).json;
+    const name = docker(env.GPUCLOUD_WORLD_DOCKER1, 'ps', '-a', '--filter', `label=gpucloud.cluster=${clusterId(srv)}`, '--format', '{{.Names}}');
+    assert.ok(name, `a container of the instance: ${JSON.stringify(c)}`);
+    const devs = inspect(env.GPUCLOUD_WORLD_DOCKER1, name.split('\n')[0]).HostConfig.Devices;
+    assert.equal(devs.length, 1, JSON.stringify(devs));
+    assert.ok(devs[0].PathOnHost.startsWith(join(dir, 'demo', 'gpus', 'nvidia')), JSON.stringify(devs));
+    assert.equal(devs[0].PathInContainer, '/dev/nvidia0');
+    // and Jupyter's route, through the proxy on its own origin
+    const routes = await student.get(`/api/v1/routes?instance_id=${inst.id}`);
+    assert.equal(routes.status, 200, routes.text);
+    assert.ok(routes.json.items.some((x) => x.port_name === 'jupyter'), routes.text);
+  });
+
+  it('changes nothing when run again', async () => {
+    assert.ok(first && first.code === 0, 'the first run succeeded');
+    const before = await snapshot(admin);
+    const audit = await admin.get('/api/v1/audit?limit=1');
+    assert.equal(audit.status, 200, audit.text);
+    assert.ok(audit.json.items.length, audit.text);
+    const lastId = audit.json.items[0].id;
+    const accountsBefore = readFileSync(join(dir, 'state', 'demo-accounts'), 'utf8');
+    const again = await demo(demoEnv);
+    assert.equal(again.code, 0, again.out);
+    assert.doesNotMatch(again.out, /adding|declaring|building|pushing|quota of|setting a new/, again.out);
+    assert.deepEqual(await snapshot(admin), before);
+    assert.equal(readFileSync(join(dir, 'state', 'demo-accounts'), 'utf8'), accountsBefore);
+    // the admin's session came and went; nothing else was written
+    const since = (await admin.get('/api/v1/audit?limit=50')).json.items.filter((e) => e.id > lastId);
+    assert.deepEqual([...new Set(since.map((e) => e.action))].sort(), ['login.success', 'logout']);
+    // the student's instance still runs
+    assert.equal((await student.get(`/api/v1/instances/${inst.id}`)).json.state, 'running');
+  });
+});
