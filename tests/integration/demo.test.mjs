@@ -229,3 +229,69 @@ describe('make demo', { skip: isRoot ? false : 'needs root (device files, the re
     assert.equal((await student.get(`/api/v1/instances/${inst.id}`)).json.state, 'running');
   });
 });
+
+// Offline: an image already on the engine is pushed under the recipe's name
+// instead of being built (the world's small busybox image stands in for it).
+describe('make demo with GPUCLOUD_DEMO_IMAGE_FROM', { skip: isRoot ? false : 'needs root (device files, the registry)' }, () => {
+  let srv, admin, dir, regPort, demoEnv, hadFrom = true;
+  const from = () => env.GPUCLOUD_WORLD_IMAGE;
+
+  before(async () => {
+    for (const k of ['GPUCLOUD_WORLD_DOCKER1', 'GPUCLOUD_WORLD_IMAGE', 'GPUCLOUD_WORLD_REGISTRY_KEY'])
+      assert.ok(env[k], `${k} is not set: run inside the test world`);
+    srv = await startServer({ args: [...FAST, `--docker-host=${env.GPUCLOUD_WORLD_DOCKER1}`] });
+    admin = new Client(srv.base);
+    assert.equal((await admin.login('admin', ADMIN_PASSWORD)).status, 200);
+    mkdirSync(join(ROOT, 'var'), { recursive: true });
+    dir = mkdtempSync(join(ROOT, 'var', 'test-demo-'));
+    regPort = await freePort();
+    const cfg = join(dir, 'dockercfg');
+    mkdirSync(cfg);
+    execFileSync('docker', ['--config', cfg, '-H', env.GPUCLOUD_WORLD_DOCKER1, 'login', '-u', env.GPUCLOUD_WORLD_REGISTRY_USER,
+      '--password-stdin', env.GPUCLOUD_WORLD_REGISTRY], { input: env.GPUCLOUD_WORLD_REGISTRY_KEY, stdio: ['pipe', 'ignore', 'pipe'] });
+    try { docker(env.GPUCLOUD_WORLD_DOCKER1, 'image', 'inspect', from()); } catch { hadFrom = false; }
+    execFileSync('docker', ['--config', cfg, '-H', env.GPUCLOUD_WORLD_DOCKER1, 'pull', '-q', from()], { stdio: 'ignore' });
+    demoEnv = {
+      GPUCLOUD_DEMO_URL: srv.base, GPUCLOUD_ADMIN_PASSWORD: ADMIN_PASSWORD,
+      GPUCLOUD_STATE_DIR: join(dir, 'state'), GPUCLOUD_DEMO_DIR: join(dir, 'demo'),
+      GPUCLOUD_DEMO_REGISTRY_PORT: String(regPort), GPUCLOUD_WORLD_CACHE: join(dir, 'no-cache'),
+      GPUCLOUD_DEMO_IMAGE_FROM: from(),
+    };
+  });
+
+  after(async () => {
+    await srv?.stop();
+    if (dir) {
+      await demo(demoEnv, ['down'], 60000);
+      rmSync(dir, { recursive: true, force: true });
+    }
+    // what this test put on the shared engine (the world's image only when it was not there)
+    for (const ref of [`127.0.0.1:${regPort}/nvidia/jupyter:1`, ...(hadFrom ? [] : [from()])]) {
+      try { docker(env.GPUCLOUD_WORLD_DOCKER1, 'rmi', ref); } catch { /* not there */ }
+    }
+  });
+
+  it('pushes that image, builds nothing, and node local pulls it from there', async () => {
+    const r = await demo(demoEnv);
+    assert.equal(r.code, 0, r.out);
+    assert.match(r.out, new RegExp(`pushing ${from().replace(/[.]/g, '\\.')} as 127\\.0\\.0\\.1:${regPort}/nvidia/jupyter:1`));
+    assert.doesNotMatch(r.out, /debootstrap|building/);
+    assert.ok(!existsSync(join(dir, 'no-cache')), 'no debootstrap cache was made');
+    // the registry holds the given image under the recipe's name
+    const key = readFileSync(join(dir, 'demo', 'registry', 'key'), 'utf8').trim();
+    const m = await fetch(`http://127.0.0.1:${regPort}/v2/nvidia/jupyter/manifests/1`, {
+      headers: { authorization: 'Basic ' + Buffer.from(`demo:${key}`).toString('base64'),
+        accept: 'application/vnd.docker.distribution.manifest.v2+json' } });
+    assert.equal(m.status, 200);
+    const cfgDigest = (await m.json()).config.digest;
+    assert.equal(cfgDigest, JSON.parse(docker(env.GPUCLOUD_WORLD_DOCKER1, 'image', 'inspect', from()))[0].Id);
+    // in the catalog, and node local pulls it from the demo's registry with its credentials
+    const img = (await admin.get('/api/v1/images')).json.items.find((i) => i.reference === `127.0.0.1:${regPort}/nvidia/jupyter:1`);
+    assert.ok(img, 'in the catalog');
+    let last;
+    assert.ok(await eventually(async () => {
+      last = (await admin.get(`/api/v1/images/${img.id}`)).json;
+      return last.nodes.length === 1 && last.nodes[0].state === 'present';
+    }, 60000, 250), `pulled to node local: ${JSON.stringify(last?.nodes)}`);
+  });
+});
