@@ -182,8 +182,10 @@ gpus_up() {
 	call PATCH "/nodes/$NODE_ID" "$(jq -nc --argjson g "$decl" '{gpus: $g}')"
 }
 
+NEW_KEY=0
 registry_up() {
 	install -d -m 0700 "$D"
+	[[ -s $D/registry/key ]] || NEW_KEY=1
 	registry_serve "$D/registry" "$REG_ADDR" "$REG_USER" gpucloud-demo-registry \
 		"the registry of \`make demo\`"
 }
@@ -219,8 +221,9 @@ catalog_registry() {
 	call GET /registries
 	REGISTRY_ID=$(j '.items[] | select(.name == "demo") | .id')
 	if [[ -n $REGISTRY_ID ]]; then
-		if [[ $(j '.items[] | select(.name == "demo") | .server') != "$REG_ADDR" ]]; then
-			say "registry 'demo' moves to $REG_ADDR"
+		if [[ $(j '.items[] | select(.name == "demo") | .server') != "$REG_ADDR" ]] || ((NEW_KEY)); then
+			# its folder was removed (a new password) or it has a new port
+			say "registry 'demo' is now $REG_ADDR with a new password"
 			call PATCH "/registries/$REGISTRY_ID" "$(jq -nc --arg s "$REG_ADDR" --arg p "$(reg_key)" \
 				'{server: $s, password: $p}')"
 		fi

@@ -9,7 +9,7 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, execFileSync } from 'node:child_process';
-import { mkdtempSync, mkdirSync, existsSync, readFileSync, statSync, rmSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, existsSync, readFileSync, statSync, rmSync, cpSync } from 'node:fs';
 import { join, dirname } from 'node:path';
 import net from 'node:net';
 import { ROOT, startServer, Client, ADMIN_PASSWORD } from '../lib/server.mjs';
@@ -26,9 +26,9 @@ function freePort() {
 }
 
 // Runs deploy/demo.sh; resolves {code, out} (stdout and stderr together).
-function demo(extraEnv, args = ['up'], ms = 600000) {
+function demo(extraEnv, args = ['up'], ms = 600000, script = join(ROOT, 'deploy/demo.sh')) {
   return new Promise((resolve) => {
-    const child = spawn('bash', [join(ROOT, 'deploy/demo.sh'), ...args], {
+    const child = spawn('bash', [script, ...args], {
       env: { ...process.env, ...extraEnv }, stdio: ['ignore', 'pipe', 'pipe'],
     });
     let out = '';
@@ -58,7 +58,7 @@ async function snapshot(admin) {
 }
 
 describe('make demo', { skip: isRoot ? false : 'needs root (device files, the registry)' }, () => {
-  let srv, admin, dir, regPort, demoEnv, first, accounts, student, inst, cache;
+  let srv, admin, dir, regPort, demoEnv, first, accounts, student, inst, cache, pulled = null;
   const demoRefs = () => [`127.0.0.1:${regPort}/nvidia/jupyter:1`, `127.0.0.1:${regPort}/nvidia/tensorboard-standin:1`];
 
   before(async () => {
@@ -85,6 +85,7 @@ describe('make demo', { skip: isRoot ? false : 'needs root (device files, the re
       mkdirSync(cfg);
       execFileSync('docker', ['--config', cfg, '-H', env.GPUCLOUD_WORLD_DOCKER1, 'login', '-u', env.GPUCLOUD_WORLD_REGISTRY_USER,
         '--password-stdin', env.GPUCLOUD_WORLD_REGISTRY], { input: env.GPUCLOUD_WORLD_REGISTRY_KEY, stdio: ['pipe', 'ignore', 'pipe'] });
+      try { docker(env.GPUCLOUD_WORLD_DOCKER1, 'image', 'inspect', env.GPUCLOUD_WORLD_JUPYTER_IMAGE); } catch { pulled = env.GPUCLOUD_WORLD_JUPYTER_IMAGE; }
       execFileSync('docker', ['--config', cfg, '-H', env.GPUCLOUD_WORLD_DOCKER1, 'pull', '-q', env.GPUCLOUD_WORLD_JUPYTER_IMAGE], { stdio: 'ignore' });
       demoEnv.GPUCLOUD_DEMO_IMAGE_FROM = env.GPUCLOUD_WORLD_JUPYTER_IMAGE;
     }
@@ -97,7 +98,7 @@ describe('make demo', { skip: isRoot ? false : 'needs root (device files, the re
       await demo(demoEnv, ['down'], 60000);
       rmSync(dir, { recursive: true, force: true });
     }
-    for (const ref of regPort ? demoRefs() : []) {
+    for (const ref of [...(regPort ? demoRefs() : []), ...(pulled ? [pulled] : [])]) {
       try { docker(env.GPUCLOUD_WORLD_DOCKER1, 'rmi', ref); } catch { /* never pulled */ }
     }
   });
@@ -219,7 +220,7 @@ describe('make demo', { skip: isRoot ? false : 'needs root (device files, the re
     const accountsBefore = readFileSync(join(dir, 'state', 'demo-accounts'), 'utf8');
     const again = await demo(demoEnv);
     assert.equal(again.code, 0, again.out);
-    assert.doesNotMatch(again.out, /adding|declaring|building|pushing|quota of|setting a new/, again.out);
+    assert.doesNotMatch(again.out, /adding|declaring|building|pushing|quota of|setting a new|is now/, again.out);
     assert.deepEqual(await snapshot(admin), before);
     assert.equal(readFileSync(join(dir, 'state', 'demo-accounts'), 'utf8'), accountsBefore);
     // the admin's session came and went; nothing else was written
@@ -293,5 +294,122 @@ describe('make demo with GPUCLOUD_DEMO_IMAGE_FROM', { skip: isRoot ? false : 'ne
       last = (await admin.get(`/api/v1/images/${img.id}`)).json;
       return last.nodes.length === 1 && last.nodes[0].state === 'present';
     }, 60000, 250), `pulled to node local: ${JSON.stringify(last?.nodes)}`);
+  });
+
+  it('sets its registry up again when the demo folder was removed, with the catalog told the new password', async () => {
+    const stop = await demo(demoEnv, ['down'], 60000);
+    assert.equal(stop.code, 0, stop.out);
+    rmSync(join(dir, 'demo'), { recursive: true, force: true });
+    const r = await demo(demoEnv);
+    assert.equal(r.code, 0, r.out);
+    assert.match(r.out, /registry 'demo' is now 127\.0\.0\.1:\d+ with a new password/);
+    assert.match(r.out, /pushing/);
+    assert.ok(statSync(join(dir, 'demo', 'gpus', 'nvidia0')).isCharacterDevice(), 'the device files are back');
+    // the engine logs in to the registry with what the catalog holds
+    const reg = (await admin.get('/api/v1/registries')).json.items.find((x) => x.name === 'demo');
+    const t = await admin.post(`/api/v1/registries/${reg.id}/test`, {});
+    assert.equal(t.status, 200, t.text);
+    assert.equal(t.json.ok, true, t.text);
+  });
+});
+
+// The way a newcomer types it: deploy/run.sh (make run) from a checkout, then
+// deploy/demo.sh (make demo) with nothing set: it finds the server on
+// GPUCLOUD_PORT and the admin's password in var/run/state/admin-password.
+// run.sh's Ctrl-C stops the demo's registry too, and its next start starts it
+// again, so the catalog image stays pullable.
+describe('make run, then make demo', { skip: isRoot ? false : 'needs root (make run, device files)' }, () => {
+  let top, clone, run, port, pgPort, regPort, baseEnv, pulledFrom = false;
+  const from = () => env.GPUCLOUD_WORLD_IMAGE;
+
+  function startRun() {
+    const child = spawn('bash', [join(clone, 'deploy/run.sh')], { env: baseEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+    const r = { child, out: '' };
+    child.stdout.on('data', (d) => { r.out += d; });
+    child.stderr.on('data', (d) => { r.out += d; });
+    r.exited = new Promise((resolve) => child.on('exit', (code, sig) => resolve({ code, sig })));
+    return r;
+  }
+  async function ready(r) {
+    const ok = await eventually(async () => {
+      if (r.child.exitCode !== null) return 'exited';
+      try { return (await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200 ? 'ready' : null; } catch { return null; }
+    }, 120000, 250);
+    assert.equal(ok, 'ready', `run.sh did not come up:\n${r.out}`);
+  }
+  async function stopRun(r) {
+    r.child.kill('SIGTERM');
+    const { code } = await r.exited;
+    assert.equal(code, 0, r.out);
+  }
+  const regAnswers = async () => {
+    try { return (await fetch(`http://127.0.0.1:${regPort}/v2/`)).status === 401; } catch { return false; }
+  };
+
+  before(async () => {
+    for (const k of ['GPUCLOUD_WORLD_DOCKER1', 'GPUCLOUD_WORLD_IMAGE', 'GPUCLOUD_WORLD_REGISTRY_KEY'])
+      assert.ok(env[k], `${k} is not set: run inside the test world`);
+    mkdirSync(join(ROOT, 'var'), { recursive: true });
+    top = mkdtempSync(join(ROOT, 'var', 'test-demo-run-'));
+    execFileSync('chmod', ['0755', top]); // postgres keeps its cluster in the clone
+    clone = join(top, 'gpucloud');
+    mkdirSync(clone);
+    for (const d of ['deploy', 'db', 'web']) cpSync(join(ROOT, d), join(clone, d), { recursive: true });
+    [port, pgPort, regPort] = [await freePort(), await freePort(), await freePort()];
+    // a small image stands in for the Jupyter build (offline: GPUCLOUD_DEMO_IMAGE_FROM)
+    const cfg = join(top, 'dockercfg');
+    mkdirSync(cfg);
+    try { docker(env.GPUCLOUD_WORLD_DOCKER1, 'image', 'inspect', from()); } catch { pulledFrom = true; }
+    execFileSync('docker', ['--config', cfg, '-H', env.GPUCLOUD_WORLD_DOCKER1, 'login', '-u', env.GPUCLOUD_WORLD_REGISTRY_USER,
+      '--password-stdin', env.GPUCLOUD_WORLD_REGISTRY], { input: env.GPUCLOUD_WORLD_REGISTRY_KEY, stdio: ['pipe', 'ignore', 'pipe'] });
+    execFileSync('docker', ['--config', cfg, '-H', env.GPUCLOUD_WORLD_DOCKER1, 'pull', '-q', from()], { stdio: 'ignore' });
+    baseEnv = { ...process.env };
+    for (const k of Object.keys(baseEnv)) if (/^GPUCLOUD_(ADMIN_PASSWORD|STATE_DIR|DEMO_|DB_URL)/.test(k)) delete baseEnv[k];
+    Object.assign(baseEnv, {
+      GPUCLOUD_BIN: process.env.GPUCLOUD_BIN || join(ROOT, 'build/gpucloudd'), GPUCLOUD_PORT: String(port),
+      GPUCLOUD_RUN_PG_PORT: String(pgPort), GPUCLOUD_DOCKER_HOST: env.GPUCLOUD_WORLD_DOCKER1,
+      GPUCLOUD_NODE_CHECK_INTERVAL_S: '1', GPUCLOUD_DEMO_REGISTRY_PORT: String(regPort),
+      GPUCLOUD_DEMO_IMAGE_FROM: from(),
+    });
+  });
+
+  after(async () => {
+    for (const r of [run1, run2]) if (r && r.child.exitCode === null) { r.child.kill('SIGTERM'); await r.exited; }
+    if (clone) await demo(baseEnv, ['down'], 60000, join(clone, 'deploy/demo.sh'));
+    if (top) rmSync(top, { recursive: true, force: true });
+    for (const ref of [`127.0.0.1:${regPort}/nvidia/jupyter:1`, ...(pulledFrom ? [from()] : [])]) {
+      try { docker(env.GPUCLOUD_WORLD_DOCKER1, 'rmi', ref); } catch { /* not there */ }
+    }
+  });
+
+  let run1, run2;
+  it('sets up the demo with the admin password make run saved, and Ctrl-C stops its registry', async () => {
+    run1 = startRun();
+    await ready(run1);
+    const pwFile = join(clone, 'var/run/state/admin-password');
+    assert.ok(existsSync(pwFile), run1.out);
+    const r = await demo(baseEnv, ['up'], 600000, join(clone, 'deploy/demo.sh'));
+    assert.equal(r.code, 0, r.out);
+    assert.equal(statSync(join(clone, 'var/run/state/demo-accounts')).mode & 0o777, 0o600);
+    assert.ok(existsSync(join(clone, 'var/run/demo/gpus/nvidia3')));
+    const admin = new Client(`http://127.0.0.1:${port}`);
+    assert.equal((await admin.login('admin', readFileSync(pwFile, 'utf8').trim())).status, 200);
+    const pools = (await admin.get('/api/v1/pools')).json.items;
+    assert.equal(pools.find((p) => p.name === 'demo')?.gpus, 4, JSON.stringify(pools));
+    assert.ok(await regAnswers(), 'the demo registry runs');
+    await stopRun(run1);
+    assert.equal(await regAnswers(), false, 'Ctrl-C stopped the demo registry');
+  });
+
+  it('starts the demo registry again with make run, and a second make demo changes nothing', async () => {
+    assert.ok(run1, 'the first run happened');
+    run2 = startRun();
+    await ready(run2);
+    assert.ok(await regAnswers(), `the demo registry answers again:\n${run2.out}`);
+    const again = await demo(baseEnv, ['up'], 600000, join(clone, 'deploy/demo.sh'));
+    assert.equal(again.code, 0, again.out);
+    assert.doesNotMatch(again.out, /adding|declaring|building|pushing|quota of|setting a new|is now/, again.out);
+    await stopRun(run2);
+    assert.equal(await regAnswers(), false);
   });
 });
