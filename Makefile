@@ -1,6 +1,8 @@
 # gpucloud — build, run, test.
 #
 #   make run      install what is missing, build, start the platform (embedded default)
+#   make demo     a demo on the platform `make run` started: simulated GPUs, a pool,
+#                 a Jupyter image in a local registry, a teacher and students
 #   make test     install what is missing, build, start the test world, run every test
 #   make check    formatting, static analysis, banned calls
 #   make fuzz     run each fuzz target for FUZZ_SECONDS (default 60)
@@ -61,7 +63,7 @@ FUZZ_LIB  = $(BUILD)/fuzz/libgpucloud.a
 FUZZ_OBJS = $(SRCS:server/%.c=$(BUILD)/fuzz/obj/%.o)
 FUZZ_SECONDS ?= 60
 
-.PHONY: all deps run test test-build test-in-world unit fuzz-replay integration e2e \
+.PHONY: all deps run demo demo-down test test-build test-in-world unit fuzz-replay integration e2e \
         check fuzz bench world world-down world-check clean
 
 all: $(BUILD)/gpucloudd
@@ -101,6 +103,13 @@ deps:
 run: deps
 	@$(MAKE) --no-print-directory all
 	@bash deploy/run.sh
+
+# Needs `make run` answering (another terminal); idempotent.
+demo: deps
+	@bash deploy/demo.sh up
+
+demo-down:
+	@bash deploy/demo.sh down
 
 test-build: all $(UNIT_BINS) $(FUZZ_BINS)
 

@@ -325,3 +325,81 @@ dockerd_stop() {
 	umount_under "$dataroot"
 	rm -f -- "$sock"
 }
+
+# ---------------------------------------------------------------------------
+# A private docker-registry with htpasswd credentials.
+
+# registry_answers_at HOST:PORT : a registry there asks for credentials.
+registry_answers_at() {
+	local code
+	code=$(curl -s -m 3 -o /dev/null -w '%{http_code}' "http://$1/v2/" 2>/dev/null || true)
+	[[ $code == 401 ]]
+}
+
+# registry_serve DIR HOST:PORT USER NAME WHAT : a docker-registry serving
+# DIR/data on HOST:PORT, started unless it already runs there. Its password
+# is DIR/key (made once, 64 random characters), checked through DIR/htpasswd
+# for USER; NAME is its realm, WHAT goes in its config's first line. It runs
+# detached (own session, pid in DIR/pid) until registry_stop DIR.
+registry_serve() {
+	local d=$1 addr=$2 user=$3 name=$4 what=$5 pid i
+	install -d -m 0700 "$d" "$d/data"
+	if [[ ! -s $d/key ]]; then
+		(umask 077 && rand_key >"$d/key.tmp" && mv "$d/key.tmp" "$d/key")
+	fi
+	if [[ ! -s $d/htpasswd || $d/key -nt $d/htpasswd ]]; then
+		(umask 077 && htpasswd -Bbn "$user" "$(cat "$d/key")" >"$d/htpasswd.tmp" &&
+			mv "$d/htpasswd.tmp" "$d/htpasswd")
+	fi
+	cat >"$d/config.yml" <<EOF
+# Written by deploy/$PROG.sh: $what.
+version: 0.1
+log:
+  level: warn
+  accesslog:
+    disabled: true
+storage:
+  filesystem:
+    rootdirectory: $d/data
+  delete:
+    enabled: true
+http:
+  addr: $addr
+  secret: $name
+auth:
+  htpasswd:
+    realm: $name
+    path: $d/htpasswd
+EOF
+	pid=$(pid_from_file "$d/pid")
+	if [[ -n $pid ]] && pid_is "$pid" docker-registry && registry_answers_at "$addr"; then
+		return 0
+	fi
+	[[ -n $pid ]] && pid_is "$pid" docker-registry && stop_pid "$pid" 5 docker-registry
+	rm -f -- "$d/pid"
+	if registry_answers_at "$addr"; then
+		die "something else already serves $addr; stop it first"
+	fi
+	command -v docker-registry >/dev/null 2>&1 || die "docker-registry is missing; run deploy/deps.sh"
+	say "starting registry on $addr"
+	: >"$d/registry.log"
+	setsid docker-registry serve "$d/config.yml" </dev/null >>"$d/registry.log" 2>&1 9>&- &
+	echo $! >"$d/pid"
+	for ((i = 0; i < 100; i++)); do
+		registry_answers_at "$addr" && return 0
+		pid_alive "$(pid_from_file "$d/pid")" || break
+		sleep 0.1
+	done
+	show_log "$d/registry.log"
+	die "registry did not start on $addr"
+}
+
+# registry_stop DIR : stops the registry registry_serve DIR started, if it runs.
+registry_stop() {
+	local d=$1 pid
+	pid=$(pid_from_file "$d/pid")
+	if [[ -n $pid ]] && pid_is "$pid" docker-registry; then
+		stop_pid "$pid" 10 docker-registry
+	fi
+	rm -f -- "$d/pid"
+}

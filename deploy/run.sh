@@ -5,7 +5,8 @@
 # under /var/lib/gpucloud/pg-<hash> — unix socket only) and uses the local Docker engine,
 # or, as root with no engine answering, a private dockerd under var/run/docker.
 # gpucloudd runs in the foreground; Ctrl-C stops it, then whatever this
-# script started. An engine it found running is left alone.
+# script started (and the registry of `make demo`, which it starts again when
+# a demo was set up). An engine it found running is left alone.
 #
 # Environment:
 #   GPUCLOUD_PORT         HTTP port (default 8080)
@@ -51,6 +52,10 @@ cleanup() {
 		if ((made_docker0)) && ip link show docker0 >/dev/null 2>&1; then
 			ip link del docker0 || warn "could not delete bridge docker0"
 		fi
+	fi
+	# the registry of `make demo`, which its pulls need while we run
+	if [[ -d $R/demo/registry ]]; then
+		GPUCLOUD_DEMO_DIR=$R/demo bash "$ROOT/deploy/demo.sh" down || true
 	fi
 	if ((started_pg)); then
 		say "stopping PostgreSQL"
@@ -128,6 +133,10 @@ fi
 if [[ -n ${GPUCLOUD_DOCKER_HOST:-} ]]; then
 	export GPUCLOUD_DOCKER_HOST
 fi
+
+# --- the demo's registry (after `make demo`) -------------------------------
+GPUCLOUD_DEMO_DIR=$R/demo bash "$ROOT/deploy/demo.sh" registry ||
+	warn "the registry of \`make demo\` did not start; its image cannot be pulled"
 
 # --- server ----------------------------------------------------------------
 export GPUCLOUD_PORT=${GPUCLOUD_PORT:-8080}
