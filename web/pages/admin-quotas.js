@@ -197,7 +197,7 @@ function defaultsCard() {
 // Home storage for every user (PUT /storage/defaults), in GiB and files.
 function storageDefaults() {
   const msg = messageBox();
-  const mk = (name, gib) => h('input', { type: 'number', min: 0, step: gib ? 1 : 1000, class: 'input-narrow', 'data-storage-default': name, placeholder: t('quotas.f.noLimit') });
+  const mk = (name, gib) => h('input', { type: 'number', min: 0, step: gib ? 1 : 1000, class: gib ? 'input-narrow' : 'input-files', 'data-storage-default': name, placeholder: t('quotas.f.noLimit') });
   const inputs = { user_bytes_soft: mk('user_bytes_soft', true), user_bytes_hard: mk('user_bytes_hard', true), user_files_soft: mk('user_files_soft'), user_files_hard: mk('user_files_hard') };
   const form = h('form', { class: 'form', novalidate: true, 'data-form': 'storage-defaults' },
     h('div', { class: 'form-inline-wide' },
@@ -344,7 +344,7 @@ function storageOverride(u, st, reload) {
   const msg = messageBox();
   const o = st?.override || {};
   const mk = (k, gib) => h('input', {
-    type: 'number', min: 0, step: gib ? 1 : 1000, class: 'input-narrow', 'data-storage-override': k, placeholder: t('quotas.storage.default'),
+    type: 'number', min: 0, step: gib ? 1 : 1000, class: gib ? 'input-narrow' : 'input-files', 'data-storage-override': k, placeholder: t('quotas.storage.default'),
     value: typeof o[k] === 'number' ? String(gib ? Math.round((o[k] / GIB) * 100) / 100 : o[k]) : '',
   });
   const inputs = { bytes_soft: mk('bytes_soft', true), bytes_hard: mk('bytes_hard', true), files_soft: mk('files_soft'), files_hard: mk('files_hard') };
@@ -446,7 +446,7 @@ function idleCard() {
   }
   load();
 
-  return h('section', { class: 'card', 'aria-labelledby': 'idle-title', 'data-card': 'idle' },
+  return h('section', { class: 'card card-wide', 'aria-labelledby': 'idle-title', 'data-card': 'idle' },
     h('h2', { id: 'idle-title' }, t('quotas.idle.heading')),
     h('p', { class: 'muted' }, t('quotas.idle.intro')),
     msg.el,

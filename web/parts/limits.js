@@ -2,7 +2,8 @@
 // /quotas/effective) as a table a person can read: one row per pool open to
 // them and one for CPU-only work, each cell "used of limit" with a meter,
 // where the limit comes from under the pool's name; the home's storage
-// below. Wide content wraps or scrolls inside its own box, never the page.
+// below. On a narrow screen the rows stack (style.css), so nothing is wider
+// than the window; wide content scrolls inside its own box, never the page.
 //
 //   card.append(limitsTable(lim));          // the home page, the admin's view
 //   cores(2500) → "2.5 cores", mib(16384) → "16 GiB", duration(5400) → "1.5 h"
@@ -35,9 +36,11 @@ function meter(used, max, label) {
 
 // One cell: "used of max" (or "max" alone when nothing is counted), a meter
 // when there is a positive limit; null is no limit, 0 none at all.
+// label: the column's name (shown before the value when the table is
+// stacked on a narrow screen).
 function cell(name, used, max, format, label) {
-  const td = h('td', { 'data-limit': name });
-  if (max === undefined) { td.append(h('span', { class: 'muted' }, '—')); return td; }
+  const td = h('td', { 'data-limit': name, 'data-label': label });
+  if (max === undefined) { td.dataset.empty = ''; td.append(h('span', { class: 'muted' }, '—')); return td; }
   if (max === null) {
     td.append(used ? t('limits.usedNoLimit', { used: format(used) }) : h('span', { class: 'muted' }, t('limits.noLimit')));
     return td;
@@ -57,7 +60,7 @@ function poolRow(p, role) {
     cell('cpu', p.cpu_millis_in_use, p.max_cpu_millis, cores, t('limits.col.cpu')),
     cell('memory', p.mem_mib_in_use, p.max_mem_mib, mib, t('limits.col.memory')),
     cell('gpu-hours', p.gpu_hours_7d, p.gpu_hours_per_week, hours, t('limits.col.gpuHours')),
-    cell('runtime', undefined, p.max_runtime_s === null ? null : p.max_runtime_s, duration, t('limits.col.runtime')));
+    cell('runtime', undefined, p.max_runtime_s, duration, t('limits.col.runtime')));
 }
 
 function cpuOnlyRow(c, role) {
@@ -69,11 +72,11 @@ function cpuOnlyRow(c, role) {
         c.max_tensorboards === null
           ? t('limits.tensorboardsNoLimit', { used: formatNumber(c.tensorboards_running) })
           : t('limits.tensorboards', { used: formatNumber(c.tensorboards_running), max: formatNumber(c.max_tensorboards) }))),
-    cell('slices', undefined, undefined),
+    cell('slices', undefined, undefined, null, t('limits.col.slices')),
     cell('cpu', c.cpu_millis_in_use, c.max_cpu_millis, cores, t('limits.col.cpu')),
     cell('memory', c.mem_mib_in_use, c.max_mem_mib, mib, t('limits.col.memory')),
-    cell('gpu-hours', undefined, undefined),
-    cell('runtime', undefined, undefined));
+    cell('gpu-hours', undefined, undefined, null, t('limits.col.gpuHours')),
+    cell('runtime', undefined, undefined, null, t('limits.col.runtime')));
 }
 
 // The home's storage, as a short paragraph.
@@ -87,7 +90,7 @@ export function storageLine(st) {
     : t('limits.storageFiles', { used: formatNumber(st.files), hard: formatNumber(st.files_hard) });
   return h('p', { class: 'limits-storage', 'data-quota': 'storage', 'data-source': st.source },
     h('strong', null, t('limits.storage')), ' ', bytes, ' · ', files,
-    st.bytes_soft !== null ? h('span', { class: 'muted' }, ' ', t('limits.storageSoft', { soft: formatBytes(st.bytes_soft) })) : null,
+    st.bytes_soft !== null && (st.bytes_hard === null || st.bytes_soft < st.bytes_hard) ? h('span', { class: 'muted' }, ' ', t('limits.storageSoft', { soft: formatBytes(st.bytes_soft) })) : null,
     st.source === 'user' ? h('span', { class: 'muted' }, ' · ', t('limits.storageOwn')) : null);
 }
 

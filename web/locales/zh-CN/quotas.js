@@ -111,7 +111,7 @@ export default {
   'quotas.tb.heading': 'TensorBoard',
   'quotas.tb.intro': 'TensorBoard 使用的目录镜像（在名为“tensorboard”的应用端口上提供 $GPUCLOUD_LOGDIR）。关闭时隐藏 TensorBoard 按钮。',
   'quotas.tb.image': 'TensorBoard 镜像',
-  'quotas.tb.help': '镜像来自“管理 → 镜像”。',
+  'quotas.tb.help': '镜像来自“系统管理 → 镜像目录”。',
   'quotas.tb.off': '关闭',
   'quotas.tb.missing': '{ref}（不在镜像目录中）',
   'quotas.tb.source.admin': '由管理员在此设置。',
