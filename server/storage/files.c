@@ -277,14 +277,14 @@ fail:
 	return NULL;
 }
 
-enum rc files_list(int rootfd, const char *path, const char *cursor, int limit,
+enum rc files_list(int rootfd, const char *path, const char *cursor, int limit, int flags,
                    struct files_result *res)
 {
 	int dfd = paths_open(rootfd, path, O_RDONLY | O_DIRECTORY, 0);
 	struct stat st;
 	struct names *nm;
 	json_t *items;
-	size_t lo, hi, i;
+	size_t lo, hi, i, last = 0, hidden = 0;
 	int got = 0;
 
 	if (dfd < 0)
@@ -315,17 +315,31 @@ enum rc files_list(int rootfd, const char *path, const char *cursor, int limit,
 				hi = mid;
 		}
 	}
+	/* '.' sorts before letters and digits: the dot-names are a prefix
+	 * of most folders, but not of names such as "-x" or "+y" */
+	for (i = 0; i < nm->n; i++)
+		hidden += nm->v[i][0] == '.';
 	items = json_array();
 	for (i = lo; i < nm->n && got < limit; i++) {
 		struct stat es;
+		if ((flags & FILES_LIST_NO_HIDDEN) && nm->v[i][0] == '.')
+			continue;
+		last = i;
 		if (fstatat(dfd, nm->v[i], &es, AT_SYMLINK_NOFOLLOW) < 0)
 			continue; /* removed since the list was read */
 		json_array_append_new(items, files_entry_json(nm->v[i], &es));
 		got++;
 	}
-	res->out = json_pack("{s:s, s:o, s:o, s:I}", "path", path, "items", items, "next_cursor",
-	                     i < nm->n && got ? json_string(nm->v[i - 1]) : json_null(), "total",
-	                     (json_int_t)nm->n);
+	/* more to come only when a later name would be listed */
+	{
+		size_t k = i;
+		while (k < nm->n && (flags & FILES_LIST_NO_HIDDEN) && nm->v[k][0] == '.')
+			k++;
+		res->out = json_pack("{s:s, s:o, s:o, s:I, s:I}", "path", path, "items", items,
+		                     "next_cursor",
+		                     k < nm->n && got ? json_string(nm->v[last]) : json_null(),
+		                     "total", (json_int_t)nm->n, "hidden", (json_int_t)hidden);
+	}
 	names_unref(nm);
 	close(dfd);
 	res->rc = RC_OK;
