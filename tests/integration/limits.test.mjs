@@ -12,7 +12,7 @@ const env = process.env;
 const TB = 'registry.example/tensorboard:2.16';
 
 describe('limits and settings', () => {
-  let srv, admin, student, teacher, sid, other, tid, node;
+  let srv, admin, student, teacher, researcher, sid, other, node;
 
   before(async () => {
     assert.ok(env.GPUCLOUD_WORLD_DOCKER1 && env.GPUCLOUD_WORLD_NODE1_GPUS, 'run through make test (it starts the world)');
@@ -30,11 +30,14 @@ describe('limits and settings', () => {
     const mk = async (username, role) => (await admin.post('/api/v1/users', { username, role, password: 'user-pass-123' })).json.user.id;
     sid = await mk('lstudent', 'student');
     other = await mk('lother', 'student');
-    tid = await mk('lteacher', 'teacher');
+    await mk('lteacher', 'teacher');
+    await mk('lresearcher', 'researcher');
     student = new Client(srv.base);
     assert.equal((await student.login('lstudent', 'user-pass-123')).status, 200);
     teacher = new Client(srv.base);
     assert.equal((await teacher.login('lteacher', 'user-pass-123')).status, 200);
+    researcher = new Client(srv.base);
+    assert.equal((await researcher.login('lresearcher', 'user-pass-123')).status, 200);
   });
 
   after(async () => { await stopClean(srv); });
@@ -112,8 +115,8 @@ describe('limits and settings', () => {
     assert.equal(st.override.bytes_soft, null);
   });
 
-  it('lets students and teachers read only their own limits and change nothing', async () => {
-    for (const c of [student, teacher]) {
+  it('lets students, teachers and researchers read only their own limits and change nothing', async () => {
+    for (const c of [student, teacher, researcher]) {
       for (const [m, p, b] of [
         ['GET', `/api/v1/quotas/effective?user_id=${other}`], ['GET', `/api/v1/quotas/effective?user_id=${sid}`],
         ['PUT', '/api/v1/quotas', { user_id: sid, pool: 'a100', max_slices: 8 }],
@@ -131,6 +134,10 @@ describe('limits and settings', () => {
     }
     assert.equal(pool((await student.get('/api/v1/me/limits')).json, 'a100').max_slices, 1, 'nothing changed');
     assert.equal((await teacher.get('/api/v1/me/limits')).json.user.role, 'teacher', 'each reads their own');
+    // the pool closed to students is open to researchers
+    const rl = (await researcher.get('/api/v1/me/limits')).json;
+    assert.equal(rl.user.username, 'lresearcher');
+    assert.equal(pool(rl, 'closed').open, true);
   });
 
   it('needs a live session, and a token with the write scope to change anything', async () => {
