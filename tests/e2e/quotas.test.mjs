@@ -3,7 +3,7 @@
 // A100s in pool "a100"): the admin opens the pool to students with a role
 // default, gives one student a quota of their own and then removes a
 // second one, changes the students' idle policy and picks the TensorBoard
-// image, all in the page. The student then reads their limits on the home
+// image, all in the page (and sets and removes a teachers' default). The student then reads their limits on the home
 // page — a table, no raw JSON, nothing wider than the window, at desktop
 // and phone widths — and finds the instance form's sliders stopped at those
 // limits and at the node's size; then all of it in 简体中文.
@@ -111,10 +111,20 @@ describe('Administration → Quotas and the limits students see', () => {
     const d = (await api.get('/api/v1/quotas/defaults')).json.items.find((x) => x.role === 'student' && x.pool === 'a100');
     assert.deepEqual(d, { role: 'student', pool: 'a100', max_slices: 1, max_cpu_millis: 2000, max_mem_mib: 8192, gpu_hours_per_week: 10, max_runtime_s: null, max_tensorboards: null });
     assert.match(await page.locator('[data-table=defaults] tr[data-default=a100] [data-limit=max_cpu_millis]').textContent(), /2 cores/);
-    // other roles are untouched: teachers have no pool default
+    // other roles are untouched: teachers have no pool default; one set and removed again
     await page.locator('[data-field=default-role]').selectOption('teacher');
+    const trow = page.locator('[data-table=defaults] tr[data-default=a100]');
     await page.locator('[data-table=defaults] tr[data-default=a100]:not([data-set])').waitFor();
+    await trow.locator('[data-action=set-default]').click();
+    await fillLimits({ max_slices: 4 });
+    await page.locator('[data-table=defaults] tr[data-default=a100][data-set]').waitFor();
+    assert.equal((await api.get('/api/v1/quotas/defaults')).json.items.find((x) => x.role === 'teacher' && x.pool === 'a100').max_slices, 4);
+    await trow.locator('[data-action=remove-default]').click();
+    await dialog().locator('[data-action=confirm]').click();
+    await page.locator('[data-table=defaults] tr[data-default=a100]:not([data-set])').waitFor();
+    assert.equal((await api.get('/api/v1/quotas/defaults')).json.items.find((x) => x.role === 'teacher' && x.pool === 'a100'), undefined);
     await page.locator('[data-field=default-role]').selectOption('student');
+    await page.locator('[data-table=defaults] tr[data-default=a100][data-set]').waitFor();
   });
 
   it('gives one student a quota of their own and removes another’s', async () => {
