@@ -160,7 +160,8 @@ static const struct setting table[] = {
 	  "seconds between re-checks of open websockets (session expired, instance stopped)"),
 	S(tensorboard_image, "",
 	  "catalog image (reference) of TensorBoards: serves $GPUCLOUD_LOGDIR on its app port "
-	  "'tensorboard'; empty: POST /tensorboards is refused"),
+	  "'tensorboard'; an admin's setting (PUT /api/v1/settings/tensorboard_image) wins; "
+	  "neither: POST /tensorboards is refused"),
 	I(proxy_cache_ms, "1000", 0, 60000,
 	  "milliseconds a route and session check is reused before the database is asked again"),
 	S(metrics_allow, "",
