@@ -1124,11 +1124,10 @@ static int decide_cpu(struct ctx *c, const struct place_request *r, struct place
 			degraded += in->nodes[j].degraded != 0;
 		d->reason = degraded ? REASON_DEGRADED : REASON_NO_NODES;
 		if (degraded)
-			snprintf(
-			        d->message, sizeof(d->message),
-			        "no node is schedulable: %d is degraded (its engine fails to start "
-			        "containers)",
-			        degraded);
+			snprintf(d->message, sizeof(d->message),
+			         "no node is schedulable; degraded (engines failing to start "
+			         "containers): %d",
+			         degraded);
 		else
 			snprintf(d->message, sizeof(d->message), "no node is schedulable");
 	} else if (ever == 0) {

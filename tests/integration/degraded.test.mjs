@@ -114,7 +114,7 @@ describe('a node whose engine fails container starts', () => {
     const cpu = await create(alice.c, w, { name: 'cpu-waits', cmd: ['sleep', '3600'] });
     assert.ok(await eventually(async () => { got = (await alice.c.get(`/api/v1/instances/${cpu.id}`)).json; return got.request?.reason_code === 'degraded'; }, 8000),
       JSON.stringify(got));
-    assert.match(got.request.reason, /1 is degraded/);
+    assert.match(got.request.reason, /degraded \(engines failing to start containers\): 1/);
     assert.equal((await node(bad.id)).start_failures, 3, 'nothing more was tried there');
 
     // node1 active again: both go there, and node2 stays degraded

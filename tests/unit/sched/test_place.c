@@ -574,10 +574,13 @@ TEST(test_degraded)
 	w.nodes[b].schedulable = 0;
 	w.nodes[b].degraded = 1;
 	request(1, 10, POOL_A, PRIO_NORMAL, 1, 1);
+	request(2, 11, 0, PRIO_NORMAL, 0, 1); /* CPU only: any node */
 	res = run();
 	CHECK(dec(res, 1)->reason == REASON_DEGRADED);
 	CHECK_STR(place_reason_code(dec(res, 1)->reason), "degraded");
 	CHECK(strstr(dec(res, 1)->message, "degraded") != NULL);
+	CHECK(dec(res, 2)->reason == REASON_DEGRADED);
+	CHECK(strstr(dec(res, 2)->message, "): 1") != NULL);
 	place_result_free(res);
 
 	/* the other node is schedulable again: placed there, never on b */
@@ -586,6 +589,7 @@ TEST(test_degraded)
 	CHECK(dec(res, 1)->reason == REASON_NONE);
 	CHECK(dec(res, 1)->nchosen == 1);
 	CHECK(slice_node(dec(res, 1)->chosen[0]) == a);
+	CHECK(dec(res, 2)->reason == REASON_NONE && dec(res, 2)->node_id == w.nodes[a].id);
 	place_result_free(res);
 }
 
