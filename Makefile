@@ -37,10 +37,11 @@ SRCS = $(addprefix server/base/,rc.c log.c config.c crypto.c worker.c csv.c cloc
        $(addprefix server/net/,router.c http.c static.c ws.c) \
        $(addprefix server/db/,db.c notify.c leader.c) \
        $(addprefix server/engine/,docker.c nodes.c nvsmi.c images.c) \
-       $(addprefix server/storage/,storage.c paths.c files.c quota.c areas.c) \
+       $(addprefix server/storage/,storage.c paths.c tar.c files.c quota.c areas.c) \
        $(addprefix server/auth/,auth.c) \
        $(addprefix server/sched/,place.c scheduler.c) \
-       $(addprefix server/work/,workload.c spec.c driver.c instances.c reconcile.c reclaim.c) \
+       $(addprefix server/work/,workload.c spec.c passwd.c driver.c instances.c reconcile.c \
+         reclaim.c) \
        $(addprefix server/apps/,page.c activity.c forward.c route.c upstream.c tunnel.c \
          proxy.c terminal.c) \
        $(addprefix server/api/,api.c metrics.c api_health.c api_auth.c api_users.c \
