@@ -403,3 +403,72 @@ registry_stop() {
 	fi
 	rm -f -- "$d/pid"
 }
+
+# ---------------------------------------------------------------------------
+# Bridges and network settings of the engines these scripts start.
+
+# bridge_up NAME ADDR/PREFIX : a bridge of our own for an engine, addressed
+# and up (kept when it is there already).
+bridge_up() {
+	local br=$1 addr=$2 addrs
+	ip link show "$br" >/dev/null 2>&1 || ip link add "$br" type bridge
+	addrs=$(ip -4 -o addr show dev "$br")
+	[[ $addrs == *" $addr "* ]] || ip addr add "$addr" dev "$br"
+	ip link set "$br" up
+}
+
+# bridge_down NAME SUBNET_PREFIX : deletes the bridge and exactly the
+# iptables rules dockerd left for it (they name the bridge or start with
+# SUBNET_PREFIX, a regular expression such as 10\.231\.1\.), so no stale
+# rule outlives the engine.
+bridge_down() {
+	local br=$1 subnet=$2 table rule
+	local -a words
+	if ip link show "$br" >/dev/null 2>&1; then
+		ip link del "$br" || warn "could not delete bridge $br"
+	fi
+	command -v iptables >/dev/null || return 0
+	for table in filter nat; do
+		while read -r rule; do
+			read -ra words <<<"$rule"
+			words[0]=-D
+			iptables -w -t "$table" "${words[@]}" 2>/dev/null || true
+		done < <(iptables -w -t "$table" -S 2>/dev/null |
+			grep -E -- "^-A .*( $br( |$)| $subnet)" || true)
+	done
+}
+
+# Engines side by side.  dockerd 20.10 deletes the host's bridge named
+# docker0 at start-up, whichever bridge it is told to use itself, in two
+# cases: started with --bridge=none, and started with --default-address-pool
+# when its data root holds the default network of an earlier run (every
+# restart) unless live restore is on.  A world engine restarted by `make
+# world` after `make world-down` (or by a test) was the second case, and
+# took the docker0 of `make run`'s private engine (or of the system's
+# engine) away: every container start there then failed with "could not
+# find bridge docker0" (gpucloud issue 12).  So every engine started here
+# has a bridge of its own, never docker0, and those with address pools run
+# with --live-restore (containers outlive a stop of the engine; `world.sh
+# down` kills them first).  tests/integration/coexist.test.mjs checks it.
+
+# make run's private engine: its own bridge gcrun0 (10.230.0.1/24).  No
+# address pools (its networks come from dockerd's default ones, which the
+# world's pools do not overlap), so no live restore: a stop stops its
+# containers.
+RUN_BRIDGE=gcrun0
+# shellcheck disable=SC2034 # used by run.sh and the coexistence test
+RUN_BRIDGE_ADDR=10.230.0.1/24
+run_engine_net_args() {
+	printf '%s\n' --bridge "$RUN_BRIDGE"
+}
+
+# World node N: its bridge (gcbrN, 10.231.N.1/24) and network arguments:
+# address pools of its own (10.24N.0.0/16: the nodes' user networks never
+# overlap), hence live restore.
+world_bridge() { printf 'gcbr%s\n' "$1"; }
+world_bridge_addr() { printf '10.231.%s.1/24\n' "$1"; }
+world_engine_net_args() {
+	local n=$1
+	printf '%s\n' --bridge "$(world_bridge "$n")" \
+		--default-address-pool "base=10.24$n.0.0/16,size=24" --live-restore
+}

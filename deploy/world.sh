@@ -51,7 +51,6 @@ node_pidfile() { printf '%s\n' "$W/docker/node$1.pid"; }
 node_log() { printf '%s\n' "$W/docker/node$1.log"; }
 # Kept short: containerd and shim sockets live below it (108-byte limit).
 node_execroot() { printf '/run/gcw-node%s\n' "$1"; }
-node_bridge() { printf 'gcbr%s\n' "$1"; }
 
 dk() {
 	local n=$1
@@ -75,33 +74,12 @@ postgres_up() {
 # ---------------------------------------------------------------------------
 # Docker engines
 
-bridge_up() {
-	local n=$1 br addrs
-	br=$(node_bridge "$n")
-	ip link show "$br" >/dev/null 2>&1 || ip link add "$br" type bridge
-	addrs=$(ip -4 -o addr show dev "$br")
-	[[ $addrs == *" 10.231.$n.1/24 "* ]] || ip addr add "10.231.$n.1/24" dev "$br"
-	ip link set "$br" up
+node_bridge_up() {
+	bridge_up "$(world_bridge "$1")" "$(world_bridge_addr "$1")"
 }
 
-bridge_down() {
-	local n=$1 br table rule
-	local -a words
-	br=$(node_bridge "$n")
-	if ip link show "$br" >/dev/null 2>&1; then
-		ip link del "$br" || warn "could not delete bridge $br"
-	fi
-	# dockerd leaves its rules for the bridge behind; drop exactly those
-	# (they name the bridge or its subnet) so no stale rule outlives the world.
-	command -v iptables >/dev/null || return 0
-	for table in filter nat; do
-		while read -r rule; do
-			read -ra words <<<"$rule"
-			words[0]=-D
-			iptables -w -t "$table" "${words[@]}" 2>/dev/null || true
-		done < <(iptables -w -t "$table" -S 2>/dev/null |
-			grep -E -- "^-A .*( $br( |$)| 10\.231\.$n\.)" || true)
-	done
+node_bridge_down() {
+	bridge_down "$(world_bridge "$1")" "10\\.231\\.$1\\."
 }
 
 # A CA, a server certificate for 127.0.0.1 and a client certificate, made
@@ -158,10 +136,11 @@ node_gpus() {
 # Starts node N unless it already answers; does not wait (see node_wait).
 node_start() {
 	local n=$1 sock pidfile pid
+	local -a net
 	sock=$(node_sock "$n")
 	pidfile=$(node_pidfile "$n")
 	install -d -m 0711 "$W/docker/node$n"
-	bridge_up "$n"
+	node_bridge_up "$n"
 	gpus_up "$n"
 	if engine_answers "$sock"; then
 		return 0
@@ -170,6 +149,7 @@ node_start() {
 	if [[ -n $pid ]] && pid_is "$pid" dockerd; then
 		return 0 # still starting; node_wait decides
 	fi
+	mapfile -t net < <(world_engine_net_args "$n")
 	say "starting Docker engine node$n"
 	dockerd_start "$pidfile" "$(node_log "$n")" \
 		--data-root "$W/docker/node$n/data" \
@@ -178,8 +158,7 @@ node_start() {
 		-H "tcp://127.0.0.1:$((TLS_PORT_BASE + n))" \
 		--tlsverify --tlscacert "$W/pki/ca.pem" \
 		--tlscert "$W/pki/server-cert.pem" --tlskey "$W/pki/server-key.pem" \
-		--bridge "$(node_bridge "$n")" \
-		--default-address-pool "base=10.24$n.0.0/16,size=24" \
+		"${net[@]}" \
 		--containerd-namespace "gcw-node$n" \
 		--containerd-plugins-namespace "gcw-node$n-plugins" \
 		--add-runtime "nvidia=$(command -v runc)" \
@@ -291,7 +270,7 @@ cmd_down() {
 	registry_down
 	for n in "${NODES[@]}"; do node_stop "$n" & done
 	wait
-	for n in "${NODES[@]}"; do bridge_down "$n"; done
+	for n in "${NODES[@]}"; do node_bridge_down "$n"; done
 	pg_down "$WPG/pg"
 	say "down"
 }

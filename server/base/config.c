@@ -85,6 +85,9 @@ static const struct setting table[] = {
 	  "seconds between health checks of each node"),
 	R(node_down_after_s, node_down_after, "15", 0, 86400,
 	  "seconds a node may fail its checks before it is marked down"),
+	I(node_degrade_after, "3", 1, 1000,
+	  "consecutive container creates or starts a node's engine fails with an error of its own "
+	  "(HTTP 5xx) before the node is marked degraded and gets no more work"),
 	S(node_app_bind, "",
 	  "address app ports are published on for tcp:// nodes (firewall it to gpucloudd); "
 	  "empty: the node's address from its URL"),

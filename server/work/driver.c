@@ -3,7 +3,9 @@
  * Owns: per kind, the cron section, the pass in flight (one at a time) and
  * the kick that came during it; the wake-up subscriptions; the cluster id;
  * the launches in flight and their engine steps (the user's account in the
- * container's /etc/passwd and /etc/group among them).
+ * container's /etc/passwd and /etc/group among them), and telling nodes.c
+ * what each launch came to on its node (an engine's own errors, HTTP 5xx,
+ * count towards the node's degraded state; a start resets it).
  * Does not own: what a row means (the kind's decide()), state changes
  * (workload.c), leadership (db/leader.c).
  */
@@ -162,6 +164,18 @@ static void fail(struct driver_launch *l, const char *why)
 	l->ops->failed(l->arg, why);
 }
 
+/* An engine step failed: when the engine answered with an error of its
+ * own (5xx: "could not find bridge docker0", a declared device file that
+ * is not there), the node is to blame and it counts towards degraded; a
+ * 4xx is about what was asked (the image, the command), and no answer at
+ * all is the health check's business. */
+static void engine_fail(struct driver_launch *l, enum rc rc, int status, const char *why)
+{
+	if (rc == RC_OK && status >= 500)
+		nodes_launch_result(l->node_id, 0, why);
+	fail(l, why);
+}
+
 static void do_create(struct driver_launch *l);
 static void ensure_net(struct driver_launch *l);
 
@@ -224,9 +238,10 @@ static void started(struct docker_call *call, enum rc rc, int status, const char
 	if (rc != RC_OK || (status != 204 && status != 304)) {
 		driver_engine_msg(rc, body, len, err, "the engine could not start the container",
 		                  msg, sizeof(msg));
-		fail(l, msg);
+		engine_fail(l, rc, status, msg);
 		return;
 	}
+	nodes_launch_result(l->node_id, 1, NULL);
 	if (json_array_size(l->app_ports) == 0) {
 		/* nothing published: nothing to read back */
 		inspected(NULL, RC_OK, 200, "{}", 2, "", l);
@@ -555,7 +570,7 @@ static void created(struct docker_call *call, enum rc rc, int status, const char
 	if (rc != RC_OK || status != 201) {
 		driver_engine_msg(rc, body, len, err, "the engine refused to create the container",
 		                  msg, sizeof(msg));
-		fail(l, msg);
+		engine_fail(l, rc, status, msg);
 		return;
 	}
 	j = json_loadb(body, len, 0, NULL);
@@ -617,6 +632,9 @@ static void net_ensured(struct docker_call *call, enum rc rc, int status, const 
 		driver_engine_msg(rc, body, len, err, "error", m, sizeof(m));
 		snprintf(msg, sizeof(msg), "could not create network '%s' on the node: %s", l->net,
 		         m);
+		/* once for the node, not once per launch that waited on it */
+		if (rc == RC_OK && status >= 500)
+			nodes_launch_result(l->node_id, 0, msg);
 	}
 	for (x = launches; x; x = next) {
 		next = x->next;

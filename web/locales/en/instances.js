@@ -26,6 +26,7 @@ export default {
   'inst.reason.new': 'Waiting for the scheduler',
   'inst.reason.quota': 'Waiting: your quota does not allow more of this pool now',
   'inst.reason.no_nodes': 'Waiting: no node of the pool is taking work',
+  'inst.reason.degraded': 'Waiting: the nodes that could take it are degraded (their engines fail to start containers)',
   'inst.reason.too_big': 'No node of the pool could ever hold this request',
   'inst.reason.capacity': 'Waiting for room: every node that could hold it is busy',
   'inst.reason.gang': 'Waiting until enough nodes have room at the same time',

@@ -26,6 +26,7 @@ export default {
   'inst.reason.new': '等待调度器处理',
   'inst.reason.quota': '等待中：您的配额目前不允许再使用此池的资源',
   'inst.reason.no_nodes': '等待中：该池没有可接收任务的节点',
+  'inst.reason.degraded': '等待中：可接收任务的节点均已降级（其引擎无法启动容器）',
   'inst.reason.too_big': '该池中没有任何节点能容纳此请求',
   'inst.reason.capacity': '等待资源：能容纳它的节点目前都已占满',
   'inst.reason.gang': '等待足够多的节点同时有空闲资源',
