@@ -216,8 +216,8 @@ int images_ref_valid(const char *ref)
 		return 0;
 	if (!((ref[0] >= 'a' && ref[0] <= 'z') || (ref[0] >= '0' && ref[0] <= '9')))
 		return 0;
-	if (strstr(ref, "//") || strstr(ref, "..") || ref[n - 1] == '/' || ref[n - 1] == ':' ||
-	    ref[n - 1] == '@')
+	if (strstr(ref, "//") || strstr(ref, "..") || strstr(ref, "/:") || strstr(ref, "/@") ||
+	    ref[n - 1] == '/' || ref[n - 1] == ':' || ref[n - 1] == '@')
 		return 0;
 	at = strchr(ref, '@');
 	if (at && strchr(at + 1, '@'))
