@@ -560,7 +560,7 @@ static void loaded(PGresult *res, enum rc rc, void *arg)
 		return;
 	}
 	if (PQntuples(res) != 1 && (p->reg_id || p->what != MANIFEST)) {
-		finish(p, RC_NOTFOUND, NULL, 0, "no such registry");
+		finish(p, RC_INVALID, NULL, 0, "no such registry");
 		return;
 	}
 	if (PQntuples(res) == 1) {

@@ -19,8 +19,9 @@
 /* Completion of a registry call; fires exactly once, on the loop, never
  * from inside the function that started it.
  * rc: RC_OK (status 200: found; body the registry's JSON, for HEAD empty),
- *     RC_NOTFOUND (the registry answered 404: no such manifest/repository,
- *     or no such registry row), RC_FORBIDDEN (401/403: credentials missing
+ *     RC_NOTFOUND (the registry answered 404: no such manifest/repository),
+ *     RC_INVALID (no such registry row; a reference that does not parse;
+ *     credentials that do not decrypt), RC_FORBIDDEN (401/403: credentials missing
  *     or refused), RC_UNAVAILABLE / RC_TIMEOUT (the registry could not be
  *     reached), RC_DOCKER (any other answer), RC_NOMEM.
  * err: a message a user can act on for non-OK rc (the registry's own words
