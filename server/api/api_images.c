@@ -614,6 +614,86 @@ static void pull(struct http_req *r)
 	free(want);
 }
 
+/* ---- newer tags ---- */
+
+struct newer {
+	char ref[300], name[300], tag[160];
+	json_t *catalog; /* the catalog's references */
+};
+
+static void newer_free(void *p)
+{
+	struct newer *n = p;
+
+	json_decref(n->catalog);
+	free(n);
+}
+
+static void newer_tags(enum rc rc, const char *body, size_t len, const char *err, void *arg)
+{
+	struct http_req *r = arg;
+	struct newer *n = r->data;
+	json_t *j, *items;
+
+	if (rc != RC_OK) {
+		api_reply_registry_error(r, rc, err);
+		return;
+	}
+	j = json_loadb(body, len, 0, NULL);
+	items = api_tag_items(n->name, json_object_get(j, "tags"), n->tag, n->catalog);
+	json_decref(j);
+	if (!items) {
+		http_reply_error(r, RC_NOMEM, NULL, "out of memory");
+		return;
+	}
+	http_reply_json(r, 200,
+	                json_pack("{s:s, s:s, s:s, s:o}", "reference", n->ref, "repository",
+	                          n->name, "tag", n->tag, "newer", items));
+}
+
+/* Row: 0 reference, 1 registry_id, 2 the catalog's references (JSON). */
+static void newer_row(PGresult *res, enum rc rc, void *arg)
+{
+	struct http_req *r = arg;
+	struct newer *n;
+
+	if (api_one_row(r, res, rc, "image", "") < 0)
+		return;
+	n = api_state(r, sizeof(*n), newer_free);
+	if (!n)
+		return;
+	snprintf(n->ref, sizeof(n->ref), "%s", db_val(res, 0, 0));
+	n->catalog = json_loads(db_val(res, 0, 2), 0, NULL);
+	if (strchr(n->ref, '@') ||
+	    images_ref_split(n->ref, n->name, sizeof(n->name), n->tag, sizeof(n->tag)) < 0) {
+		/* pinned by digest: no tag to be newer than */
+		images_ref_split(n->ref, n->name, sizeof(n->name), n->tag, sizeof(n->tag));
+		http_reply_json(r, 200,
+		                json_pack("{s:s, s:s, s:s, s:[]}", "reference", n->ref,
+		                          "repository", n->name, "tag", n->tag, "newer"));
+		return;
+	}
+	if (registry_ref_tags(db_val(res, 0, 1) ? strtoll(db_val(res, 0, 1), NULL, 10) : 0, n->ref,
+	                      newer_tags, r) < 0)
+		http_reply_error(r, RC_NOMEM, NULL, "out of memory");
+}
+
+/* The tags of a catalog image's repository that are newer than its own
+ * (same series: "24.09-py3" after "24.08-py3"), asked of the registry. */
+static void newer(struct http_req *r)
+{
+	long long id;
+	struct db_args a = DB_ARGS_INIT;
+
+	if (api_id(r, "id", &id) < 0)
+		return;
+	db_arg_ll(&a, id);
+	db_query_args("SELECT reference, registry_id, (SELECT COALESCE(json_agg(reference), '[]')"
+	              " FROM images WHERE owner_id IS NULL)::text"
+	              " FROM images WHERE id = $1 AND owner_id IS NULL",
+	              &a, newer_row, r);
+}
+
 const struct route api_images_routes[] = {
 	{ HTTP_GET, "/api/v1/images", list, ROLES_ALL, 0, 0, NULL },
 	{ HTTP_POST, "/api/v1/images", create, ROLE_ADMIN, 0, 65536, NULL },
@@ -621,5 +701,6 @@ const struct route api_images_routes[] = {
 	{ HTTP_PATCH, "/api/v1/images/{id}", update, ROLE_ADMIN, 0, 65536, NULL },
 	{ HTTP_DELETE, "/api/v1/images/{id}", remove_image, ROLES_ALL, 0, 0, NULL },
 	{ HTTP_POST, "/api/v1/images/{id}/pull", pull, ROLE_ADMIN, 0, 65536, NULL },
+	{ HTTP_GET, "/api/v1/images/{id}/newer", newer, ROLE_ADMIN, 0, 0, NULL },
 	{ 0, NULL, NULL, 0, 0, 0, NULL },
 };

@@ -277,6 +277,7 @@ struct rcall {
 	int sent_basic;  /* the API call went with Basic */
 	int sent_bearer; /* ... with a token */
 	int bad;         /* the reference does not parse */
+	int by_ref;      /* host and repository come from ref */
 	registry_cb cb;
 	void *arg;
 };
@@ -559,7 +560,7 @@ static void loaded(PGresult *res, enum rc rc, void *arg)
 		finish(p, RC_INVALID, NULL, 0, "'%s' is not an image reference", p->ref);
 		return;
 	}
-	if (PQntuples(res) != 1 && (p->reg_id || p->what != MANIFEST)) {
+	if (PQntuples(res) != 1 && (p->reg_id || !p->by_ref)) {
 		finish(p, RC_INVALID, NULL, 0, "no such registry");
 		return;
 	}
@@ -567,7 +568,7 @@ static void loaded(PGresult *res, enum rc rc, void *arg)
 		server = db_val(res, 0, 1);
 		snprintf(p->regname, sizeof(p->regname), "%s", db_val(res, 0, 0));
 	}
-	if (p->what != MANIFEST) {
+	if (!p->by_ref) {
 		char h[300], r[8], t[8];
 		/* the server as a reference's host: docker.io is registry-1 */
 		snprintf(h, sizeof(h), "%s/x", server);
@@ -624,14 +625,16 @@ static struct rcall *rcall_new(enum what what, long long reg_id, registry_cb cb,
 
 #define REG_ROW "SELECT name, server, username, secret_sealed FROM registries"
 
-int registry_check_ref(long long registry_id, const char *ref, registry_cb cb, void *arg)
+static int start_ref(enum what what, long long registry_id, const char *ref, registry_cb cb,
+                     void *arg)
 {
-	struct rcall *p = rcall_new(MANIFEST, registry_id, cb, arg);
+	struct rcall *p = rcall_new(what, registry_id, cb, arg);
 	char ids[24];
 	const char *params[2] = { ids, ref };
 
 	if (!p)
 		return -1;
+	p->by_ref = 1;
 	snprintf(p->ref, sizeof(p->ref), "%s", ref);
 	/* a reference that does not parse is told on the loop, as every answer */
 	p->bad = registry_ref_parse(ref, p->host, sizeof(p->host), p->repo, sizeof(p->repo), p->tag,
@@ -645,6 +648,16 @@ int registry_check_ref(long long registry_id, const char *ref, registry_cb cb, v
 		                 " ORDER BY length(server) DESC, id LIMIT 1",
 		         2, params, loaded, p);
 	return 0;
+}
+
+int registry_check_ref(long long registry_id, const char *ref, registry_cb cb, void *arg)
+{
+	return start_ref(MANIFEST, registry_id, ref, cb, arg);
+}
+
+int registry_ref_tags(long long registry_id, const char *ref, registry_cb cb, void *arg)
+{
+	return start_ref(TAGS, registry_id, ref, cb, arg);
 }
 
 int registry_list_repos(long long registry_id, registry_cb cb, void *arg)

@@ -41,6 +41,10 @@ int registry_list_repos(long long registry_id, registry_cb cb, void *arg);
  * body {"name":..., "tags":[...]}. */
 int registry_list_tags(long long registry_id, const char *repo, registry_cb cb, void *arg);
 
+/* The tags of ref's repository (tags/list on the host ref names), with
+ * the credentials chosen as for registry_check_ref(). */
+int registry_ref_tags(long long registry_id, const char *ref, registry_cb cb, void *arg);
+
 /* ---- pure parts, for the API, unit tests and the fuzz target ---- */
 
 enum registry_scheme { REGISTRY_AUTH_NONE, REGISTRY_AUTH_BASIC, REGISTRY_AUTH_BEARER };
