@@ -7,11 +7,15 @@
 // - browsing: GET /registries/{id}/repositories and /tags/{repository...}
 //   list what was pushed, newest first, with in_catalog; GET
 //   /images/{id}/newer names the newer tags of the same series only;
+// - the Bearer token flow of nvcr.io and Docker Hub, through a token front
+//   (realm, service, scope; Basic credentials at the realm) that passes
+//   authorised calls on to the world's registry;
 // - every new route: admin only (each role, read-only token, expired
 //   session), bad input 4xx with the error shape; the key in no answer.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
+import { createServer } from 'node:http';
 import { mkdtempSync, writeFileSync, rmSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -38,6 +42,43 @@ function pushSeries(repo, tags) {
     dk('push', '-q', `${REG}/${repo}:${t}`);
   }
   for (const t of tags) dk('rmi', `${REG}/${repo}:${t}`);
+}
+
+// A token front for the world's registry, as nvcr.io answers: /v2/ calls
+// without a token get 401 + WWW-Authenticate: Bearer realm=...; the realm
+// trades $oauthtoken + the key (Basic) for a token scoped to what was asked;
+// calls with the token go on to the registry with its Basic credentials.
+async function tokenFront() {
+  const seen = [];
+  const tokens = new Map(); // token → scope
+  const basic = 'Basic ' + Buffer.from(`$oauthtoken:${KEY}`).toString('base64');
+  const srv = createServer(async (req, res) => {
+    const url = new URL(req.url, 'http://x');
+    if (url.pathname === '/token') {
+      seen.push({ token: true, service: url.searchParams.get('service'), scope: url.searchParams.get('scope'), auth: req.headers.authorization === basic });
+      if (req.headers.authorization !== basic) { res.writeHead(401, { 'content-type': 'application/json' }); res.end('{"details":"bad credentials"}'); return; }
+      const tok = `tok-${tokens.size + 1}`;
+      tokens.set(tok, url.searchParams.get('scope'));
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ token: tok, expires_in: 300 }));
+      return;
+    }
+    const m = /^Bearer (.+)$/.exec(req.headers.authorization || '');
+    seen.push({ api: `${req.method} ${url.pathname}`, bearer: m ? m[1] : null });
+    const want = url.pathname === '/v2/_catalog' ? 'registry:catalog:*'
+      : `repository:${url.pathname.replace(/^\/v2\//, '').replace(/\/(manifests|tags)\/.*$/, '')}:pull`;
+    if (!m || tokens.get(m[1]) !== want) {
+      res.writeHead(401, { 'content-type': 'application/json', 'www-authenticate': `Bearer realm="http://127.0.0.1:${srv.address().port}/token",service="front",scope="${want}"` });
+      res.end('{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}');
+      return;
+    }
+    const up = await fetch(`http://${REG}${req.url}`, { method: req.method, headers: { authorization: basic, accept: req.headers.accept || '*/*' } });
+    const body = Buffer.from(await up.arrayBuffer());
+    res.writeHead(up.status, { 'content-type': up.headers.get('content-type') || 'application/json' });
+    res.end(req.method === 'HEAD' ? undefined : body);
+  });
+  await new Promise((r) => srv.listen(0, '127.0.0.1', r));
+  return { srv, seen, addr: `127.0.0.1:${srv.address().port}` };
 }
 
 describe('catalog references checked against the registry; browsing it', () => {
@@ -190,6 +231,41 @@ describe('catalog references checked against the registry; browsing it', () => {
     assertErrorShape(aw.json, 'unavailable');
     assert.equal((await admin.get('/api/v1/images/999999/newer')).status, 404);
     texts.push(nw.text);
+  });
+
+  it('speaks the Bearer token flow (realm, service, scope, Basic at the realm)', async () => {
+    const front = await tokenFront();
+    try {
+      const r = await admin.post('/api/v1/registries', { name: 'front', server: front.addr, username: '$oauthtoken', password: KEY });
+      assert.equal(r.status, 201, r.text);
+      const ok = await admin.post('/api/v1/images', { reference: `${front.addr}/${repo}:24.09-py3`, verify: true });
+      assert.equal(ok.status, 201, ok.text);
+      assert.equal(ok.json.registry_id, r.json.id);
+      assert.equal(ok.json.verified, true);
+      const tok = front.seen.find((x) => x.token);
+      assert.deepEqual(tok, { token: true, service: 'front', scope: `repository:${repo}:pull`, auth: true });
+      assert.ok(front.seen.some((x) => x.api === `HEAD /v2/${repo}/manifests/24.09-py3` && x.bearer), JSON.stringify(front.seen));
+      const missing = await admin.post('/api/v1/images', { reference: `${front.addr}/${repo}:1.0-nope` });
+      assert.equal(missing.status, 400, missing.text);
+      const tags = await admin.get(`/api/v1/registries/${r.json.id}/tags/${repo}`);
+      assert.equal(tags.status, 200, tags.text);
+      assert.equal(tags.json.items[0].reference, `${front.addr}/${repo}:24.10-py3-igpu`);
+      const repos = await admin.get(`/api/v1/registries/${r.json.id}/repositories`);
+      assert.equal(repos.status, 200, repos.text);
+      assert.ok(repos.json.items.includes(repo));
+      assert.ok(front.seen.some((x) => x.token && x.scope === 'registry:catalog:*'));
+      const nw = await admin.get(`/api/v1/images/${ok.json.id}/newer`);
+      assert.equal(nw.status, 200, nw.text);
+      assert.deepEqual(nw.json.newer, []);
+      // a wrong key at the realm: 409 with the registry's name
+      const bad = await admin.post('/api/v1/registries', { name: 'front-wrong', server: front.addr, username: '$oauthtoken', password: 'nope' });
+      const refused = await admin.post('/api/v1/images', { reference: `${front.addr}/${repo}:24.08-py3`, registry_id: bad.json.id });
+      assert.equal(refused.status, 409, refused.text);
+      assert.match(refused.json.error.message, /refused the credentials of registry 'front-wrong'/);
+      texts.push(ok.text, tags.text, refused.text);
+    } finally {
+      front.srv.close();
+    }
   });
 
   it('new routes: admin only, bad input 4xx, no key in any answer', async () => {
