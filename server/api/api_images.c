@@ -438,6 +438,11 @@ static void update(struct http_req *r)
 		                 "an image's reference and registry cannot change");
 		goto out;
 	}
+	if (json_object_get(body, "verify")) {
+		http_reply_error(r, RC_INVALID, "pull it: a successful pull verifies it",
+		                 "verify applies when an image is added");
+		goto out;
+	}
 	if (check(r, body, &ip) < 0)
 		goto out;
 	cuda = json_string_value(json_object_get(body, "cuda_version"));

@@ -310,6 +310,10 @@ describe('catalog references checked against the registry; browsing it', () => {
     }
     const bad = await admin.post('/api/v1/images', { reference: `${REG}/${repo}:24.07-py3`, verify: 'no' });
     assert.equal(bad.status, 400, bad.text);
+    const anyImg = (await admin.get('/api/v1/images')).json.items[0];
+    const patchVerify = await admin.patch(`/api/v1/images/${anyImg.id}`, { verify: false });
+    assert.equal(patchVerify.status, 400, patchVerify.text);
+    assertErrorShape(patchVerify.json, 'invalid');
     for (const s of texts) assert.ok(!s.includes(KEY), `the key in an answer: ${s.slice(0, 200)}`);
     assert.ok(!readFileSync(srv.logPath, 'utf8').includes(KEY), 'the key in the log');
     assert.ok(!readFileSync(srv.logPath, 'utf8').includes(Buffer.from(`$oauthtoken:${KEY}`).toString('base64')), 'the Basic header in the log');
