@@ -321,8 +321,8 @@ static void create_insert(struct http_req *r)
 	 * neither */
 	db_query("WITH v AS (SELECT nextval('instances_id_seq') AS iid),"
 	         " img AS (SELECT id, cuda_min FROM images WHERE id = $2 AND (owner_id = $1"
-	         "  OR (owner_id IS NULL AND (visibility = 'everyone' OR $12 = 'admin'"
-	         "  OR $12::user_role = ANY (vis_roles))))),"
+	         "  OR (owner_id IS NULL AND ($12 = 'admin' OR (verified AND"
+	         "  (visibility = 'everyone' OR $12::user_role = ANY (vis_roles))))))),"
 	         " pl AS (SELECT id FROM pools WHERE name = $3),"
 	         /* CPU-only: the user's tightest CPU and memory quotas (0008) */
 	         " cq AS (SELECT gc_cpu_only_block_reason($1, NULL, $6, $7) AS why"
@@ -607,8 +607,8 @@ static void start_blocked(PGresult *res, enum rc rc, void *arg)
 	         " available to ' || ow.username AS why, 'create an instance from an image"
 	         " you may use' AS hint FROM i JOIN users ow ON ow.id = i.user_id"
 	         "  LEFT JOIN images im ON im.id = i.image_id WHERE NOT COALESCE(im.owner_id"
-	         "  = i.user_id OR (im.owner_id IS NULL AND (im.visibility = 'everyone'"
-	         "  OR ow.role = 'admin' OR ow.role = ANY (im.vis_roles))), false)),"
+	         "  = i.user_id OR (im.owner_id IS NULL AND (ow.role = 'admin' OR (im.verified"
+	         "  AND (im.visibility = 'everyone' OR ow.role = ANY (im.vis_roles))))), false)),"
 	         /* a pool: refused when no quota would ever admit it (0015) */
 	         " rq AS (SELECT gc_request_refusal(i.user_id, i.pool_id, i.slices, i.cpu_millis,"
 	         "  i.mem_mib) AS why, 'an admin sets a quota for you or a default for your role'"
