@@ -205,6 +205,7 @@ describe('user administration', () => {
       const img = sql(srv, "INSERT INTO images (reference, display_name) VALUES ('example.org/test/users:1', 'users test') RETURNING id");
       inst = sql(srv, `INSERT INTO instances (user_id, name, image_id, state, desired) VALUES (${ids.gone}, 'busy', ${img}, 'running', 'running') RETURNING id`);
       stopped = sql(srv, `INSERT INTO instances (user_id, name, image_id, state, desired) VALUES (${ids.gone}, 'idle', ${img}, 'stopped', 'stopped') RETURNING id`);
+      const raw = sql(srv, `INSERT INTO alloc_requests (user_id, slices, cpu_millis, mem_mib) VALUES (${ids.gone}, 0, 100, 64) RETURNING id`);
       const audits = sql(srv, `SELECT count(*) FROM audit_log WHERE actor_id = ${ids.gone}`);
       assert.ok(Number(audits) >= 2, 'login and token creation are audited');
 
@@ -219,6 +220,7 @@ describe('user administration', () => {
       assert.equal((await new Client(srv.base).login('gone', PW.gone)).status, 401, 'a deleted account logs in');
       assert.equal(sql(srv, `SELECT desired FROM instances WHERE id = ${inst}`), 'stopped');
       assert.match(sql(srv, `SELECT reason FROM instances WHERE id = ${inst}`), /deleted by admin/);
+      assert.equal(sql(srv, `SELECT state || ' ' || release_reason FROM alloc_requests WHERE id = ${raw}`), 'cancelled the account was deleted');
       // the history stays and still names them
       assert.ok(Number(sql(srv, `SELECT count(*) FROM audit_log WHERE actor_id = ${ids.gone}`)) >= Number(audits));
       assert.equal(sql(srv, `SELECT count(*) FROM instances WHERE user_id = ${ids.gone}`), '2');
