@@ -29,6 +29,7 @@
 #include "base/crypto.h"
 #include "base/csv.h"
 #include "db/db.h"
+#include "net/ws.h"
 #include "base/events.h"
 #include "base/log.h"
 
@@ -590,11 +591,30 @@ static void import_free(void *p)
 	free(im);
 }
 
+/* Replaces each byte that does not begin a valid UTF-8 sequence with '?':
+ * a message quoting the file (or cut inside a character) stays JSON. */
+static void utf8_fix(char *s)
+{
+	size_t len = strlen(s), i = 0, n;
+
+	while (i < len) {
+		for (n = 1; n <= 4 && i + n <= len; n++)
+			if (ws_utf8_ok((const uint8_t *)s + i, n))
+				break;
+		if (n > 4 || i + n > len) {
+			s[i++] = '?';
+			continue;
+		}
+		i += n;
+	}
+}
+
 static void import_error(struct import *im, int line, const char *fmt, const char *arg)
 {
 	char msg[1400];
 
 	snprintf(msg, sizeof(msg), fmt, arg ? arg : "");
+	utf8_fix(msg);
 	json_array_append_new(im->errors, json_pack("{s:i, s:s}", "line", line, "message", msg));
 }
 
@@ -864,9 +884,17 @@ static int import_parse(struct import *im, const char *buf, size_t len)
 			header = line;
 			ncols = nf;
 			for (size_t i = 0; i < nf; i++) {
+				ssize_t vn;
 				map[i] = -1;
-				if (csv_field_copy(&f[i], val, sizeof(val)) < 0)
+				if ((vn = csv_field_copy(&f[i], val, sizeof(val))) < 0)
 					continue;
+				if (!ws_utf8_ok((const uint8_t *)val, (size_t)vn)) {
+					import_error(im, line,
+					             "the header row is not valid UTF-8 (save the "
+					             "file as UTF-8)%s",
+					             "");
+					return -1;
+				}
 				for (char *c = val; *c; c++)
 					*c = (char)tolower((unsigned char)*c);
 				for (int k = 0; k < C__N; k++)
@@ -909,6 +937,13 @@ static int import_parse(struct import *im, const char *buf, size_t len)
 			ssize_t n = csv_field_copy(&f[i], val, sizeof(val));
 			if (n < 0 || memchr(val, '\0', (size_t)n) || n > 1024) {
 				import_error(im, line, "field %s is too long", col_names[map[i]]);
+				row->bad = 1;
+				break;
+			}
+			if (!ws_utf8_ok((const uint8_t *)val, (size_t)n)) {
+				import_error(im, line,
+				             "field %s is not valid UTF-8 (save the file as UTF-8)",
+				             col_names[map[i]]);
 				row->bad = 1;
 				break;
 			}

@@ -336,6 +336,21 @@ describe('user administration', () => {
       assert.equal(count('imp-%'), '0', 'a file with problems created users');
     });
 
+    it('names a line that is not UTF-8 (a Latin-1 spreadsheet export) instead of failing', async () => {
+      // found by fuzz_users_import: a message quoting such bytes was no JSON and got lost
+      const body = Buffer.concat([Buffer.from('username,display_name,role\nimp-l1,Andr'), Buffer.from([0xe9]),
+        Buffer.from(',student\nimp-l2,\u4e2d\u6587,student\n')]);
+      const r = await admin.req('POST', '/api/v1/users/import', body, { 'content-type': 'text/csv' });
+      assert.equal(r.status, 400, r.text);
+      assert.deepEqual(r.json.error.details.map((d) => d.line), [2]);
+      assert.match(r.json.error.details[0].message, /UTF-8/);
+      const head = Buffer.concat([Buffer.from('username,r'), Buffer.from([0xf4]), Buffer.from('le\nimp-l3,student\n')]);
+      const h = await admin.req('POST', '/api/v1/users/import', head, { 'content-type': 'text/csv' });
+      assert.equal(h.status, 400, h.text);
+      assert.deepEqual(h.json.error.details.map((d) => d.line), [1]);
+      assert.equal(count('imp-l%'), '0');
+    });
+
     it('reports the lines after a multi-line field with the right numbers', async () => {
       const r = await csv('username,display_name,role\nimp-m1,"one\ntwo\nthree",student\nimp-m2,,wizard\n');
       assert.equal(r.status, 400);
