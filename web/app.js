@@ -4,7 +4,7 @@
 // Pages are modules exporting render(main, ctx), loaded the first time they
 // are opened; ctx carries the session (user, quotas, usage) and helpers. A
 // page only draws into `main`.
-import { api, setCsrfToken, onUnauthorized } from './api.js';
+import { api, setCsrfToken, onUnauthorized, onPasswordChangeRequired } from './api.js';
 import { t, initLanguage, setLanguage, getLanguage, onLanguageChange, LANGUAGES } from './i18n.js';
 import { h, uid, errorText, icon, dropdown, menuItem } from './ui.js';
 import * as loginPage from './pages/login.js';   // eager: the first thing most visits show
@@ -77,6 +77,14 @@ onUnauthorized(() => {
   loginNotice = t('login.expired');
   afterLogin = currentPath();
   go('/login');
+});
+
+// An admin asked for a new password while this session was in the app.
+onPasswordChangeRequired(() => {
+  if (!session.user || session.user.must_change_password) return;
+  session.user = { ...session.user, must_change_password: true };
+  afterLogin = currentPath();
+  render();
 });
 
 async function logout() {

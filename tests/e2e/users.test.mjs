@@ -41,7 +41,7 @@ describe('admin users page', () => {
     srv = await startServer();
     api = new Client(srv.base);
     assert.equal((await api.login('admin', ADMIN_PASSWORD)).status, 200);
-    for (const [u, role] of [['ed1', 'student'], ['del1', 'student'], ['zh1', 'student']]) {
+    for (const [u, role] of [['ed1', 'student'], ['del1', 'student'], ['zh1', 'student'], ['live1', 'student']]) {
       const r = await api.post('/api/v1/users', { username: u, role, password: `${u}-password-1`, display_name: `User ${u}` });
       assert.equal(r.status, 201, r.text);
       ids[u] = r.json.user.id;
@@ -201,6 +201,29 @@ describe('admin users page', () => {
       await p.locator('[data-action=set-password]').click();
       await p.locator('nav.sidenav').waitFor();
       assert.equal((await api.get(`/api/v1/users/${ids.ed1}`)).json.must_change_password, false);
+    } finally {
+      await ctx2.close();
+    }
+  });
+
+  it('switches a signed-in user to the forced change when an admin asks for it meanwhile', async () => {
+    const ctx2 = await browser.newContext({ locale: 'en-US' });
+    try {
+      const p = await ctx2.newPage();
+      p.setDefaultTimeout(10000);
+      p.on('pageerror', (e) => pageErrors.push(e.message));
+      await signIn(p, 'live1', 'live1-password-1');
+      await p.locator('nav.sidenav').waitFor();
+      const r = await api.patch(`/api/v1/users/${ids.live1}`, { must_change_password: true });
+      assert.equal(r.status, 200, r.text);
+      await p.locator('[data-nav="instances"]').click();
+      await p.getByRole('heading', { name: 'Choose a new password' }).waitFor();
+      await p.getByLabel('Current password').fill('live1-password-1');
+      await p.getByLabel('New password', { exact: true }).fill('live1-own-password');
+      await p.getByLabel('Confirm new password').fill('live1-own-password');
+      await p.locator('[data-action=set-password]').click();
+      await p.locator('nav.sidenav').waitFor();
+      assert.match(p.url(), /#\/instances$/, 'back where the user was going');
     } finally {
       await ctx2.close();
     }
