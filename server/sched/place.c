@@ -13,7 +13,8 @@
  * scheduler.c fills the input, commits the decisions and stops the victims.
  *
  * Policy choices place.h leaves open:
- *  - Checks run in this order: pool has no schedulable node (NO_NODES), no
+ *  - Checks run in this order: pool has no schedulable node (NO_NODES, or
+ *    DEGRADED when a node carrying it is up and active but degraded), no
  *    node could ever hold it (TOO_BIG), quota (QUOTA), then room.
  *  - Slices are picked one at a time: a free slice on a GPU that has a used
  *    slice (counting slices picked earlier in this pass and this request),
@@ -76,6 +77,7 @@ struct pool {
 	int64_t id;
 	int first;        /* its first entry in ctx.pn */
 	int n;            /* schedulable nodes carrying it (local index j) */
+	int degraded;     /* degraded nodes carrying it (not in n) */
 	int words;        /* bitmap words per bucket */
 	int maxtotal;     /* most slices of it on one node */
 	int mintotal;     /* fewest slices of it on one node */
@@ -410,6 +412,11 @@ static int index_slices(struct ctx *c)
 
 		c->sl_gpu[i] = -1;
 		c->sl_used[i] = s->used_by != 0;
+		if (s->node >= 0 && s->node < in->nnodes && in->nodes[s->node].degraded) {
+			int pi = pool_find(c, s->pool_id);
+			if (pi >= 0)
+				c->pools[pi].degraded = 1;
+		}
 		if (s->node < 0 || s->node >= in->nnodes || !in->nodes[s->node].schedulable)
 			continue;
 		keys[nkeys].pool = s->pool_id;
@@ -1112,8 +1119,17 @@ static int decide_cpu(struct ctx *c, const struct place_request *r, struct place
 		return 1;
 	}
 	if (sched == 0) {
-		d->reason = REASON_NO_NODES;
-		snprintf(d->message, sizeof(d->message), "no node is schedulable");
+		int degraded = 0;
+		for (j = 0; j < in->nnodes; j++)
+			degraded += in->nodes[j].degraded != 0;
+		d->reason = degraded ? REASON_DEGRADED : REASON_NO_NODES;
+		if (degraded)
+			snprintf(d->message, sizeof(d->message),
+			         "no node is schedulable; degraded (engines failing to start "
+			         "containers): %d",
+			         degraded);
+		else
+			snprintf(d->message, sizeof(d->message), "no node is schedulable");
 	} else if (ever == 0) {
 		d->reason = REASON_TOO_BIG;
 		snprintf(d->message, sizeof(d->message),
@@ -1150,8 +1166,12 @@ static int decide(struct ctx *c, const struct place_request *r, struct place_dec
 		return 0;
 	}
 	if (pl->n == 0) {
-		d->reason = REASON_NO_NODES;
-		snprintf(d->message, sizeof(d->message), "the pool has no schedulable node");
+		d->reason = pl->degraded ? REASON_DEGRADED : REASON_NO_NODES;
+		snprintf(d->message, sizeof(d->message), "%s",
+		         pl->degraded
+		                 ? "the pool has no schedulable node: its nodes that are up are "
+		                   "degraded (their engines fail to start containers)"
+		                 : "the pool has no schedulable node");
 		return 0;
 	}
 	if (r->cuda_min > 0) {
@@ -1346,6 +1366,7 @@ const char *place_reason_code(enum place_reason r)
 	case REASON_GANG: return "gang";
 	case REASON_RESERVED: return "reserved";
 	case REASON_PREEMPTING: return "preempting";
+	case REASON_DEGRADED: return "degraded";
 	}
 	return "unknown";
 }

@@ -57,11 +57,14 @@ enum place_reason {
 	REASON_RESERVED,   /* room exists only on nodes reserved for an earlier request */
 	REASON_PREEMPTING, /* victims named; waits for them to stop */
 	REASON_CUDA,       /* too few nodes of the pool have a driver for its CUDA */
+	REASON_DEGRADED,   /* like NO_NODES, but some of its nodes are degraded: up and
+	                    * active, their engines failing to start containers */
 };
 
 struct place_node {
 	int64_t id;
-	int schedulable;  /* up and active (not draining/cordoned/down) */
+	int schedulable;  /* up and active (not draining/cordoned/down), not degraded */
+	int degraded;     /* up and active, but degraded (so not schedulable) */
 	int64_t cpu_free; /* millicores */
 	int64_t mem_free; /* MiB */
 	int64_t cpu_total;
