@@ -454,6 +454,7 @@ static void del(struct http_req *r)
 struct reset {
 	struct http_req *r;
 	long long id;
+	int must_change; /* the user must choose their own at the next login */
 	char generated[32];
 };
 
@@ -489,6 +490,7 @@ static void reset_hashed(void *arg, const char *phc)
 	}
 	db_arg_ll(&a, s->id);
 	db_arg_str(&a, phc);
+	db_arg_str(&a, s->must_change ? "t" : "f");
 	/* whoever knew the old password may hold a session or have made a
 	 * token with it: all of them end; the login backoff is lifted too */
 	db_query_args("WITH s AS (UPDATE sessions SET revoked_at = now() WHERE user_id = $1 AND "
@@ -499,13 +501,14 @@ static void reset_hashed(void *arg, const char *phc)
 	              "  WHERE user_id = $1)"
 	              " UPDATE users SET password_hash = $2, password_changed_at = now(),"
 	              " login_window_at = NULL, login_main = 0, login_known = 0, login_new = 0,"
-	              " must_change_password = true, updated_at = now()"
+	              " must_change_password = $3::boolean, updated_at = now()"
 	              " WHERE id = $1 AND deleted_at IS NULL RETURNING username",
 	              &a, reset_done, s);
 }
 
 static const struct jfield reset_spec[] = {
 	{ "password", J_STRING, 0, 1024 },
+	{ "must_change_password", J_BOOL, 0, 0 },
 	{ NULL, 0, 0, 0 },
 };
 
@@ -528,6 +531,8 @@ static void reset_password(struct http_req *r)
 	}
 	s->r = r;
 	s->id = id;
+	/* an admin knows the new password: by default the user replaces it */
+	s->must_change = !json_is_false(json_object_get(body, "must_change_password"));
 	pw = str(body, "password");
 	if (*pw) {
 		why = auth_password_policy(pw, NULL);

@@ -288,6 +288,17 @@ describe('user administration', () => {
       assert.equal((await c.get('/api/v1/me')).json.user.must_change_password, false);
     });
 
+    it('is not forced when the admin resets with must_change_password false', async () => {
+      const r = await admin.post(`/api/v1/users/${ids.fc}/password`, { password: 'chosen-by-admin-1', must_change_password: false });
+      assert.equal(r.status, 200, r.text);
+      assert.equal(r.json.password, undefined);
+      const c = await loginAs('fc', 'chosen-by-admin-1');
+      assert.equal(c.loginReply.user.must_change_password, false);
+      assert.equal((await c.get('/api/v1/instances')).status, 200);
+      const bad = await admin.post(`/api/v1/users/${ids.fc}/password`, { must_change_password: 'no' });
+      assert.equal(bad.status, 400);
+    });
+
     it('can be asked for at creation and by PATCH', async () => {
       const r = await admin.post('/api/v1/users', { username: 'fc-new', role: 'student', password: 'fc-new-pass-01', must_change_password: true });
       assert.equal(r.status, 201, r.text);
