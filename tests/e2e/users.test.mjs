@@ -79,6 +79,19 @@ describe('admin users page', () => {
     assert.equal(u.json.role, 'teacher');
   });
 
+  it('creates an account that must choose its own password at the first sign-in', async () => {
+    await page.locator('[data-action=open-create]').click();
+    const d = dialog();
+    await d.getByLabel('Username').fill('made1');
+    await d.getByLabel('Password (optional)').fill('made1-password-1');
+    await d.getByLabel('Must choose a new password at the next sign-in').check();
+    await d.locator('[data-action=create-user]').click();
+    await d.waitFor({ state: 'detached' });
+    await row('made1').locator('[data-must-change]').waitFor();
+    const u = (await api.get('/api/v1/users?q=made1')).json.items[0];
+    assert.equal(u.must_change_password, true);
+  });
+
   it('deletes an account after a confirmation; it is listed among the deleted', async () => {
     await rowAction('del1', 'delete');
     const d = dialog();

@@ -215,6 +215,7 @@ export function render(main, ctx) {
         const email = h('input', { id: 'new-email', type: 'email', autocomplete: 'off' });
         const role = h('select', { id: 'new-role' }, ROLE_NAMES.map((r) => h('option', { value: r, selected: r === 'student' }, t(`role.${r}`))));
         const password = h('input', { id: 'new-password', type: 'password', autocomplete: 'new-password', minlength: 8 });
+        const mustChange = h('input', { id: 'new-must-change', type: 'checkbox' });
         const body = h('div');
         const form = h('form', { class: 'form', 'data-form': 'create-user', novalidate: true },
           field(t('user.username'), username),
@@ -222,6 +223,7 @@ export function render(main, ctx) {
           field(t('user.email'), email),
           field(t('user.role'), role),
           field(t('users.initialPassword'), password, t('users.passwordHelp')),
+          h('div', { class: 'field' }, h('label', { class: 'check', for: mustChange.id }, mustChange, ' ', t('users.mustChangeLabel'))),
           msg.el,
           h('div', { class: 'actions' },
             h('button', { type: 'button', class: 'btn', onclick: () => close() }, t('common.cancel')),
@@ -235,6 +237,7 @@ export function render(main, ctx) {
           if (displayName.value.trim()) payload.display_name = displayName.value.trim();
           if (email.value.trim()) payload.email = email.value.trim();
           if (password.value) payload.password = password.value;
+          if (mustChange.checked) payload.must_change_password = true;
           await busy(form, async () => {
             try {
               const reply = await api.post('/users', payload);
