@@ -403,14 +403,18 @@ int api_one_row(struct http_req *r, const PGresult *res, enum rc rc, const char 
 json_t *api_user_row(const PGresult *res, int row, int col)
 {
 	const char *dn = db_val(res, row, col + USER_DISPLAY_NAME),
-	           *em = db_val(res, row, col + USER_EMAIL);
+	           *em = db_val(res, row, col + USER_EMAIL),
+	           *del = db_val(res, row, col + USER_DELETED_AT);
 
-	return json_pack("{s:I, s:s, s:s, s:s, s:s, s:b, s:s}", "id",
+	return json_pack("{s:I, s:s, s:s, s:s, s:s, s:b, s:s, s:b, s:o}", "id",
 	                 (json_int_t)strtoll(db_val(res, row, col + USER_ID), NULL, 10), "username",
 	                 db_val(res, row, col + USER_USERNAME), "display_name", dn ? dn : "",
 	                 "email", em ? em : "", "role", db_val(res, row, col + USER_ROLE),
 	                 "disabled", strcmp(db_val(res, row, col + USER_DISABLED), "t") == 0,
-	                 "created_at", db_val(res, row, col + USER_CREATED_AT));
+	                 "created_at", db_val(res, row, col + USER_CREATED_AT),
+	                 "must_change_password",
+	                 strcmp(db_val(res, row, col + USER_MUST_CHANGE), "t") == 0, "deleted_at",
+	                 del ? json_string(del) : json_null());
 }
 
 void api_area_resolve(const struct auth_info *auth, const char *name, int want_write, areas_cb cb,

@@ -111,7 +111,9 @@ int api_one_row(struct http_req *r, const PGresult *res, enum rc rc, const char 
 	COL(USER_EMAIL, "email")                    \
 	COL(USER_ROLE, "role")                      \
 	COL(USER_DISABLED, "disabled")              \
-	COL(USER_CREATED_AT, DB_TS("created_at"))
+	COL(USER_CREATED_AT, DB_TS("created_at"))   \
+	COL(USER_MUST_CHANGE, "must_change_password") \
+	COL(USER_DELETED_AT, DB_TS("deleted_at"))
 /* clang-format on */
 enum api_user_col { DB_COLS_ENUM(API_USER_COLS) API_USER_NCOLS };
 /* The SELECT list of API_USER_COLS. */

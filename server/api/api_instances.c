@@ -552,7 +552,14 @@ static void updated_202(PGresult *res, enum rc rc, void *arg)
 {
 	struct http_req *r = arg;
 	struct act *a = r->data;
+	const char *c = res ? PQresultErrorField(res, PG_DIAG_CONSTRAINT_NAME) : NULL;
 
+	if (rc == RC_INVALID && c && strcmp(c, "user_deleted") == 0) {
+		/* 0016: nothing of a deleted account runs again */
+		http_reply_error(r, RC_CONFLICT, "a deleted account's instances stay stopped",
+		                 "the owner of instance %lld was deleted", a->id);
+		return;
+	}
 	if (rc != RC_OK) {
 		api_reply_db_error(r, rc, "");
 		return;

@@ -24,4 +24,5 @@ export default {
   'error.code.range_not_satisfiable': 'The requested part of the file does not exist.',
   'error.code.not_implemented': 'The server cannot do this (not implemented).',
   'error.code.bad_response': 'The server sent a reply that could not be read.',
+  'error.code.password_change_required': 'You must choose a new password before going on.',
 };

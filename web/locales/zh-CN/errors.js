@@ -23,4 +23,5 @@ export default {
   'error.code.range_not_satisfiable': '请求的文件范围不存在。',
   'error.code.not_implemented': '服务器不支持此操作（尚未实现）。',
   'error.code.bad_response': '服务器返回了无法读取的响应。',
+  'error.code.password_change_required': '请先设置新密码再继续。',
 };
