@@ -9,7 +9,7 @@
 #include <http_parser.h>
 
 #include "api/api.h"
-#include "api/api_fit.h"
+#include "api/admit.h"
 #include "auth/auth.h"
 #include "db/db.h"
 #include "base/config.h"
@@ -170,7 +170,7 @@ static void created(PGresult *res, enum rc rc, void *arg)
 	}
 	if (!db_val(res, 0, 0)) {
 		/* no quota would ever admit it (an admin changed it since
-		 * api_fit_check()): say so now rather than queue it for good */
+		 * admit_check()): say so now rather than queue it for good */
 		http_reply_error(r, RC_FORBIDDEN,
 		                 "an admin sets a quota for you or a default for your role"
 		                 " (PUT /api/v1/quotas/defaults)",
@@ -205,7 +205,7 @@ static int in_range(json_t *v, long long lo, long long hi)
 
 struct ask_state {
 	json_t *body;
-	struct api_fit fit;
+	struct admit fit;
 };
 
 static void ask_free(void *p)
@@ -295,10 +295,10 @@ static void ask(struct http_req *r)
 	st->fit.ok = ask_insert;
 	/* refused at once when no limit would ever admit it or no node could
 	 * ever hold it */
-	api_fit_check(r, &st->fit);
+	admit_check(r, &st->fit);
 }
 
-/* Queues the request api_fit_check() let through. */
+/* Queues the request admit_check() let through. */
 static void ask_insert(struct http_req *r)
 {
 	struct ask_state *st = r->data;

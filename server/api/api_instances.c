@@ -16,7 +16,7 @@
 #include <http_parser.h>
 
 #include "api/api.h"
-#include "api/api_fit.h"
+#include "api/admit.h"
 #include "auth/auth.h"
 #include "base/config.h"
 #include "base/events.h"
@@ -201,7 +201,7 @@ static void get(struct http_req *r)
 struct create_ctx {
 	json_t *body;
 	char id[24];
-	struct api_fit fit;
+	struct admit fit;
 };
 
 static void create_free(void *p)
@@ -381,7 +381,7 @@ static void create_blocked(PGresult *res, enum rc rc, void *arg)
 	c->fit.cpu = int_or(b, "cpu_millis", 1000);
 	c->fit.mem = int_or(b, "mem_mib", 1024);
 	c->fit.ok = create_insert;
-	api_fit_check(r, &c->fit);
+	admit_check(r, &c->fit);
 }
 
 static void storage_check(struct http_req *r, db_cb cb)

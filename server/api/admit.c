@@ -1,4 +1,4 @@
-/* api_fit.c — the submit-time check of api_fit.h: one statement reads the
+/* admit.c — the submit-time check of admit.h: one statement reads the
  * caller's effective limit for the request (gc_request_limit(), 0020) and
  * what each node that is not cordoned could ever give (the pool's slices on
  * it, its cpu and memory), then place_max_fit() — the computation the
@@ -8,7 +8,7 @@
  * it (and still guards the quota itself, for an admin change in between);
  * a node removed after the check is the scheduler's to explain.
  */
-#include "api/api_fit.h"
+#include "api/admit.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -39,7 +39,7 @@ static const char *fit_what(enum place_fit f)
 
 static void checked(PGresult *res, enum rc rc, void *arg)
 {
-	struct api_fit *f = arg;
+	struct admit *f = arg;
 	struct http_req *r = f->r;
 	const char *code, *pool;
 	json_t *caps;
@@ -114,7 +114,7 @@ static void checked(PGresult *res, enum rc rc, void *arg)
 	                         hint, msg);
 }
 
-void api_fit_check(struct http_req *r, struct api_fit *f)
+void admit_check(struct http_req *r, struct admit *f)
 {
 	struct db_args a = DB_ARGS_INIT;
 
