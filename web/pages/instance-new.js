@@ -2,10 +2,13 @@
 // I may run: the catalog's visible ones and my saved ones), a pool (with its
 // free slices now) or none, and resources with sliders bounded by my quota
 // in that pool; a note says when the request will have to wait. Creating
-// goes to the instance's page, which shows the queue reason while it waits.
+// goes to the instance's page, which shows the queue reason while it waits;
+// a request that could never run is refused, and the form says why (in the
+// interface's language, with the numbers: errorParts).
 import { api } from '../api.js';
 import { t, formatNumber } from '../i18n.js';
 import { h, field, messageBox, busy, uid } from '../ui.js';
+import { usableFree } from '../parts/pool.js';
 
 const NAME_RE = /^[a-z0-9][a-z0-9._-]{0,62}$/;
 
@@ -74,7 +77,7 @@ export function render(main, ctx) {
     const want = Number(slices.input.value);
     let note = '';
     if (p && typeof q.max_slices === 'number' && used + want > q.max_slices) note = t('inst.new.waitQuota');
-    else if (p && (p.free_slices || 0) < want) note = t('inst.new.waitFree', { free: formatNumber(p.free_slices || 0) });
+    else if (p && usableFree(p) < want) note = t('inst.new.waitFree', { free: formatNumber(usableFree(p)) });
     waitNote.textContent = note;
     waitNote.hidden = !note;
   }
@@ -104,7 +107,7 @@ export function render(main, ctx) {
       cards.replaceChildren(...(images.length ? images.map(imageCard) : [h('p', { class: 'muted', 'data-empty': 'images' }, t('inst.new.noImages'))]));
       if (images.length) { cards.querySelector('input').checked = true; chosen = images[0]; }
       poolSelect.replaceChildren(h('option', { value: '' }, t('inst.new.noGpu')),
-        ...pools.map((p) => h('option', { value: p.name, 'data-free': p.free_slices }, t('inst.new.poolOption', { name: p.name, free: formatNumber(p.free_slices || 0), total: formatNumber(p.slices || 0) }))));
+        ...pools.map((p) => h('option', { value: p.name, 'data-free': usableFree(p) }, t('inst.new.poolOption', { name: p.name, free: formatNumber(usableFree(p)), total: formatNumber(p.slices || 0) }))));
       if (pools.length) poolSelect.value = pools[0].name;
       poolChanged();
     } catch (err) {
