@@ -385,17 +385,28 @@ static int pool_ids(struct ctx *c, int64_t *ids)
 }
 
 /* What "could it ever fit" counts: per pool its nodes that are not
- * cordoned, schedulable or not, with the pool's slices on each (keys: room
- * for every slice, free for reuse); and every node that is not cordoned. */
-static int index_caps(struct ctx *c, struct slice_key *keys)
+ * cordoned, schedulable or not, with the pool's slices on each; and every
+ * node that is not cordoned.  Built the first time a request finds no
+ * schedulable node that could hold it (rare: a pass that places everything
+ * never sorts the slices twice).  Returns 0, or -1 when out of memory (the
+ * caller then says TOO_BIG, as if every node might come back). */
+static int index_caps(struct ctx *c)
 {
 	const struct place_input *in = c->in;
+	struct slice_key *keys;
 	int i, nkeys = 0, k = -1;
 
-	c->cap = ctx_alloc(c, (size_t)in->nslices, sizeof(*c->cap));
-	c->cap0 = ctx_alloc(c, (size_t)in->nnodes, sizeof(*c->cap0));
+	if (c->cap)
+		return 0;
 	if (c->nomem)
 		return -1;
+	keys = ctx_alloc(c, (size_t)in->nslices, sizeof(*keys));
+	c->cap0 = ctx_alloc(c, (size_t)in->nnodes, sizeof(*c->cap0));
+	c->cap = ctx_alloc(c, (size_t)in->nslices, sizeof(*c->cap));
+	if (c->nomem) {
+		c->cap = NULL;
+		return -1;
+	}
 	for (i = 0; i < in->nnodes; i++)
 		if (!in->nodes[i].cordoned) {
 			c->cap0[c->ncap0].cpu = in->nodes[i].cpu_total;
@@ -579,7 +590,7 @@ static int index_slices(struct ctx *c)
 		c->node_pn[x->pnoff + x->npn++] = i;
 	}
 
-	return index_caps(c, keys);
+	return 0;
 }
 
 /* Running allocations: grouped by request, the slices each holds, quota
@@ -1118,19 +1129,25 @@ static void say_too_big(const struct ctx *c, const struct pool *pl, const struct
 		         (long long)r->mem);
 }
 
-/* CANNOT_RUN when no node that is not cordoned could ever hold r (caps,
- * n: the pool's, or every node for CPU-only work).  Returns 1 when it set
- * d. */
-static int cannot_run(const struct place_cap *caps, int n, const struct place_request *r,
-                      const char *where, struct place_decision *d)
+/* CANNOT_RUN when no node that is not cordoned could ever hold r (of pool
+ * pl, or any node for CPU-only work: pl NULL).  Returns 1 when it set d. */
+static int cannot_run(struct ctx *c, const struct pool *pl, const struct place_request *r,
+                      struct place_decision *d)
 {
 	struct place_fit_r f = { r->slices, r->nodes, r->cpu, r->mem, FIT_OK, 0 };
 	char hint[96];
 
-	if (place_max_fit(caps, n, &f) == FIT_OK || f.fit == FIT_NO_NODES)
+	if (index_caps(c) < 0)
+		return 0;
+	if (pl)
+		place_max_fit(c->cap + pl->cfirst, pl->cn, &f);
+	else
+		place_max_fit(c->cap0, c->ncap0, &f);
+	if (f.fit == FIT_OK || f.fit == FIT_NO_NODES)
 		return 0;
 	d->reason = REASON_CANNOT_RUN;
-	place_fit_say(&f, where, d->message, sizeof(d->message), hint, sizeof(hint));
+	place_fit_say(&f, pl ? "this pool" : "the cluster", d->message, sizeof(d->message), hint,
+	              sizeof(hint));
 	snprintf(d->message + strlen(d->message), sizeof(d->message) - strlen(d->message), "; %s",
 	         hint);
 	return 1;
@@ -1188,7 +1205,7 @@ static int decide_cpu(struct ctx *c, const struct place_request *r, struct place
 		d->node_id = in->nodes[best].id;
 		return 1;
 	}
-	if (ever == 0 && cannot_run(c->cap0, c->ncap0, r, "the cluster", d))
+	if (ever == 0 && cannot_run(c, NULL, r, d))
 		return 0;
 	if (sched == 0) {
 		d->reason = REASON_NO_NODES;
@@ -1229,7 +1246,10 @@ static int decide(struct ctx *c, const struct place_request *r, struct place_dec
 		         r->nodes);
 		return 0;
 	}
-	if (cannot_run(c->cap + pl->cfirst, pl->cn, r, "this pool", d))
+	/* schedulable nodes alone cannot hold it: could any that is not
+	 * cordoned ever? */
+	ever = pl->n > 0 ? ever_count(c, pl, r, r->nodes) : 0;
+	if (ever < r->nodes && cannot_run(c, pl, r, d))
 		return 0;
 	if (pl->n == 0) {
 		d->reason = REASON_NO_NODES;
@@ -1259,7 +1279,6 @@ static int decide(struct ctx *c, const struct place_request *r, struct place_dec
 			return 0;
 		}
 	}
-	ever = ever_count(c, pl, r, r->nodes);
 	if (ever < r->nodes) {
 		say_too_big(c, pl, r, ever, d);
 		return 0;
