@@ -233,6 +233,7 @@ const ICONS = {
   server: 'M4 4h16v7H4zM4 13h16v7H4zM8 7.5h.01M8 16.5h.01M12 7.5h4M12 16.5h4',
   grid: 'M4 4h6v6H4zM14 4h6v6h-6zM4 14h6v6H4zM14 14h6v6h-6z',
   layers: 'M12 3l9 5-9 5-9-5zM3 12.5l9 5 9-5M3 16.5l9 5 9-5',
+  bars: 'M4 20h16M7 16v-5M12 16V5M17 16V9',
 };
 
 export function icon(name, size = 20) {

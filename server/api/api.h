@@ -128,6 +128,11 @@ extern const struct route api_routes_routes[];
 extern const struct route api_terminal_routes[];
 extern const struct route api_tensorboards_routes[];
 extern const struct route api_instances_routes[];
+extern const struct route api_settings_routes[];
+
+/* Records this replica's configured values of the site settings (the
+ * admin's, when set, still win).  Synchronous, at start-up; 0 or -1. */
+int api_settings_seed(const char *db_url);
 
 /* Seeds the first admin when no admin exists (blocking, start-up only).
  * Returns 0 or -1. */

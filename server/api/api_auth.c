@@ -481,11 +481,19 @@ static void logout(struct http_req *r)
 	"  UNION SELECT pool_id FROM alloc_requests WHERE user_id = u.id"                              \
 	"   AND state = 'allocated'))::text"
 
-/* What the caller extension decodes: the usage column, then the storage. */
+/* Whether TensorBoard is set up: the image of the tensorboard_image
+ * setting (0017) is in the catalog, so POST /tensorboards can start it. */
+#define ME_FEATURES_COL                                             \
+	", EXISTS (SELECT 1 FROM images me_tb WHERE me_tb.owner_id" \
+	" IS NULL AND me_tb.reference = gc_setting('tensorboard_image'))"
+
+/* What the caller extension decodes: the usage column, the storage, then
+ * the features. */
 struct me_ext {
 	char *usage_json;
 	json_t *storage;
 	int storage_missing;
+	int tensorboard;
 };
 
 static void me_ext_free(void *p)
@@ -508,11 +516,15 @@ static void *me_ext_decode(const PGresult *res, int col)
 		return NULL;
 	}
 	m->storage = areas_me_storage(res, col + 1, &m->storage_missing);
+	{
+		const char *tb = db_val(res, 0, col + 1 + AREAS_ME_NCOLS);
+		m->tensorboard = tb && tb[0] == 't';
+	}
 	return m;
 }
 
 static struct auth_ext me_ext = {
-	.cols = ME_USAGE_COL AREAS_ME_COLS,
+	.cols = ME_USAGE_COL AREAS_ME_COLS ME_FEATURES_COL,
 	.join = AREAS_ME_JOIN,
 	.decode = me_ext_decode,
 	.free_fn = me_ext_free,
@@ -564,6 +576,7 @@ static void me(struct http_req *r)
 	}
 	/* read with the lookup too: no second round trip */
 	json_object_set_new(out, "storage", m->storage ? json_incref(m->storage) : json_null());
+	json_object_set_new(out, "features", json_pack("{s:b}", "tensorboard", m->tensorboard));
 	http_reply_json(r, 200, out);
 }
 

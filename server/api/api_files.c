@@ -54,7 +54,8 @@ struct job {
 	char path[PATHS_MAX + 1], path2[PATHS_MAX + 1];
 	char cursor[PATHS_NAME_MAX + 1];
 	int limit;
-	int want; /* OP_GET: 's' stat, 'p' preview, 'd' download, 'l' list/inline */
+	int want;       /* OP_GET: 's' stat, 'p' preview, 'd' download, 'l' list/inline */
+	int list_flags; /* OP_GET listing: FILES_LIST_* */
 	int is_inline;
 	struct files_result res;
 	/* results */
@@ -160,7 +161,8 @@ static void work(void *arg)
 			}
 			if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
 				close(fd);
-				files_list(root, j->path, j->cursor, j->limit, &j->res);
+				files_list(root, j->path, j->cursor, j->limit, j->list_flags,
+				           &j->res);
 				break;
 			}
 			j->fd = fd;
@@ -523,6 +525,10 @@ static void get_done(struct job *j)
 	struct tm tm;
 
 	if (j->res.rc != RC_OK || j->res.out) {
+		/* a listing says whether the caller may change the folder, so
+		 * a client shows write actions only where they can work */
+		if (j->res.rc == RC_OK && j->want == 'l')
+			json_object_set_new(j->res.out, "writable", json_boolean(j->a.writable));
 		reply_res(j, 200);
 		return;
 	}
@@ -621,7 +627,7 @@ static int flag(struct http_req *r, const char *name, int *v)
 static void files_get(struct http_req *r)
 {
 	struct job *j;
-	int stat_, preview, download, inl;
+	int stat_, preview, download, inl, hidden = 1;
 	long long dummy;
 	char cur[PATHS_NAME_MAX + 1] = "";
 	long n;
@@ -629,6 +635,14 @@ static void files_get(struct http_req *r)
 	if (flag(r, "stat", &stat_) < 0 || flag(r, "preview", &preview) < 0 ||
 	    flag(r, "download", &download) < 0 || flag(r, "inline", &inl) < 0)
 		return;
+	{
+		char hb[8];
+		long hn = api_query(r, "hidden", hb, sizeof(hb));
+		if (hn == -2)
+			return;
+		if (hn >= 0) /* hidden=0 (or false) leaves out the dot-names */
+			hidden = strcmp(hb, "0") && strcmp(hb, "false");
+	}
 	(void)dummy;
 	n = api_query(r, "cursor", cur, sizeof(cur));
 	if (n == -2)
@@ -659,6 +673,7 @@ static void files_get(struct http_req *r)
 	}
 	snprintf(j->cursor, sizeof(j->cursor), "%s", cur);
 	j->want = stat_ ? 's' : preview ? 'p' : download ? 'd' : 'l';
+	j->list_flags = hidden ? 0 : FILES_LIST_NO_HIDDEN;
 	j->is_inline = inl;
 	j->next = get_go;
 	start(j, 0);

@@ -14,8 +14,9 @@
  *
  * Policy choices place.h leaves open:
  *  - Checks run in this order: no node that is not cordoned could ever hold
- *    it (CANNOT_RUN), pool has no schedulable node (NO_NODES), no
- *    schedulable node could hold it (TOO_BIG: only a down or draining one
+ *    it (CANNOT_RUN), pool has no schedulable node (NO_NODES, or DEGRADED
+ *    when a node carrying it is up and active but degraded), no schedulable
+ *    node could hold it (TOO_BIG: only a down, draining or degraded one
  *    could), quota (QUOTA), then room.  "Could ever hold" for CANNOT_RUN
  *    ignores CUDA (REASON_CUDA says that) and counts a node whose cpu or
  *    memory is not known (0) as holding any amount.
@@ -80,6 +81,7 @@ struct pool {
 	int64_t id;
 	int first;        /* its first entry in ctx.pn */
 	int n;            /* schedulable nodes carrying it (local index j) */
+	int degraded;     /* degraded nodes carrying it (not in n) */
 	int words;        /* bitmap words per bucket */
 	int maxtotal;     /* most slices of it on one node */
 	int mintotal;     /* fewest slices of it on one node */
@@ -477,6 +479,11 @@ static int index_slices(struct ctx *c)
 
 		c->sl_gpu[i] = -1;
 		c->sl_used[i] = s->used_by != 0;
+		if (s->node >= 0 && s->node < in->nnodes && in->nodes[s->node].degraded) {
+			int pi = pool_find(c, s->pool_id);
+			if (pi >= 0)
+				c->pools[pi].degraded = 1;
+		}
 		if (s->node < 0 || s->node >= in->nnodes || !in->nodes[s->node].schedulable)
 			continue;
 		keys[nkeys].pool = s->pool_id;
@@ -1208,8 +1215,17 @@ static int decide_cpu(struct ctx *c, const struct place_request *r, struct place
 	if (ever == 0 && cannot_run(c, NULL, r, d))
 		return 0;
 	if (sched == 0) {
-		d->reason = REASON_NO_NODES;
-		snprintf(d->message, sizeof(d->message), "no node is schedulable");
+		int degraded = 0;
+		for (j = 0; j < in->nnodes; j++)
+			degraded += in->nodes[j].degraded != 0;
+		d->reason = degraded ? REASON_DEGRADED : REASON_NO_NODES;
+		if (degraded)
+			snprintf(d->message, sizeof(d->message),
+			         "no node is schedulable; degraded (engines failing to start "
+			         "containers): %d",
+			         degraded);
+		else
+			snprintf(d->message, sizeof(d->message), "no node is schedulable");
 	} else if (ever == 0) {
 		d->reason = REASON_TOO_BIG;
 		snprintf(d->message, sizeof(d->message),
@@ -1252,8 +1268,12 @@ static int decide(struct ctx *c, const struct place_request *r, struct place_dec
 	if (ever < r->nodes && cannot_run(c, pl, r, d))
 		return 0;
 	if (pl->n == 0) {
-		d->reason = REASON_NO_NODES;
-		snprintf(d->message, sizeof(d->message), "the pool has no schedulable node");
+		d->reason = pl->degraded ? REASON_DEGRADED : REASON_NO_NODES;
+		snprintf(d->message, sizeof(d->message), "%s",
+		         pl->degraded
+		                 ? "the pool has no schedulable node: its nodes that are up are "
+		                   "degraded (their engines fail to start containers)"
+		                 : "the pool has no schedulable node");
 		return 0;
 	}
 	if (r->cuda_min > 0) {
@@ -1448,6 +1468,7 @@ const char *place_reason_code(enum place_reason r)
 	case REASON_RESERVED: return "reserved";
 	case REASON_PREEMPTING: return "preempting";
 	case REASON_CANNOT_RUN: return "cannot_run_as_asked";
+	case REASON_DEGRADED: return "degraded";
 	}
 	return "unknown";
 }

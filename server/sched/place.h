@@ -66,11 +66,14 @@ enum place_reason {
 	REASON_CUDA,       /* too few nodes of the pool have a driver for its CUDA */
 	REASON_CANNOT_RUN, /* no node, even down or draining, could ever hold it as
 	                    * asked, or it asks more than the user's limit */
+	REASON_DEGRADED,   /* like NO_NODES, but some of its nodes are degraded: up and
+	                    * active, their engines failing to start containers */
 };
 
 struct place_node {
 	int64_t id;
-	int schedulable;  /* up and active (not draining/cordoned/down) */
+	int schedulable;  /* up and active (not draining/cordoned/down), not degraded */
+	int degraded;     /* up and active, but degraded (so not schedulable) */
 	int64_t cpu_free; /* millicores */
 	int64_t mem_free; /* MiB */
 	int64_t cpu_total;

@@ -194,6 +194,7 @@ static void done_generic(PGresult *res, enum rc rc, void *arg)
 			in.nodes[i].mem_total = in.nodes[i].mem_free = ll(res, i, 3);
 			in.nodes[i].cuda_max = (int)ll(res, i, 4);
 			in.nodes[i].cordoned = strcmp(db_val(res, i, 5), "t") == 0;
+			in.nodes[i].degraded = strcmp(db_val(res, i, 6), "t") == 0;
 		}
 		break;
 	case S_SLICES:
@@ -413,9 +414,12 @@ static void next(void)
 		return;
 	case S_PREEMPT:
 		step = S_NODES;
-		query("SELECT id, health = 'up' AND admin_state = 'active',"
+		/* a degraded node (0019) is up and active but gets no work */
+		query("SELECT id, health = 'up' AND admin_state = 'active' AND degraded_since IS "
+		      "NULL,"
 		      " COALESCE(ncpu, 0)::bigint * 1000, COALESCE(memory_bytes, 0) / 1048576,"
-		      " COALESCE(cuda_max, 0), admin_state = 'cordoned'"
+		      " COALESCE(cuda_max, 0), admin_state = 'cordoned',"
+		      " health = 'up' AND admin_state = 'active' AND degraded_since IS NOT NULL"
 		      " FROM nodes ORDER BY id",
 		      0, NULL, done_generic);
 		return;

@@ -29,11 +29,18 @@ enum rc files_fail(struct files_result *res, int err, const char *path);
 /* {"name","type":"file"|"dir"|"symlink"|"other","size","mtime"}. */
 json_t *files_entry_json(const char *name, const struct stat *st);
 
+/* files_list flags */
+enum {
+	FILES_LIST_NO_HIDDEN = (1 << 0), /* leave out names that start with '.' */
+};
+
 /* A page of a directory, sorted by name (bytes): entries after cursor
  * (NULL = from the start), at most limit.  out = {"path","items",
- * "next_cursor","total"}.  Name lists are cached per directory and
- * reused while its mtime and ctime are unchanged. */
-enum rc files_list(int rootfd, const char *path, const char *cursor, int limit,
+ * "next_cursor","total","hidden"}: hidden counts the folder's dot-names
+ * (all of them, listed or not), so a client that hides them can say how
+ * many there are.  Name lists are cached per directory and reused while
+ * its mtime and ctime are unchanged. */
+enum rc files_list(int rootfd, const char *path, const char *cursor, int limit, int flags,
                    struct files_result *res);
 enum rc files_stat(int rootfd, const char *path, struct files_result *res);
 enum rc files_mkdir(int rootfd, const char *path, long long uid, long long gid,

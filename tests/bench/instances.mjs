@@ -129,8 +129,10 @@ async function waitAll(c, ids, ms) {
     const st = new Map((r.json?.items || []).map((i) => [i.id, i.state]));
     const left = ids.filter((id) => st.get(id) !== 'running');
     const failed = ids.filter((id) => ['failed', 'lost', 'stopped'].includes(st.get(id)));
-    if (!left.length || failed.length) return { left, failed };
-    if (Date.now() > end) return { left, failed };
+    // wait for every instance to settle: one failure must not count the
+    // ones still starting as failures too
+    if (left.every((id) => failed.includes(id))) return { left, failed, st };
+    if (Date.now() > end) return { left, failed, st };
     await sleep(20);
   }
 }
@@ -243,6 +245,11 @@ async function main() {
       const wall = (Date.now() - t0) / 1000;
       const span = Number(psql(`SELECT extract(epoch FROM max(started_at) - min(created_at)) FROM instances WHERE name LIKE 'lab-${round}-%'`));
       failures += bad.length + w.left.length;
+      for (const r of bad) say(`refused: ${r.status} ${r.text}`);
+      if (w.left.length) {
+        const items = (await admin.req('GET', '/api/v1/instances?all=1&limit=1000')).json.items;
+        for (const it of items.filter((x) => w.left.includes(x.id))) say(`not running: instance ${it.id} ${it.state} ${it.reason || it.message || ''}`);
+      }
       say(`ours: ${ids.length - w.left.length}/${STORM} running, ${bad.length + w.left.length} failures, ${span.toFixed(2)} s (client wall ${wall.toFixed(2)} s)`);
       best = Math.min(best, span);
       if (!specs) {
@@ -250,7 +257,12 @@ async function main() {
         const items = (await admin.req('GET', '/api/v1/instances?all=1&limit=1000')).json.items;
         for (const [k, url] of ENGINES.entries()) {
           const one = items.find((x) => x.node === `node${k + 1}` && x.state === 'running');
-          specs.push(one ? await sameSpec(url, one.container_name) : rawSpec());
+          const spec = one ? await sameSpec(url, one.container_name) : rawSpec();
+          // gpucloudd removes the user's network with the last instance:
+          // the raw side uses the engine's bridge (it failed 24 of 24
+          // creates on the vanished network before)
+          spec.HostConfig = { ...spec.HostConfig, NetworkMode: 'bridge' };
+          specs.push(spec);
         }
       }
       // give everything back before the raw side runs

@@ -7,7 +7,7 @@
 // admin sees that quotas are enforced in software (no kernel quotas here).
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { readFileSync, mkdirSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import { startServer, ADMIN_PASSWORD, Client } from '../lib/server.mjs';
@@ -113,6 +113,50 @@ describe('file manager', () => {
     assert.equal(readFileSync(join(dataRoot, 'home/stu/train.csv'), 'utf8'), TEXT);
     assert.deepEqual(pageErrors, []);
   });
+  it('hides dot-folders by default, with a toggle that is remembered, and never shows "null"', async () => {
+    mkdirSync(join(dataRoot, 'home/stu/.local/share'), { recursive: true });
+    mkdirSync(join(dataRoot, 'home/stu/.cache'), { recursive: true });
+    mkdirSync(join(dataRoot, 'home/stu/runs'), { recursive: true });
+    await page.reload();
+    await page.locator('tr[data-file="runs"]').waitFor();
+    assert.equal(await page.locator('tr[data-file=".local"]').count(), 0);
+    assert.equal(await page.locator('tr[data-file=".cache"]').count(), 0);
+    await page.locator('[data-hidden-count]', { hasText: '2 hidden' }).waitFor();
+    assert.doesNotMatch(await page.locator('#app').innerText(), /\bnull\b/);
+    await page.locator('[data-action=show-hidden]').check();
+    await page.locator('tr[data-file=".local"]').waitFor();
+    await page.reload();
+    await page.locator('tr[data-file=".cache"]').waitFor(); // the choice is remembered
+    await shot(page, 'files-home-hidden-shown');
+    await page.locator('[data-action=show-hidden]').uncheck();
+    await page.locator('tr[data-file=".local"]').waitFor({ state: 'detached' });
+    // no TensorBoard button where the admin has not set TensorBoard up
+    assert.equal(await page.locator('[data-action=tensorboard]').count(), 0);
+  });
+
+  it("marks a failed upload as failed: a red bar and the server's reason", async () => {
+    const name = `${'n'.repeat(300)}.txt`; // longer than a file name may be
+    await drop([{ name, text: 'x' }]);
+    const li = page.locator(`[data-upload="${name}"][data-done="error"]`);
+    await li.waitFor();
+    assert.equal(await li.locator('progress.progress-failed').count(), 1);
+    const color = await li.locator('.upload-error').evaluate((e) => getComputedStyle(e).color);
+    assert.equal(color, 'rgb(209, 58, 58)'); // --danger
+    assert.notEqual((await li.locator('.upload-error').innerText()).trim(), '');
+  });
+
+  it("shows the shared area read-only to a student, without write buttons or the home's usage bar", async () => {
+    await page.locator('[data-area]').selectOption('shared');
+    await page.locator('[data-read-only]:visible').waitFor();
+    await page.locator('[data-breadcrumbs]', { hasText: 'Shared' }).waitFor();
+    for (const a of ['upload', 'upload-folder', 'mkdir', 'trash']) {
+      assert.equal(await page.locator(`[data-action=${a}]`).isVisible(), false, a);
+    }
+    assert.equal(await page.locator('[data-usage] [role=meter]').count(), 0);
+    await shot(page, 'files-shared-readonly');
+    assert.deepEqual(pageErrors, []);
+  });
+
   it('tells an admin that quotas are enforced in software on this kernel', async () => {
     const ctx2 = await browser.newContext({ locale: 'en-US' });
     const p2 = await ctx2.newPage();

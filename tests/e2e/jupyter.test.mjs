@@ -2,7 +2,7 @@
 // the world's Jupyter image, on a real engine) through the proxy on its own
 // origin, creates a notebook, runs print(6*7) and sees 42 (the kernel's
 // websocket goes through the proxy's tunnel), then opens the web terminal,
-// runs a command and sees its output.  Also: the app origin never gets the
+// runs a command and sees its output under a prompt that names the user.  Also: the app origin never gets the
 // API's cookie, and signing in from an app's link leads back to the app.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -121,6 +121,11 @@ describe('Jupyter through the proxy, and the web terminal', () => {
     await page.waitForFunction((want) => document.querySelector('[data-terminal] .xterm-rows')?.textContent.includes(want),
       `hello-42-${uid}`, { timeout: 15000 });
     assert.match(await rows.textContent(), new RegExp(`hello-42-${uid}`));
+    // bash's prompt names the user (the container's /etc/passwd has the uid),
+    // not "I have no name!", and the shell starts in the user's home
+    const prompt = await rows.textContent();
+    assert.doesNotMatch(prompt, /I have no name!/);
+    assert.match(prompt, /alice@[\w.-]+:~\$/);
     await shot(page, 'jupyter-terminal');
     assert.deepEqual(pageErrors, []);
   });

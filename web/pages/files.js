@@ -11,6 +11,8 @@ import { h, field, messageBox, openDialog, confirmDialog, emptyRow, toast, icon,
 import { tensorboardButton } from '../parts/route-buttons.js';
 
 const PAGE = 200;
+const HIDDEN_KEY = 'gpucloud.files.showHidden';
+const showHiddenSaved = () => { try { return localStorage.getItem(HIDDEN_KEY) === '1'; } catch { return false; } };
 const SMALL = 8 * 1024 * 1024;      // below: one PUT; above: resumable parts
 const RETRIES = 6;
 
@@ -121,26 +123,35 @@ export function render(main, ctx) {
   const uploads = h('ul', { class: 'upload-list', 'data-uploads': '' });
   const usage = h('div', { class: 'files-usage', 'data-usage': '' });
   const support = h('p', { class: 'muted', 'data-quota-support': '' });
+  const hiddenNote = h('span', { class: 'muted', 'data-hidden-count': '' });
+  const readOnly = h('p', { class: 'msg msg-info', hidden: true, 'data-read-only': '' }, t('files.readOnly'));
   let cursor = null;
   let showTrash = false;
+  let showHidden = showHiddenSaved();
+  let writable = true;
+  // /me once per page: the storage usage and whether TensorBoard is set up
+  const mePromise = api.get('/me').catch(() => null);
 
   // ---- usage ----
+  // The bar is the home's: other areas (shared, a class) are not counted
+  // against the caller's quota, so it is not shown there.
   async function loadUsage() {
     try {
-      const me = await api.get('/me');
-      const s = me.storage;
-      if (!s || !main.isConnected) return;
+      const me = await mePromise;
+      const s = me?.storage;
+      if (!s || !main.isConnected || area !== 'home') return;
       const limit = s.bytes_hard;
       const pct = limit ? Math.min(100, Math.round((s.bytes / limit) * 100)) : 0;
       const fill = h('div', { class: 'meter-fill' });
       fill.style.width = `${pct}%`;
-      usage.replaceChildren(
+      usage.replaceChildren(...[
         h('span', { 'data-usage-text': '' }, limit
           ? t('files.usage', { used: formatBytes(s.bytes), limit: formatBytes(limit) })
           : t('files.usageNoLimit', { used: formatBytes(s.bytes) })),
         h('div', { class: pct >= 90 || s.over_soft ? 'meter meter-high' : 'meter', role: 'meter', 'aria-valuemin': 0, 'aria-valuemax': 100, 'aria-valuenow': pct, 'aria-label': t('files.usageLabel') }, fill),
         s.over_hard ? overHard(s.block_reason)
-          : s.over_soft ? h('p', { class: 'msg msg-warn', 'data-over-soft': '' }, t('files.overSoft')) : null);
+          : s.over_soft ? h('p', { class: 'msg msg-warn', 'data-over-soft': '' }, t('files.overSoft')) : null,
+      ].filter(Boolean)); // replaceChildren would write a null as the text "null"
     } catch { /* the listing shows errors */ }
     if (ctx.user?.role === 'admin') {
       try {
@@ -152,7 +163,7 @@ export function render(main, ctx) {
   }
 
   // ---- listing ----
-  function row(item) {
+  function row(item, tensorboard) {
     const p = join(path, item.name);
     const url = `/api/v1/files/${encodeURIComponent(area)}/${enc(p)}`;
     const nameCell = item.type === 'dir'
@@ -164,21 +175,35 @@ export function render(main, ctx) {
       h('td', null, formatDate(item.mtime)),
       h('td', { class: 'actions-cell' },
         h('a', { class: 'btn btn-small', href: `${url}?download=1`, download: item.type === 'dir' ? `${item.name}.tar` : item.name, 'data-download': item.name }, t('files.download')),
-        ' ',
-        h('button', { type: 'button', class: 'btn btn-small', 'data-rename': item.name, onclick: () => rename(p, item.name) }, t('files.rename')),
-        ' ',
-        h('button', { type: 'button', class: 'btn btn-small btn-danger', 'data-delete': item.name, onclick: () => remove(p, item.name) }, t('files.delete')),
-        // TensorBoard runs on a folder of one's own home
-        ...(item.type === 'dir' && area === 'home' ? [' ', tensorboardButton(p, ctx, (e) => msg.error(e))] : [])));
+        // write actions only where the caller may write
+        ...(writable ? [' ',
+          h('button', { type: 'button', class: 'btn btn-small', 'data-rename': item.name, onclick: () => rename(p, item.name) }, t('files.rename')),
+          ' ',
+          h('button', { type: 'button', class: 'btn btn-small btn-danger', 'data-delete': item.name, onclick: () => remove(p, item.name) }, t('files.delete'))] : []),
+        // TensorBoard runs on a folder of one's own home, when the admin
+        // has set it up; never on dot-folders (.local, .cache …)
+        ...(tensorboard && item.type === 'dir' && area === 'home' && !item.name.startsWith('.')
+          ? [' ', tensorboardButton(p, ctx, (e) => msg.error(e))] : [])));
+  }
+
+  function showWritable() {
+    readOnly.hidden = writable;
+    for (const el of drop.querySelectorAll('[data-write]')) el.hidden = !writable;
   }
 
   async function load(append = false) {
     try {
-      const reply = await api.get(`/files/${encodeURIComponent(area)}/${enc(path)}`, { query: { limit: PAGE, cursor: append ? cursor : undefined } });
+      const [reply, me] = await Promise.all([
+        api.get(`/files/${encodeURIComponent(area)}/${enc(path)}`, { query: { limit: PAGE, cursor: append ? cursor : undefined, hidden: showHidden ? undefined : 0 } }),
+        mePromise]);
       if (!main.isConnected) return;
+      writable = reply.writable !== false;
+      showWritable();
+      hiddenNote.textContent = reply.hidden ? t(showHidden ? 'files.hiddenShown' : 'files.hiddenCount', { n: reply.hidden }) : '';
       if (!append) tbody.replaceChildren();
-      if (!reply.items.length && !append) tbody.append(emptyRow(5, t('files.empty')));
-      for (const it of reply.items) tbody.append(row(it));
+      if (!reply.items.length && !append) tbody.append(emptyRow(5, t(writable ? 'files.empty' : 'files.emptyReadOnly')));
+      const tb = Boolean(me?.features?.tensorboard);
+      for (const it of reply.items) tbody.append(row(it, tb));
       cursor = reply.next_cursor;
       more.hidden = !cursor;
       msg.clear();
@@ -266,6 +291,10 @@ export function render(main, ctx) {
         li.dataset.done = 'ok';
       } catch (e) {
         const { text, detail } = errorParts(e);
+        // a failed upload must not look like a finished one: the bar turns
+        // red where it stopped, and the reason is shown as an error
+        bar.classList.add('progress-failed');
+        state.className = 'upload-error';
         state.textContent = text;
         if (detail) state.title = detail;
         li.dataset.done = 'error';
@@ -306,7 +335,12 @@ export function render(main, ctx) {
     } catch (e) { msg.error(e); }
   }
 
-  const trashBtn = h('button', { type: 'button', class: 'btn', 'data-action': 'trash', 'aria-pressed': 'false', onclick: () => {
+  const hiddenToggle = h('input', { type: 'checkbox', 'data-action': 'show-hidden', checked: showHidden, onchange: () => {
+    showHidden = hiddenToggle.checked;
+    try { localStorage.setItem(HIDDEN_KEY, showHidden ? '1' : '0'); } catch { /* private mode */ }
+    refresh();
+  } });
+  const trashBtn = h('button', { type: 'button', class: 'btn', 'data-action': 'trash', 'data-write': '', 'aria-pressed': 'false', onclick: () => {
     showTrash = !showTrash;
     trashBtn.setAttribute('aria-pressed', String(showTrash));
     trashBtn.textContent = showTrash ? t('files.backToFiles') : t('files.trash');
@@ -321,7 +355,8 @@ export function render(main, ctx) {
   // ---- layout ----
   const crumbs = h('nav', { class: 'breadcrumbs', 'aria-label': t('files.breadcrumbs'), 'data-breadcrumbs': '' });
   const parts = path ? path.split('/') : [];
-  crumbs.append(h('a', { href: `#/files?area=${encodeURIComponent(area)}` }, area === 'home' ? t('files.home') : area));
+  const areaName = area === 'home' ? t('files.home') : area === 'shared' ? t('files.area.shared') : area;
+  crumbs.append(h('a', { href: `#/files?area=${encodeURIComponent(area)}` }, areaName));
   parts.forEach((p, i) => crumbs.append(' / ', h('a', { href: `#/files?${new URLSearchParams({ area, path: parts.slice(0, i + 1).join('/') })}` }, p)));
 
   const areaSel = h('select', { 'data-area': '', onchange: (e) => setHash(e.target.value, '') },
@@ -332,11 +367,13 @@ export function render(main, ctx) {
     h('div', { class: 'toolbar' },
       h('label', { class: 'visually-hidden', for: 'files-area' }, t('files.areaLabel')),
       Object.assign(areaSel, { id: 'files-area' }),
-      h('button', { type: 'button', class: 'btn btn-primary', 'data-action': 'upload', onclick: () => picker.click() }, icon('upload', 16), ' ', t('files.upload')),
-      h('button', { type: 'button', class: 'btn', 'data-action': 'upload-folder', onclick: () => folderPicker.click() }, t('files.uploadFolder')),
-      h('button', { type: 'button', class: 'btn', 'data-action': 'mkdir', onclick: mkdir }, icon('plus', 16), ' ', t('files.newFolder')),
-      trashBtn, emptyBtn, picker, folderPicker),
-    h('p', { class: 'muted' }, t('files.dropHint')),
+      h('button', { type: 'button', class: 'btn btn-primary', 'data-action': 'upload', 'data-write': '', onclick: () => picker.click() }, icon('upload', 16), ' ', t('files.upload')),
+      h('button', { type: 'button', class: 'btn', 'data-action': 'upload-folder', 'data-write': '', onclick: () => folderPicker.click() }, t('files.uploadFolder')),
+      h('button', { type: 'button', class: 'btn', 'data-action': 'mkdir', 'data-write': '', onclick: mkdir }, icon('plus', 16), ' ', t('files.newFolder')),
+      trashBtn, emptyBtn, picker, folderPicker,
+      h('label', { class: 'check toolbar-end' }, hiddenToggle, ' ', t('files.showHidden')), hiddenNote),
+    readOnly,
+    h('p', { class: 'muted', 'data-write': '' }, t('files.dropHint')),
     uploads,
     msg.el,
     h('div', { class: 'table-wrap' }, h('table', { class: 'table', 'data-table': 'files' },
@@ -351,7 +388,7 @@ export function render(main, ctx) {
   drop.addEventListener('drop', async (e) => {
     e.preventDefault();
     drop.classList.remove('dragging');
-    if (showTrash) return;
+    if (showTrash || !writable) return;
     uploadAll(await dropped(e.dataTransfer));
   });
 

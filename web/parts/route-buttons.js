@@ -35,18 +35,21 @@ export function routeButtons(instance) {
 // "runs/exp1"): starts a TensorBoard instance on it, then takes the user to
 // the instance, whose "Open TensorBoard" button appears once it runs.
 //   cell.append(tensorboardButton('runs/exp1', ctx, (e) => msg.error(e)));
+// The button is held in a variable: after an await the click event's
+// currentTarget is null, and touching it threw before the error was shown.
 export function tensorboardButton(path, ctx, onError) {
-  return h('button', {
+  const btn = h('button', {
     type: 'button', class: 'btn btn-small', 'data-action': 'tensorboard',
-    onclick: async (e) => {
-      e.currentTarget.disabled = true;
+    onclick: async () => {
+      btn.disabled = true;
       try {
         const r = await api.post('/tensorboards', { path });
         ctx.go(`/instance?id=${r.instance_id}`);
       } catch (err) {
-        e.currentTarget.disabled = false;
+        btn.disabled = false;
         if (onError) onError(err);
       }
     },
   }, t('routes.tensorboard'));
+  return btn;
 }

@@ -677,6 +677,39 @@ TEST(test_no_nodes)
 	place_result_free(res);
 }
 
+/* A degraded node (up, active, its engine failing to start containers) is
+ * not schedulable; the pool says why (0019).  Capacity elsewhere wins. */
+TEST(test_degraded)
+{
+	struct place_result *res;
+	int a, b;
+
+	reset();
+	a = node(POOL_A, 8, 1);
+	b = node(POOL_A, 8, 1);
+	w.nodes[a].schedulable = 0;
+	w.nodes[b].schedulable = 0;
+	w.nodes[b].degraded = 1;
+	request(1, 10, POOL_A, PRIO_NORMAL, 1, 1);
+	request(2, 11, 0, PRIO_NORMAL, 0, 1); /* CPU only: any node */
+	res = run();
+	CHECK(dec(res, 1)->reason == REASON_DEGRADED);
+	CHECK_STR(place_reason_code(dec(res, 1)->reason), "degraded");
+	CHECK(strstr(dec(res, 1)->message, "degraded") != NULL);
+	CHECK(dec(res, 2)->reason == REASON_DEGRADED);
+	CHECK(strstr(dec(res, 2)->message, "): 1") != NULL);
+	place_result_free(res);
+
+	/* the other node is schedulable again: placed there, never on b */
+	w.nodes[a].schedulable = 1;
+	res = run();
+	CHECK(dec(res, 1)->reason == REASON_NONE);
+	CHECK(dec(res, 1)->nchosen == 1);
+	CHECK(slice_node(dec(res, 1)->chosen[0]) == a);
+	CHECK(dec(res, 2)->reason == REASON_NONE && dec(res, 2)->node_id == w.nodes[a].id);
+	place_result_free(res);
+}
+
 TEST(test_backfill)
 {
 	struct place_result *res;
@@ -1092,6 +1125,7 @@ int main(void)
 	RUN(test_max_fit);
 	RUN(test_quota_never);
 	RUN(test_no_nodes);
+	RUN(test_degraded);
 	RUN(test_backfill);
 	RUN(test_scavenger_no_reservation);
 	RUN(test_preempt_youngest_minimal);

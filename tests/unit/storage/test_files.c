@@ -43,24 +43,75 @@ TEST(lists_in_pages_and_sees_changes)
 		snprintf(name, sizeof(name), "f%02d", 24 - i);
 		put(name, "x");
 	}
-	CHECK(files_list(root, "", NULL, 10, &res) == RC_OK);
+	CHECK(files_list(root, "", NULL, 10, 0, &res) == RC_OK);
 	CHECK(json_array_size(json_object_get(res.out, "items")) == 10);
 	CHECK_STR(json_string_value(json_object_get(res.out, "next_cursor")), "f09");
-	CHECK_STR(json_string_value(json_object_get(json_array_get(json_object_get(res.out, "items"), 0), "name")), "f00");
+	CHECK_STR(json_string_value(json_object_get(
+	                  json_array_get(json_object_get(res.out, "items"), 0), "name")),
+	          "f00");
 	json_decref(res.out);
 	res.out = NULL;
-	CHECK(files_list(root, "", "f19", 10, &res) == RC_OK);
+	CHECK(files_list(root, "", "f19", 10, 0, &res) == RC_OK);
 	CHECK(json_array_size(json_object_get(res.out, "items")) == 5);
 	CHECK(json_is_null(json_object_get(res.out, "next_cursor")));
 	json_decref(res.out);
 	res.out = NULL;
 	put("a-new", "y"); /* the cached list must not hide it */
-	CHECK(files_list(root, "", NULL, 1, &res) == RC_OK);
-	CHECK_STR(json_string_value(json_object_get(json_array_get(json_object_get(res.out, "items"), 0), "name")), "a-new");
+	CHECK(files_list(root, "", NULL, 1, 0, &res) == RC_OK);
+	CHECK_STR(json_string_value(json_object_get(
+	                  json_array_get(json_object_get(res.out, "items"), 0), "name")),
+	          "a-new");
 	CHECK(json_integer_value(json_object_get(res.out, "total")) == 26);
 	json_decref(res.out);
 	res.out = NULL;
-	CHECK(files_list(root, "nope", NULL, 1, &res) == RC_NOTFOUND);
+	CHECK(files_list(root, "nope", NULL, 1, 0, &res) == RC_NOTFOUND);
+}
+
+TEST(hides_dot_names_on_request)
+{
+	struct files_result res = { 0 };
+	char p[512];
+	json_t *items;
+
+	snprintf(p, sizeof(p), "%s/h", dir);
+	CHECK(mkdir(p, 0755) == 0);
+	put("h/.cache", "x");
+	put("h/.local", "x");
+	put("h/-dash", "x"); /* sorts before '.': hiding must not be a prefix cut */
+	put("h/data", "x");
+	put("h/zeta", "x");
+	CHECK(files_list(root, "h", NULL, 10, 0, &res) == RC_OK);
+	CHECK(json_array_size(json_object_get(res.out, "items")) == 5);
+	CHECK(json_integer_value(json_object_get(res.out, "hidden")) == 2);
+	json_decref(res.out);
+	res.out = NULL;
+	CHECK(files_list(root, "h", NULL, 10, FILES_LIST_NO_HIDDEN, &res) == RC_OK);
+	items = json_object_get(res.out, "items");
+	CHECK(json_array_size(items) == 3);
+	CHECK_STR(json_string_value(json_object_get(json_array_get(items, 0), "name")), "-dash");
+	CHECK_STR(json_string_value(json_object_get(json_array_get(items, 1), "name")), "data");
+	CHECK(json_integer_value(json_object_get(res.out, "hidden")) == 2);
+	CHECK(json_integer_value(json_object_get(res.out, "total")) == 5);
+	json_decref(res.out);
+	res.out = NULL;
+	/* pages of one skip the dot-names and end without an empty page */
+	CHECK(files_list(root, "h", NULL, 1, FILES_LIST_NO_HIDDEN, &res) == RC_OK);
+	CHECK_STR(json_string_value(json_object_get(res.out, "next_cursor")), "-dash");
+	json_decref(res.out);
+	res.out = NULL;
+	CHECK(files_list(root, "h", "-dash", 1, FILES_LIST_NO_HIDDEN, &res) == RC_OK);
+	items = json_object_get(res.out, "items");
+	CHECK_STR(json_string_value(json_object_get(json_array_get(items, 0), "name")), "data");
+	CHECK_STR(json_string_value(json_object_get(res.out, "next_cursor")), "data");
+	json_decref(res.out);
+	res.out = NULL;
+	CHECK(files_list(root, "h", "data", 1, FILES_LIST_NO_HIDDEN, &res) == RC_OK);
+	CHECK(json_is_null(json_object_get(res.out, "next_cursor")));
+	json_decref(res.out);
+	res.out = NULL;
+	CHECK(files_list(root, "h", "zeta", 1, FILES_LIST_NO_HIDDEN, &res) == RC_OK);
+	CHECK(json_array_size(json_object_get(res.out, "items")) == 0);
+	json_decref(res.out);
 }
 
 TEST(counts_blocks_and_links_once)
@@ -138,7 +189,9 @@ TEST(previews)
 	put("t.csv", "a,b\n\"x, y\",2\n");
 	CHECK(files_preview(root, "t.csv", 1024, &res) == RC_OK);
 	CHECK_STR(json_string_value(json_object_get(res.out, "kind")), "csv");
-	CHECK_STR(json_string_value(json_array_get(json_array_get(json_object_get(res.out, "rows"), 1), 0)), "x, y");
+	CHECK_STR(json_string_value(
+	                  json_array_get(json_array_get(json_object_get(res.out, "rows"), 1), 0)),
+	          "x, y");
 	json_decref(res.out);
 	res.out = NULL;
 	put("long.txt", "0123456789\xe4\xbd\xa0");
@@ -189,6 +242,7 @@ int main(void)
 {
 	setup();
 	RUN(lists_in_pages_and_sees_changes);
+	RUN(hides_dot_names_on_request);
 	RUN(counts_blocks_and_links_once);
 	RUN(moves_copies_trashes_restores);
 	RUN(previews);

@@ -280,10 +280,10 @@ TEST(listing_a_huge_folder_is_refused_not_held)
 		CHECK(fd >= 0);
 		close(fd);
 	}
-	CHECK(files_list(root, "many", NULL, 10, &res) == RC_CONFLICT);
+	CHECK(files_list(root, "many", NULL, 10, 0, &res) == RC_CONFLICT);
 	CHECK(strstr(res.msg, "more than 100 entries") != NULL);
 	files_list_max = 2u << 20;
-	CHECK(files_list(root, "many", NULL, 10, &res) == RC_OK);
+	CHECK(files_list(root, "many", NULL, 10, 0, &res) == RC_OK);
 	json_decref(res.out);
 }
 

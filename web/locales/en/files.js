@@ -44,4 +44,9 @@ export default {
   'files.name': 'Name',
   'files.size': 'Size',
   'files.modified': 'Modified',
+  'files.showHidden': 'Show hidden files',
+  'files.hiddenCount': '{n} hidden (names starting with a dot)',
+  'files.hiddenShown': 'including {n} hidden',
+  'files.readOnly': 'This area is read-only for you: you can open and download files, not change them.',
+  'files.emptyReadOnly': 'This folder is empty.',
 };

@@ -44,4 +44,9 @@ export default {
   'files.name': '名称',
   'files.size': '大小',
   'files.modified': '修改时间',
+  'files.showHidden': '显示隐藏文件',
+  'files.hiddenCount': '已隐藏 {n} 项（以点开头的名称）',
+  'files.hiddenShown': '含 {n} 个隐藏项',
+  'files.readOnly': '此区域对您只读：可以打开和下载文件，不能修改。',
+  'files.emptyReadOnly': '此文件夹为空。',
 };
