@@ -64,7 +64,7 @@ static void checked(PGresult *res, enum rc rc, void *arg)
 	}
 	if (code) {
 		long long most = strtoll(db_val(res, 0, 5) ? db_val(res, 0, 5) : "0", NULL, 10);
-		const char *what = db_val(res, 0, 4);
+		const char *what = db_val(res, 0, 4) ? db_val(res, 0, 4) : "";
 		long long asked = strcmp(what, "slices") == 0 ? (long long)f->slices * f->nodes
 		                  : strcmp(what, "cpu_millis") == 0 ? f->cpu * f->nodes
 		                  : strcmp(what, "mem_mib") == 0    ? f->mem * f->nodes
