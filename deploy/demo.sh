@@ -317,7 +317,8 @@ user_up() {
 		# made by an earlier demo whose saved passwords are gone: a new one
 		pw=$(new_password)
 		say "$name exists without a saved password: setting a new one"
-		call POST "/users/$id/password" "$(jq -nc --arg p "$pw" '{password: $p}')"
+		# printed for use right away: no forced change at the next sign-in
+		call POST "/users/$id/password" "$(jq -nc --arg p "$pw" '{password: $p, must_change_password: false}')"
 	fi
 	printf '%s %s %s\n' "$name" "$role" "$pw" >>"$TMP/accounts"
 	want=$(jq -nc --argjson s "$slices" --argjson c "$cpu" --argjson m "$mem" \

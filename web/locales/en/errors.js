@@ -24,6 +24,7 @@ export default {
   'error.code.range_not_satisfiable': 'The requested part of the file does not exist.',
   'error.code.not_implemented': 'The server cannot do this (not implemented).',
   'error.code.bad_response': 'The server sent a reply that could not be read.',
+  'error.code.password_change_required': 'You must choose a new password before going on.',
   'error.code.exceeds_quota': 'This asks for more than your quota allows, even with nothing else running. Ask for less, or ask an administrator to raise the quota.',
   'error.code.never_fits': 'No node could ever hold this as asked. Ask for less.',
   // A refusal the server explains with numbers (details: what, most, asked).

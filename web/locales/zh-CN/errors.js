@@ -23,6 +23,7 @@ export default {
   'error.code.range_not_satisfiable': '请求的文件范围不存在。',
   'error.code.not_implemented': '服务器不支持此操作（尚未实现）。',
   'error.code.bad_response': '服务器返回了无法读取的响应。',
+  'error.code.password_change_required': '请先设置新密码再继续。',
   'error.code.exceeds_quota': '即使没有其他任务在运行，此请求也超出了您的配额。请减少请求的资源，或请管理员提高配额。',
   'error.code.never_fits': '没有任何节点能按所请求的资源容纳它。请减少请求的资源。',
   'error.where.pool': '池“{pool}”',
