@@ -1,7 +1,7 @@
 // ui.js — small DOM helpers shared by the pages: element building (never
 // innerHTML, so server data is always text), dialogs, notices, the
 // shown-once secret box.
-import { t, fromServer } from './i18n.js';
+import { t, tMaybe, fromServer, getLanguage, SERVER_LANGUAGE, formatNumber, formatBytes } from './i18n.js';
 
 // h('button', { class: 'btn', onclick: fn, 'data-nav': 'home' }, 'Text', child, ...)
 // Attributes: "class", "text", on<event> handlers, boolean true/false for
@@ -55,8 +55,26 @@ export function errorParts(err) {
   if (!err) return { text: '', detail: '' };
   if (err.code === 'network') return { text: t('error.network'), detail: '' };
   const server = err.message ? (err.hint ? `${err.message} — ${err.hint}` : err.message) : '';
+  const numbers = refusalText(err);
+  if (numbers && !(getLanguage() === SERVER_LANGUAGE && server)) return { text: numbers, detail: server };
   const said = fromServer(typeof err.code === 'string' ? `error.code.${err.code}` : null, server);
   return said.text ? said : { text: t('error.unknown'), detail: '' };
+}
+
+// A refusal the server explains with numbers (never_fits, exceeds_quota:
+// details [{ what, most, asked, pool }]) as a sentence of the interface's
+// language, with the amounts in the units the form shows; undefined when
+// the dictionary has none for it.
+const AMOUNT = {
+  cpu_millis: (v) => formatNumber(v / 1000),
+  mem_mib: (v) => formatBytes(v * 1024 * 1024),
+};
+function refusalText(err) {
+  const d = Array.isArray(err.details) ? err.details[0] : null;
+  if (!d || typeof d.what !== 'string' || typeof err.code !== 'string') return undefined;
+  const amount = AMOUNT[d.what] || ((v) => formatNumber(v));
+  const where = typeof d.pool === 'string' ? t('error.where.pool', { pool: d.pool }) : t('error.where.cluster');
+  return tMaybe(`error.${err.code}.${d.what}`, { where, most: amount(d.most), asked: amount(d.asked) });
 }
 
 export function errorText(err) {

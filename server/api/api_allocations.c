@@ -11,6 +11,7 @@
 #include <http_parser.h>
 
 #include "api/api.h"
+#include "api/admit.h"
 #include "auth/auth.h"
 #include "db/db.h"
 #include "base/config.h"
@@ -170,8 +171,8 @@ static void created(PGresult *res, enum rc rc, void *arg)
 		return;
 	}
 	if (!db_val(res, 0, 0)) {
-		/* no quota would ever admit it: say so now rather than queue it
-		 * for good */
+		/* no quota would ever admit it (an admin changed it since
+		 * admit_check()): say so now rather than queue it for good */
 		http_reply_error(r, RC_FORBIDDEN,
 		                 "an admin sets a quota for you or a default for your role"
 		                 " (PUT /api/v1/quotas/defaults)",
@@ -204,12 +205,27 @@ static int in_range(json_t *v, long long lo, long long hi)
 	       (json_integer_value(v) >= lo && json_integer_value(v) <= hi);
 }
 
+struct ask_state {
+	json_t *body;
+	struct admit fit;
+};
+
+static void ask_free(void *p)
+{
+	struct ask_state *st = p;
+
+	json_decref(st->body);
+	free(st);
+}
+
+static void ask_insert(struct http_req *r);
+
 static void ask(struct http_req *r)
 {
 	json_t *body = api_json_body(r, ask_spec);
 	const char *prio, *cuda;
 	json_t *lv, *nodes;
-	struct db_args a = DB_ARGS_INIT;
+	struct ask_state *st;
 
 	if (!body)
 		return;
@@ -266,10 +282,37 @@ static void ask(struct http_req *r)
 		        "only admins may hold an allocation without a lease");
 		return;
 	}
+	st = api_state(r, sizeof(*st), ask_free);
+	if (!st) {
+		json_decref(body);
+		return;
+	}
+	st->body = body; /* handed off */
+	nodes = json_object_get(body, "nodes");
+	st->fit.pool = json_string_value(json_object_get(body, "pool"));
+	st->fit.slices = (int)json_integer_value(json_object_get(body, "slices"));
+	st->fit.nodes = json_is_integer(nodes) ? (int)json_integer_value(nodes) : 1;
+	st->fit.cpu = json_integer_value(json_object_get(body, "cpu_millis"));
+	st->fit.mem = json_integer_value(json_object_get(body, "mem_mib"));
+	st->fit.ok = ask_insert;
+	/* refused at once when no limit would ever admit it or no node could
+	 * ever hold it */
+	admit_check(r, &st->fit);
+}
+
+/* Queues the request admit_check() let through. */
+static void ask_insert(struct http_req *r)
+{
+	struct ask_state *st = r->data;
+	json_t *body = st->body, *lv = json_object_get(body, "lease_s"), *nodes;
+	const char *prio = json_string_value(json_object_get(body, "priority"));
+	const char *cuda = json_string_value(json_object_get(body, "cuda_version"));
+	struct db_args a = DB_ARGS_INIT;
+
 	nodes = json_object_get(body, "nodes");
 	db_arg_ll(&a, r->auth->user_id);
 	db_arg_str(&a, json_string_value(json_object_get(body, "pool")));
-	db_arg_str(&a, prio);
+	db_arg_str(&a, prio ? prio : "normal");
 	db_arg_ll(&a, json_integer_value(json_object_get(body, "slices")));
 	db_arg_ll(&a, json_is_integer(nodes) ? json_integer_value(nodes) : 1);
 	db_arg_ll(&a, json_integer_value(json_object_get(body, "cpu_millis")));
@@ -287,7 +330,6 @@ static void ask(struct http_req *r)
 	        "  WHERE NOT EXISTS (SELECT 1 FROM w WHERE why IS NOT NULL) RETURNING id)"
 	        " SELECT (SELECT id FROM ins), (SELECT why FROM w)",
 	        &a, created, r);
-	json_decref(body);
 }
 
 /* ---- release ---- */

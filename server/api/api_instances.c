@@ -16,6 +16,7 @@
 #include <http_parser.h>
 
 #include "api/api.h"
+#include "api/admit.h"
 #include "auth/auth.h"
 #include "base/config.h"
 #include "base/events.h"
@@ -200,6 +201,7 @@ static void get(struct http_req *r)
 struct create_ctx {
 	json_t *body;
 	char id[24];
+	struct admit fit;
 };
 
 static void create_free(void *p)
@@ -359,6 +361,8 @@ static void create_insert(struct http_req *r)
 static void create_blocked(PGresult *res, enum rc rc, void *arg)
 {
 	struct http_req *r = arg;
+	struct create_ctx *c = r->data;
+	json_t *b = c->body;
 
 	if (rc != RC_OK) {
 		api_reply_db_error(r, rc, "");
@@ -369,7 +373,15 @@ static void create_blocked(PGresult *res, enum rc rc, void *arg)
 		                 "%s", db_val(res, 0, 0));
 		return;
 	}
-	create_insert(r);
+	/* refused at once when no limit would ever admit it or no node could
+	 * ever hold it */
+	c->fit.pool = json_string_value(json_object_get(b, "pool"));
+	c->fit.slices = (int)int_or(b, "slices", c->fit.pool ? 1 : 0);
+	c->fit.nodes = 1;
+	c->fit.cpu = int_or(b, "cpu_millis", 1000);
+	c->fit.mem = int_or(b, "mem_mib", 1024);
+	c->fit.ok = create_insert;
+	admit_check(r, &c->fit);
 }
 
 static void storage_check(struct http_req *r, db_cb cb)

@@ -3,11 +3,15 @@
 // free slices now; pools I may not use are shown but not offered) or none,
 // and resources with sliders bounded by the limits in force for me there
 // (GET /me/limits) and by the largest node that could take it; a note says
-// when the request will have to wait. Creating
-// goes to the instance's page, which shows the queue reason while it waits.
+// when the request will have to wait. Creating goes to the instance's page,
+// which shows the queue reason while it waits; a request that could never
+// run is refused, and the form says why (in the interface's language, with
+// the numbers: errorParts). Free slices are those some request could use
+// (usableFree).
 import { api } from '../api.js';
 import { t, formatNumber } from '../i18n.js';
 import { h, field, messageBox, busy, uid } from '../ui.js';
+import { usableFree } from '../parts/pool.js';
 
 const NAME_RE = /^[a-z0-9][a-z0-9._-]{0,62}$/;
 
@@ -93,7 +97,7 @@ export function render(main, ctx) {
     else if (p && num(q.max_slices) && (q.slices_in_use || 0) + want > q.max_slices) note = t('inst.new.waitQuota');
     else if ((num(q.max_cpu_millis) && (q.cpu_millis_in_use || 0) + cpuWant > q.max_cpu_millis)
       || (num(q.max_mem_mib) && (q.mem_mib_in_use || 0) + memWant > q.max_mem_mib)) note = t('inst.new.waitQuota');
-    else if (p && (p.free_slices || 0) < want) note = t('inst.new.waitFree', { free: formatNumber(p.free_slices || 0) });
+    else if (p && usableFree(p) < want) note = t('inst.new.waitFree', { free: formatNumber(usableFree(p)) });
     waitNote.textContent = note;
     waitNote.hidden = !note;
   }
@@ -130,8 +134,8 @@ export function render(main, ctx) {
           const q = limitFor(p);
           // closed to my role, or no slice for me at all: shown, not offered
           const shut = q.open === false || q.max_slices === 0;
-          return h('option', { value: p.name, 'data-free': p.free_slices, disabled: shut, 'data-shut': shut ? '' : null },
-            t(shut ? 'inst.new.poolOptionShut' : 'inst.new.poolOption', { name: p.name, free: formatNumber(p.free_slices || 0), total: formatNumber(p.slices || 0) }));
+          return h('option', { value: p.name, 'data-free': usableFree(p), disabled: shut, 'data-shut': shut ? '' : null },
+            t(shut ? 'inst.new.poolOptionShut' : 'inst.new.poolOption', { name: p.name, free: formatNumber(usableFree(p)), total: formatNumber(p.slices || 0) }));
         }));
       const usable = pools.find((p) => { const q = limitFor(p); return q.open !== false && q.max_slices !== 0; });
       poolSelect.value = usable ? usable.name : '';
