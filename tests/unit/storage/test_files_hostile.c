@@ -168,7 +168,7 @@ TEST(tar_never_emits_a_file_without_its_header)
 	{
 		/* content shaped as a tar header naming a file the user forged */
 		unsigned char h[512];
-		header(h, "FORGED-ENTRY", '0', 0, 0644, 0, NULL);
+		tar_header(h, "FORGED-ENTRY", '0', 0, 0644, 0, 0, 0, NULL);
 		CHECK(write(fd, h, 512) == 512);
 	}
 	close(fd);
