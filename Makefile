@@ -40,7 +40,8 @@ SRCS = $(addprefix server/base/,rc.c log.c config.c crypto.c worker.c csv.c cloc
        $(addprefix server/storage/,storage.c paths.c files.c quota.c areas.c) \
        $(addprefix server/auth/,auth.c) \
        $(addprefix server/sched/,place.c scheduler.c) \
-       $(addprefix server/work/,workload.c spec.c driver.c instances.c reconcile.c reclaim.c) \
+       $(addprefix server/work/,workload.c spec.c driver.c logscan.c instances.c jobs.c reconcile.c \
+         reclaim.c) \
        $(addprefix server/apps/,page.c activity.c forward.c route.c upstream.c tunnel.c \
          proxy.c terminal.c) \
        $(addprefix server/api/,api.c metrics.c api_health.c api_auth.c api_users.c \

@@ -172,7 +172,10 @@ json_t *spec_build(const struct spec_input *in, char *sig_out, size_t sig_len)
 		                    json_pack("[{s:s, s:o, s:[[s]]}]", "Driver", "nvidia",
 		                              "DeviceIDs", ids, "Capabilities", "gpu"));
 	}
-	snprintf(buf, sizeof(buf), "/home/%s", in->owner);
+	if (in->workdir)
+		snprintf(buf, sizeof(buf), "%s", in->workdir);
+	else
+		snprintf(buf, sizeof(buf), "/home/%s", in->owner);
 	spec = json_pack("{s:s, s:o, s:s, s:s, s:o, s:o, s:o, s:s}", "Image", in->image, "Env", env,
 	                 "User", user, "WorkingDir", buf, "Labels", labels, "ExposedPorts", exposed,
 	                 "HostConfig", hc, "Hostname", in->name);

@@ -54,6 +54,7 @@ struct spec_input {
 	const json_t *app_ports; /* [{"name", "port"}] published on host */
 	const char *host;        /* address app ports are published on */
 	const char *network;     /* the user's network (NetworkMode) */
+	const char *workdir;     /* the working directory; NULL: /home/<owner> */
 	long long cpu_millis, mem_mib, shm_mib, pids_limit;
 };
 

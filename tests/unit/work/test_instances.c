@@ -101,7 +101,7 @@ TEST(edge_count)
 	for (int f = 0; f < WL__COUNT; f++)
 		for (int t = 0; t < WL__COUNT; t++)
 			n += workload_edge_ok((enum workload_state)f, (enum workload_state)t);
-	CHECK(n == 35);
+	CHECK(n == 35 + 11); /* instances, then jobs (starting, succeeded, cancelled) */
 	CHECK(!workload_edge_ok(WL_DELETED, WL_QUEUED));
 	CHECK(!workload_edge_ok(WL__COUNT, WL_QUEUED));
 	CHECK_STR(workload_state_name(WL_CREATING), "creating");
