@@ -128,6 +128,7 @@ extern const struct route api_routes_routes[];
 extern const struct route api_terminal_routes[];
 extern const struct route api_tensorboards_routes[];
 extern const struct route api_instances_routes[];
+extern const struct route api_jobs_routes[];
 
 /* Seeds the first admin when no admin exists (blocking, start-up only).
  * Returns 0 or -1. */

@@ -110,6 +110,14 @@ static struct op *op_find(long long id)
 	return NULL;
 }
 
+int jobs_launching(long long node_id)
+{
+	for (struct op *o = ops; o; o = o->next)
+		if (o->kind == OP_LAUNCH && (o->node_id == node_id || !o->node_id))
+			return 1;
+	return 0;
+}
+
 int jobs_op_busy(long long id)
 {
 	return op_find(id) != NULL;
@@ -288,13 +296,15 @@ static void ended(int changed, void *arg)
 static void finish(struct op *o, enum workload_state to, const char *reason, const char *code)
 {
 	unsigned flags = WL_RELEASE | WL_CLEAR_CONTAINER;
-	struct workload_change c = { .kind = WL_KIND_JOB,
-		                     .id = o->id,
-		                     .from = ST | R | S,
-		                     .to = to,
-		                     .reason = reason,
-		                     .reason_code = code };
+	struct workload_change c = {
+		.kind = WL_KIND_JOB, .id = o->id, .to = to, .reason = reason, .reason_code = code
+	};
 
+	/* from whichever of starting, running, stopping may end so */
+	for (int s = WL_RUNNING; s < WL__COUNT; s++)
+		if ((s == WL_STARTING || s == WL_RUNNING || s == WL_STOPPING) &&
+		    workload_edge_ok((enum workload_state)s, to))
+			c.from |= WL_BIT(s);
 	if (o->has_exit)
 		flags |= WL_EXIT_CODE;
 	c.flags = flags;

@@ -36,6 +36,10 @@ void jobs_shutdown(void);
  * home/<username>/jobs/<id>-<name>. */
 void jobs_directory(const char *username, long long id, const char *name, char *out, size_t outlen);
 
+/* 1 while a launch on the node is under way in this process (it may be
+ * about to use a network the listing shows as empty). */
+int jobs_launching(long long node_id);
+
 /* 1 when this process runs an operation on job id. */
 int jobs_op_busy(long long id);
 

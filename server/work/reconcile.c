@@ -26,6 +26,7 @@
 #include "engine/docker.h"
 #include "engine/nodes.h"
 #include "work/instances.h"
+#include "work/jobs.h"
 #include "work/workload.h"
 
 #define MAX_NODES 256
@@ -143,7 +144,7 @@ static void nets_listed(struct docker_call *call, enum rc rc, int status, const 
 		if (!name || !id || !cl || strcmp(cl, instances_cluster_id()) != 0 ||
 		    strspn(id, "0123456789abcdef") != strlen(id) || json_object_get(k->used, name))
 			continue;
-		if (instances_launching(k->node_id))
+		if (instances_launching(k->node_id) || jobs_launching(k->node_id))
 			break; /* a launch may be about to use it: next round */
 		log_msg(LOG_INFO, "reconcile", NULL, "node '%s': removing empty network %s",
 		        k->node, name);
