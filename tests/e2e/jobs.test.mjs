@@ -152,9 +152,9 @@ describe('jobs in the browser', () => {
 
   it('shows the pages in Chinese', async () => {
     await page.locator('[data-lang-switch]').selectOption('zh-CN');
+    await page.locator('a', { hasText: '← 全部作业' }).click();
     await page.getByRole('heading', { name: '作业', level: 1 }).waitFor();
     assert.equal((await page.locator('[data-nav="jobs"]').textContent()).trim(), '作业');
-    await page.locator('a', { hasText: '← 全部作业' }).click();
     await row('train-bad').waitFor();
     assert.equal((await row('train-1').locator('[data-state]').first().textContent()).trim(), '成功');
     assert.equal((await row('train-bad').locator('[data-state]').first().textContent()).trim(), '失败');

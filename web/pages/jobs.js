@@ -4,7 +4,7 @@
 // ("Show more"). Polled every 3 s while shown.
 import { api } from '../api.js';
 import { t, formatNumber, formatDate } from '../i18n.js';
-import { h, messageBox, emptyRow } from '../ui.js';
+import { h, messageBox, emptyRow, icon } from '../ui.js';
 import { poll } from '../parts/poll.js';
 import { JOB_STATES, jobStateBadge, jobReason, jobResources, cancelButton } from '../parts/job.js';
 
@@ -83,12 +83,15 @@ export function render(main, ctx) {
         h('p', { class: 'muted' }, t('job.intro'))),
       h('a', { class: 'btn btn-primary', href: '#/jobs/new', 'data-action': 'new-job' }, t('job.new'))),
     msg.el,
-    h('div', { class: 'toolbar' }, stateSel, search,
-      ctx.user.role === 'admin'
-        ? h('label', { class: 'check' }, h('input', { type: 'checkbox', 'data-action': 'show-all', onchange: (e) => { all = e.target.checked; refresh(); } }), ' ', t('job.filter.everyone'))
-        : null),
     counts,
     h('div', { class: 'card card-flush' },
+      h('div', { class: 'card-toolbar' },
+        h('div', { class: 'search' },
+          h('span', { class: 'search-icon', 'aria-hidden': 'true' }, icon('search', 16)), search),
+        h('div', { class: 'search' }, stateSel),
+        ctx.user.role === 'admin'
+          ? h('label', { class: 'check' }, h('input', { type: 'checkbox', 'data-action': 'show-all', onchange: (e) => { all = e.target.checked; refresh(); } }), ' ', t('job.filter.everyone'))
+          : null),
       h('div', { class: 'table-wrap' },
         h('table', { class: 'table', 'data-table': 'jobs' },
           h('thead', null, h('tr', null,
