@@ -57,8 +57,17 @@ struct op {
 	struct driver_launch l;
 	struct docker_call *call; /* watch: the log stream, then inspect, remove */
 	int logfd;                /* watch: output.log, appending */
-	int restreams;            /* watch: log streams re-opened for a running container */
-	struct event *timer;      /* watch: the runtime limit */
+	int posfd;                /* watch: the log's checkpoint (POS_FILE) */
+	off_t size;               /* watch: bytes in output.log */
+	char ts[40];              /* watch: the current message's timestamp so far */
+	size_t tslen;
+	int in_ts; /* watch: reading a message's timestamp */
+	int have_cur, have_ck;
+	long long cur_sec, ck_sec; /* the current message's time; the checkpoint's */
+	long cur_nsec, ck_nsec;
+	off_t ck_size;       /* output.log's size at the checkpoint */
+	int restreams;       /* watch: log streams re-opened for a running container */
+	struct event *timer; /* watch: the runtime limit */
 	/* watch: how it ends when stopped on purpose (0: not stopped) */
 	enum workload_state stop_to;
 	char stop_reason[300];
@@ -132,6 +141,7 @@ static struct op *op_new(long long id, enum op_kind kind)
 	o->id = id;
 	o->kind = kind;
 	o->logfd = -1;
+	o->posfd = -1;
 	container_name(id, o->name, sizeof(o->name));
 	o->next = ops;
 	ops = o;
@@ -151,6 +161,8 @@ static void op_free(struct op *o)
 		event_free(o->timer);
 	if (o->logfd >= 0)
 		close(o->logfd);
+	if (o->posfd >= 0)
+		close(o->posfd);
 	driver_launch_release(&o->l);
 	free(o);
 }
@@ -173,7 +185,17 @@ static void ignore_call(struct docker_call *call, enum rc rc, int status, const 
 	(void)arg;
 }
 
-/* ---- the job directory ---- */
+/* ---- the job directory ----
+ *
+ * output.log is written from a logs stream with timestamps=1: each
+ * message's timestamp is taken off and remembered.  When a message is
+ * known whole (the next one begins), (its time, the log's size) is the
+ * checkpoint, kept in POS_FILE beside the log.  A watch that resumes (this
+ * process's stream ended early, or a new process after a crash) cuts the
+ * log back to the checkpoint's size and asks the engine for what came
+ * after the checkpoint's time: nothing is lost, nothing written twice. */
+#define POS_FILE ".gpucloud-log-position"
+#define POS_LEN  63
 
 /* Opens the job directory's parent chain beneath the user's home, making
  * what is missing (owned by the user), and returns the directory's fd, or
@@ -271,6 +293,8 @@ static int prepare_dir(struct op *o, const char *hparams, char *err, size_t errl
 	}
 	if (o->logfd < 0)
 		o->logfd = file_open(d, "output.log", O_RDWR | O_APPEND, uid);
+	if (o->posfd < 0)
+		o->posfd = file_open(d, POS_FILE, O_RDWR, uid);
 	close(d);
 	if (o->logfd < 0) {
 		snprintf(err, errlen, "could not open output.log in the job directory: %s",
@@ -283,6 +307,51 @@ static int prepare_dir(struct op *o, const char *hparams, char *err, size_t errl
 /* ---- watch: the log, the end ---- */
 
 static void watch_stream(struct op *o, int from_start);
+
+/* The message before the one now beginning is whole: checkpoint it. */
+static void checkpoint(struct op *o)
+{
+	char rec[POS_LEN + 1];
+	int n;
+
+	if (!o->have_cur)
+		return;
+	o->ck_sec = o->cur_sec;
+	o->ck_nsec = o->cur_nsec;
+	o->ck_size = o->size;
+	o->have_ck = 1;
+	if (o->posfd < 0)
+		return;
+	n = snprintf(rec, sizeof(rec), "%lld %ld %lld", o->ck_sec, o->ck_nsec,
+	             (long long)o->ck_size);
+	if (n < 0 || n >= POS_LEN)
+		return;
+	memset(rec + n, ' ', (size_t)(POS_LEN - 1 - n));
+	rec[POS_LEN - 1] = '\n';
+	if (pwrite(o->posfd, rec, POS_LEN, 0) != POS_LEN)
+		log_msg(LOG_WARN, "jobs", NULL, "job %lld: cannot write the log checkpoint: %s",
+		        o->id, strerror(errno));
+}
+
+/* The checkpoint a process before this one left, if any. */
+static void load_checkpoint(struct op *o)
+{
+	char rec[POS_LEN + 1];
+	long long sec, size;
+	long ns;
+	ssize_t n = o->posfd >= 0 ? pread(o->posfd, rec, POS_LEN, 0) : -1;
+
+	if (n <= 0)
+		return;
+	rec[n] = '\0';
+	if (sscanf(rec, "%lld %ld %lld", &sec, &ns, &size) != 3 || sec < 0 || ns < 0 ||
+	    ns > 999999999L || size < 0)
+		return;
+	o->ck_sec = sec;
+	o->ck_nsec = ns;
+	o->ck_size = (off_t)size;
+	o->have_ck = 1;
+}
 
 static void ended(int changed, void *arg)
 {
@@ -437,7 +506,27 @@ static int log_data(struct docker_call *call, int stream, const char *data, size
 	struct op *o = arg;
 
 	(void)call;
-	(void)stream;
+	if (stream & DOCKER_FRAME_START) {
+		/* a message begins: the one before is whole */
+		checkpoint(o);
+		o->in_ts = 1;
+		o->tslen = 0;
+	}
+	/* its timestamp and a space come first */
+	while (len > 0 && o->in_ts) {
+		char ch = *data++;
+		len--;
+		if (ch == ' ') {
+			o->in_ts = 0;
+			o->have_cur =
+			        logscan_docker_ts(o->ts, o->tslen, &o->cur_sec, &o->cur_nsec) == 0;
+		} else if (o->tslen < sizeof(o->ts)) {
+			o->ts[o->tslen++] = ch;
+		} else {
+			o->in_ts = 0; /* not a timestamp: no checkpoint for it */
+			o->have_cur = 0;
+		}
+	}
 	/* stdout and stderr in the order they came, as one file */
 	while (len > 0 && o->logfd >= 0) {
 		ssize_t n = write(o->logfd, data, len);
@@ -448,6 +537,7 @@ static int log_data(struct docker_call *call, int stream, const char *data, size
 			        o->id, strerror(errno));
 			break;
 		}
+		o->size += n;
 		data += n;
 		len -= (size_t)n;
 	}
@@ -478,18 +568,39 @@ static void stream_ended(struct docker_call *call, enum rc rc, int status, const
 }
 
 /* Follows the container's log into output.log until it exits: from the
- * start after a launch (nothing printed before the follow is lost), from
- * now when resumed (what was printed while no process followed is not
- * fetched again, so nothing is written twice). */
+ * start after a launch, else from the checkpoint (see POS_FILE above). */
 static void watch_stream(struct op *o, int from_start)
 {
 	struct docker_engine *e = nodes_engine(o->node_id);
-	char path[300];
+	char path[300], since[64] = "";
 
-	snprintf(path, sizeof(path), "/containers/%s/logs?follow=1&stdout=1&stderr=1%s", o->name,
-	         from_start ? "" : "&tail=0");
-	o->call = e ? docker_stream(e, "GET", path, NULL, NULL, 0, NULL, 0, 1, log_data,
-	                            stream_ended, o)
+	o->in_ts = 0;
+	o->have_cur = 0;
+	if (!from_start && !o->have_ck)
+		load_checkpoint(o);
+	if (from_start || !o->have_ck) {
+		o->have_ck = 0;
+		o->size = 0;
+		if (o->posfd >= 0 && ftruncate(o->posfd, 0) < 0)
+			log_msg(LOG_WARN, "jobs", NULL, "job %lld: cannot reset the checkpoint",
+			        o->id);
+	} else {
+		long long sec = o->ck_sec;
+		long ns = o->ck_nsec + 1; /* after the checkpoint's message */
+		if (ns > 999999999L) {
+			sec++;
+			ns = 0;
+		}
+		o->size = o->ck_size;
+		snprintf(since, sizeof(since), "&since=%lld.%09ld", sec, ns);
+	}
+	if (o->logfd >= 0 && ftruncate(o->logfd, o->size) < 0)
+		log_msg(LOG_WARN, "jobs", NULL, "job %lld: cannot cut output.log back: %s", o->id,
+		        strerror(errno));
+	snprintf(path, sizeof(path),
+	         "/containers/%s/logs?follow=1&stdout=1&stderr=1&timestamps=1%s", o->name, since);
+	o->call = e ? docker_stream(e, "GET", path, NULL, NULL, 0, NULL, 0, DOCKER_DEMUX_FRAMES,
+	                            log_data, stream_ended, o)
 	            : NULL;
 	if (!o->call)
 		inspected(NULL, RC_UNAVAILABLE, 0, "", 0, "the node's engine is not available", o);

@@ -15,7 +15,8 @@
  * A job whose process died (kill -9, a new leader) is resumed from the
  * database: a starting job's create finds its container by its
  * deterministic name (gc-<cluster8>-job-<id>); a running job's log is
- * followed again from that moment.
+ * followed again from its last checkpoint, so output.log stays complete
+ * and in order, without a line twice.
  */
 #ifndef GPUCLOUD_JOBS_H
 #define GPUCLOUD_JOBS_H

@@ -221,3 +221,65 @@ long logscan_reason(const char *buf, size_t len, int is_tail, char *out, size_t 
 	}
 	return 0;
 }
+
+/* n digits at s as a number, or -1. */
+static long digits(const char *s, int n)
+{
+	long v = 0;
+
+	for (int i = 0; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -1;
+		v = v * 10 + (s[i] - '0');
+	}
+	return v;
+}
+
+int logscan_docker_ts(const char *s, size_t n, long long *sec, long *nsec)
+{
+	static const char shape[] = "dddd-dd-ddTdd:dd:dd";
+	long y, mo, d, h, mi, se, frac = 0;
+	long long days;
+	size_t i = 19;
+	int fd = 0;
+
+	if (n < 20 || s[n - 1] != 'Z')
+		return -1;
+	for (size_t k = 0; k < 19; k++)
+		if (shape[k] != 'd' && s[k] != shape[k])
+			return -1;
+	y = digits(s, 4);
+	mo = digits(s + 5, 2);
+	d = digits(s + 8, 2);
+	h = digits(s + 11, 2);
+	mi = digits(s + 14, 2);
+	se = digits(s + 17, 2);
+	if (y < 1970 || mo < 1 || mo > 12 || d < 1 || d > 31 || h < 0 || h > 23 || mi < 0 ||
+	    mi > 59 || se < 0 || se > 60)
+		return -1;
+	if (s[i] == '.') {
+		for (i++; i < n - 1 && fd < 9; i++, fd++) {
+			if (s[i] < '0' || s[i] > '9')
+				return -1;
+			frac = frac * 10 + (s[i] - '0');
+		}
+		if (fd == 0)
+			return -1;
+		for (int k = fd; k < 9; k++)
+			frac *= 10;
+	}
+	if (i != n - 1)
+		return -1;
+	/* days from the civil date (H. Hinnant's algorithm) */
+	{
+		long yy = y - (mo <= 2);
+		long era = yy / 400;
+		long yoe = yy - era * 400;
+		long doy = (153 * (mo + (mo > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+		long doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+		days = (long long)era * 146097 + doe - 719468;
+	}
+	*sec = days * 86400 + h * 3600 + mi * 60 + se;
+	*nsec = frac;
+	return 0;
+}
