@@ -108,6 +108,15 @@ describe('jobs', () => {
     assert.match(l.json.items[0].reason, /ValueError/);
   });
 
+  it('fails a job killed at its memory limit as OOM-killed', async () => {
+    const j = await submit(alice.c, w, { name: 'hungry', mem_mib: 32, command: ['sh', '-c', 'echo allocating; dd if=/dev/zero of=/dev/null bs=256M count=1; echo survived'] });
+    const done = await waitJob(alice.c, j.id, FINAL);
+    assert.equal(done.state, 'failed', JSON.stringify(done));
+    assert.equal(done.reason_code, 'oom_killed', JSON.stringify(done));
+    assert.match(done.reason, /^killed for going over its memory limit of 32 MiB \(OOM\)/);
+    assert.equal(liveAllocs(w.srv, j.id), 0);
+  });
+
   it('cancels a running job: SIGTERM, grace, kill; GPUs back at once, container gone, directory kept', async () => {
     const j = await submit(alice.c, w, { name: 'sleeper', pool: 'a100', slices: 2, command: ['sh', '-c', 'echo started; exec sleep 300'] });
     const run = await waitJob(alice.c, j.id, 'running');
