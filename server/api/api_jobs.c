@@ -23,6 +23,7 @@
 
 #include "api/api.h"
 #include "auth/auth.h"
+#include "base/cron.h"
 #include "base/events.h"
 #include "base/worker.h"
 #include "db/db.h"
@@ -689,8 +690,10 @@ struct log_ctx {
 	long tail;     /* lines */
 	char *buf;     /* what is sent */
 	size_t len;
-	int err;  /* errno of a failed read (0: none) */
-	int gone; /* the client left */
+	int err;        /* errno of a failed read (0: none) */
+	int gone;       /* the client left */
+	int follow;     /* ?follow=1: Server-Sent Events */
+	long long from; /* follow: the Last-Event-ID offset, or -1 */
 };
 
 /* worker: the last tail lines (at most LOG_MAX_BYTES) of the log */
@@ -778,6 +781,280 @@ static void log_gone(void *arg)
 	c->gone = 1;
 }
 
+/* -- follow: Server-Sent Events from the growing file --
+ *
+ * Each whole line is one event whose id is the byte offset just after it,
+ * so a client that reconnects with Last-Event-ID goes on where it was.
+ * One cron section polls every follower's file (FOLLOW_MS; a few small
+ * reads on local disk) and reads each job's state every FOLLOW_CHECK
+ * ticks: once it has ended and the file has no more, "event: end" with the
+ * state closes the stream. */
+#define FOLLOW_MS      250
+#define FOLLOW_CHECK   4
+#define FOLLOW_READ    (64 * 1024)
+#define FOLLOW_BACKLOG (1u << 20)
+
+struct follow {
+	struct http_req *r;
+	struct storage_area area;
+	char rel[400];
+	char ids[24];
+	int fd;
+	off_t off;       /* the next byte to send */
+	char part[4096]; /* a line not ended yet */
+	size_t plen;
+	char state[16]; /* the job's state at the last check ("" none yet) */
+	int ticks;
+	int checking;   /* a state read is out */
+	int gone;       /* the client left */
+	int start_tail; /* lines to start with (no Last-Event-ID) */
+	struct follow *next;
+};
+
+static struct follow *followers;
+static struct cron_section *follow_cron;
+
+static int final_state(const char *st)
+{
+	return strcmp(st, "succeeded") == 0 || strcmp(st, "failed") == 0 ||
+	       strcmp(st, "cancelled") == 0 || strcmp(st, "lost") == 0;
+}
+
+static void follow_unlink(struct follow *f)
+{
+	for (struct follow **pp = &followers; *pp; pp = &(*pp)->next)
+		if (*pp == f) {
+			*pp = f->next;
+			break;
+		}
+	f->next = NULL;
+}
+
+static void follow_free(void *p)
+{
+	struct follow *f = p;
+
+	follow_unlink(f);
+	if (f->fd >= 0)
+		close(f->fd);
+	free(f);
+}
+
+/* One event for line[0..n) ending at offset end. */
+static int follow_event(struct follow *f, const char *line, size_t n, off_t end)
+{
+	char head[48];
+	struct evbuffer *b = evbuffer_new();
+	int rc;
+
+	if (!b)
+		return -1;
+	snprintf(head, sizeof(head), "id: %lld\ndata: ", (long long)end);
+	evbuffer_add(b, head, strlen(head));
+	for (size_t i = 0; i < n; i++)
+		if (line[i] != '\r')
+			evbuffer_add(b, line + i, 1);
+	evbuffer_add(b, "\n\n", 2);
+	rc = http_stream_write(f->r, evbuffer_pullup(b, -1), evbuffer_get_length(b));
+	evbuffer_free(b);
+	return rc;
+}
+
+/* The offset where the last n lines of fd begin (looking back at most
+ * 256 KiB; a line cut there is left out). */
+static off_t tail_start(int fd, long n)
+{
+	static char buf[256 * 1024];
+	struct stat st;
+	off_t from;
+	ssize_t got;
+	long lines = 0;
+
+	if (fstat(fd, &st) < 0 || st.st_size == 0)
+		return 0;
+	from = st.st_size > (off_t)sizeof(buf) ? st.st_size - (off_t)sizeof(buf) : 0;
+	got = pread(fd, buf, sizeof(buf), from);
+	if (got <= 0)
+		return st.st_size;
+	for (ssize_t i = got - 2; i >= 0; i--)
+		if (buf[i] == '\n' && ++lines >= n)
+			return from + i + 1;
+	if (from == 0)
+		return 0;
+	{
+		char *nl = memchr(buf, '\n', (size_t)got);
+		return nl ? from + (nl - buf) + 1 : st.st_size;
+	}
+}
+
+/* Ends the stream (ended: the job has, say so first); frees f. */
+static void follow_stop(struct follow *f, int ended)
+{
+	if (ended && f->plen) {
+		follow_event(f, f->part, f->plen, f->off);
+		f->plen = 0;
+	}
+	if (ended) {
+		char ev[64];
+		snprintf(ev, sizeof(ev), "event: end\ndata: %s\n\n", f->state);
+		http_stream_write(f->r, ev, strlen(ev));
+	}
+	http_stream_end(f->r); /* frees f (data_free) */
+}
+
+/* Sends the whole lines the file has beyond f->off; the bytes read. */
+static ssize_t follow_read(struct follow *f)
+{
+	static char buf[FOLLOW_READ];
+	struct stat st;
+	ssize_t n;
+	size_t start = 0;
+
+	if (f->fd < 0) {
+		/* not there before the job starts */
+		int home = storage_area_open(&f->area);
+		if (home < 0)
+			return 0;
+		f->fd = paths_open(home, f->rel, O_RDONLY, 0);
+		close(home);
+		if (f->fd < 0)
+			return 0;
+		if (fstat(f->fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+			close(f->fd);
+			f->fd = -1;
+			return 0;
+		}
+		if (f->start_tail > 0)
+			f->off = tail_start(f->fd, f->start_tail);
+	}
+	if (fstat(f->fd, &st) < 0)
+		return 0;
+	if (st.st_size < f->off) {
+		/* cut back to a checkpoint (jobs.c): it grows again from there */
+		f->off = st.st_size;
+		f->plen = 0;
+	}
+	n = pread(f->fd, buf, sizeof(buf), f->off);
+	if (n <= 0)
+		return 0;
+	for (ssize_t i = 0; i < n; i++) {
+		if (buf[i] != '\n')
+			continue;
+		if (f->plen) {
+			/* the held beginning, then this piece */
+			size_t k = (size_t)i - start;
+			if (f->plen + k > sizeof(f->part))
+				k = sizeof(f->part) - f->plen;
+			memcpy(f->part + f->plen, buf + start, k);
+			follow_event(f, f->part, f->plen + k, f->off + i + 1);
+			f->plen = 0;
+		} else {
+			follow_event(f, buf + start, (size_t)i - start, f->off + i + 1);
+		}
+		start = (size_t)i + 1;
+	}
+	/* the unended rest waits for its newline (a very long one goes out in
+	 * pieces) */
+	while (start < (size_t)n) {
+		size_t k = (size_t)n - start;
+		if (k > sizeof(f->part) - f->plen)
+			k = sizeof(f->part) - f->plen;
+		memcpy(f->part + f->plen, buf + start, k);
+		f->plen += k;
+		start += k;
+		if (f->plen == sizeof(f->part)) {
+			follow_event(f, f->part, f->plen, f->off + (off_t)start);
+			f->plen = 0;
+		}
+	}
+	f->off += n;
+	return n;
+}
+
+static void follow_checked(PGresult *res, enum rc rc, void *arg)
+{
+	struct follow *f = arg;
+
+	f->checking = 0;
+	if (f->gone) {
+		http_stream_end(f->r);
+		return;
+	}
+	if (rc == RC_OK && PQntuples(res) == 1)
+		snprintf(f->state, sizeof(f->state), "%s", db_val(res, 0, 0));
+}
+
+/* cron: every follower's file and, now and then, its job's state */
+static void follow_tick(struct cron_section *s, void *arg)
+{
+	struct follow *f, *next;
+
+	(void)s;
+	(void)arg;
+	for (f = followers; f; f = next) {
+		const char *p[1] = { f->ids };
+		ssize_t n = 0;
+		next = f->next;
+		if (f->gone)
+			continue;
+		if (http_stream_backlog(f->r) < FOLLOW_BACKLOG)
+			n = follow_read(f);
+		if (n == 0 && !f->checking && f->state[0] && final_state(f->state)) {
+			follow_stop(f, 1);
+			continue;
+		}
+		if (!f->checking && f->ticks++ % FOLLOW_CHECK == 0) {
+			f->checking = 1;
+			db_query("SELECT state FROM jobs WHERE id = $1", 1, p, follow_checked, f);
+		}
+	}
+}
+
+static void follow_gone(struct http_req *r, void *arg)
+{
+	struct follow *f = r->data;
+
+	(void)arg;
+	f->gone = 1;
+	follow_unlink(f);
+	if (!f->checking)
+		http_stream_end(r);
+	/* else the state read's completion ends it */
+}
+
+/* Starts following the log of the row's job (log_row's columns); from:
+ * the Last-Event-ID offset, or -1 for the last tail lines. */
+static void follow_begin(struct http_req *r, const PGresult *res, long tail, long long from)
+{
+	struct follow *f = calloc(1, sizeof(*f));
+
+	if (!follow_cron)
+		follow_cron = cron_every("job-log-follow", FOLLOW_MS, FOLLOW_MS, follow_tick, NULL);
+	if (!f || !follow_cron) {
+		free(f);
+		http_reply_error(r, RC_NOMEM, NULL, "out of memory");
+		return;
+	}
+	f->r = r;
+	f->fd = -1;
+	f->off = from >= 0 ? from : 0;
+	f->start_tail = from >= 0 ? 0 : (int)tail;
+	snprintf(f->ids, sizeof(f->ids), "%s", db_val(res, 0, 3));
+	storage_area_home(&f->area, strtoll(db_val(res, 0, 0), NULL, 10), db_val(res, 0, 1));
+	snprintf(f->rel, sizeof(f->rel), "jobs/%s/output.log", db_val(res, 0, 2));
+	if (r->data_free)
+		r->data_free(r->data);
+	r->data = f;
+	r->data_free = follow_free;
+	f->next = followers;
+	followers = f;
+	http_add_header(r, "Cache-Control", "no-store");
+	http_add_header(r, "X-Accel-Buffering", "no");
+	http_stream_begin(r, 200, "text/event-stream; charset=utf-8", -1);
+	http_req_on_close(r, follow_gone, NULL);
+	cron_soon(follow_cron, 1);
+}
+
 static void log_row(PGresult *res, enum rc rc, void *arg)
 {
 	struct http_req *r = arg;
@@ -789,6 +1066,10 @@ static void log_row(PGresult *res, enum rc rc, void *arg)
 	}
 	if (PQntuples(res) != 1) {
 		http_reply_error(r, RC_NOTFOUND, "GET /api/v1/jobs lists yours", "no such job");
+		return;
+	}
+	if (c->follow) {
+		follow_begin(r, res, c->tail, c->from);
 		return;
 	}
 	storage_area_home(&c->area, strtoll(db_val(res, 0, 0), NULL, 10), db_val(res, 0, 1));
@@ -806,14 +1087,20 @@ static void logs(struct http_req *r)
 {
 	struct log_ctx *c;
 	long long id;
-	char tail[16], ids[24], uid[24];
-	const char *p[2];
-	long nt;
+	char tail[16], follow[8], ids[24], uid[24];
+	const char *p[2], *last;
+	long nt, nf;
 
 	if (api_id(r, "id", &id) < 0)
 		return;
-	if ((nt = api_query(r, "tail", tail, sizeof(tail))) == -2)
+	if ((nt = api_query(r, "tail", tail, sizeof(tail))) == -2 ||
+	    (nf = api_query(r, "follow", follow, sizeof(follow))) == -2)
 		return;
+	if (nf >= 0 && strcmp(follow, "0") != 0 && strcmp(follow, "1") != 0) {
+		http_reply_error(r, RC_INVALID, "follow=1 streams the log",
+		                 "follow must be 0 or 1");
+		return;
+	}
 	c = calloc(1, sizeof(*c));
 	if (!c) {
 		http_reply_error(r, RC_NOMEM, NULL, "out of memory");
@@ -830,6 +1117,19 @@ static void logs(struct http_req *r)
 		}
 		c->tail = (long)t;
 	}
+	c->follow = nf >= 0 && strcmp(follow, "1") == 0;
+	c->from = -1;
+	last = http_header(r, "Last-Event-ID");
+	if (c->follow && last) {
+		long long v;
+		if (http_parse_decimal(last, &v) < 0) {
+			free(c);
+			http_reply_error(r, RC_INVALID, NULL,
+			                 "Last-Event-ID must be an event id this stream sent");
+			return;
+		}
+		c->from = v;
+	}
 	c->r = r;
 	r->data = c;
 	r->data_free = free;
@@ -837,7 +1137,7 @@ static void logs(struct http_req *r)
 	p[0] = ids;
 	p[1] = owner_param(r, uid, sizeof(uid));
 	db_query("SELECT j.user_id, u.username, substr(j.directory,"
-	         "  length('home/' || u.username || '/jobs/') + 1)"
+	         "  length('home/' || u.username || '/jobs/') + 1), j.id"
 	         " FROM jobs j JOIN users u ON u.id = j.user_id"
 	         " WHERE j.id = $1 AND ($2::bigint IS NULL OR j.user_id = $2::bigint)",
 	         2, p, log_row, r);

@@ -59,21 +59,18 @@ struct op {
 	int logfd;                /* watch: output.log, appending */
 	int posfd;                /* watch: the log's checkpoint (POS_FILE) */
 	off_t size;               /* watch: bytes in output.log */
-	char ts[40];              /* watch: the current message's timestamp so far */
-	size_t tslen;
-	int in_ts; /* watch: reading a message's timestamp */
-	int have_cur, have_ck;
-	long long cur_sec, ck_sec; /* the current message's time; the checkpoint's */
-	long cur_nsec, ck_nsec;
-	off_t ck_size;       /* output.log's size at the checkpoint */
-	int restreams;       /* watch: log streams re-opened for a running container */
-	struct event *timer; /* watch: the runtime limit */
+	long long msgs;           /* watch: the engine's log messages begun so far */
+	long long skip;           /* watch: messages this stream still skips (written before) */
+	int skipping;             /* watch: the current message is one of them */
+	int restreams;            /* watch: log streams re-opened for a running container */
+	struct event *timer;      /* watch: the runtime limit */
 	/* watch: how it ends when stopped on purpose (0: not stopped) */
 	enum workload_state stop_to;
 	char stop_reason[300];
 	char stop_code[32];
 	/* watch: what the end writes */
-	int exit_code, has_exit;
+	int exit_code, has_exit, oom;
+	int swept; /* watch: the log was read once more after the exit */
 	struct op *next;
 };
 
@@ -187,13 +184,17 @@ static void ignore_call(struct docker_call *call, enum rc rc, int status, const 
 
 /* ---- the job directory ----
  *
- * output.log is written from a logs stream with timestamps=1: each
- * message's timestamp is taken off and remembered.  When a message is
- * known whole (the next one begins), (its time, the log's size) is the
- * checkpoint, kept in POS_FILE beside the log.  A watch that resumes (this
- * process's stream ended early, or a new process after a crash) cuts the
- * log back to the checkpoint's size and asks the engine for what came
- * after the checkpoint's time: nothing is lost, nothing written twice. */
+ * output.log is written from the engine's logs stream, one frame per log
+ * message, in the order of the engine's log file (docker.c marks where
+ * each frame begins).  Each time a message begins, the ones before it are
+ * whole: (how many, the log's size) is the checkpoint, kept in POS_FILE
+ * beside the log.  A stream that must start again (this process's follow
+ * ended before the program did, the last read after the exit, a new
+ * process after a crash) asks for the log from its first message and
+ * skips the messages already written — after a crash, from the checkpoint,
+ * with the log cut back to its size: nothing is lost, nothing written
+ * twice.  (Timestamps would not do: stdout's and stderr's are not in
+ * order with each other.) */
 #define POS_FILE ".gpucloud-log-position"
 #define POS_LEN  63
 
@@ -306,24 +307,21 @@ static int prepare_dir(struct op *o, const char *hparams, char *err, size_t errl
 
 /* ---- watch: the log, the end ---- */
 
-static void watch_stream(struct op *o, int from_start);
+/* watch_stream() modes */
+enum { LOG_NEW, LOG_ON, LOG_RESUME };
 
-/* The message before the one now beginning is whole: checkpoint it. */
+static void watch_stream(struct op *o, int mode);
+static void exited(struct op *o);
+
+/* The messages before the one now beginning are whole: checkpoint them. */
 static void checkpoint(struct op *o)
 {
 	char rec[POS_LEN + 1];
 	int n;
 
-	if (!o->have_cur)
-		return;
-	o->ck_sec = o->cur_sec;
-	o->ck_nsec = o->cur_nsec;
-	o->ck_size = o->size;
-	o->have_ck = 1;
 	if (o->posfd < 0)
 		return;
-	n = snprintf(rec, sizeof(rec), "%lld %ld %lld", o->ck_sec, o->ck_nsec,
-	             (long long)o->ck_size);
+	n = snprintf(rec, sizeof(rec), "%lld %lld", o->msgs, (long long)o->size);
 	if (n < 0 || n >= POS_LEN)
 		return;
 	memset(rec + n, ' ', (size_t)(POS_LEN - 1 - n));
@@ -333,24 +331,24 @@ static void checkpoint(struct op *o)
 		        o->id, strerror(errno));
 }
 
-/* The checkpoint a process before this one left, if any. */
-static void load_checkpoint(struct op *o)
+/* The checkpoint a process before this one left: the log is cut back to
+ * it, and its messages are not written again.  None: from the start. */
+static void resume_checkpoint(struct op *o)
 {
 	char rec[POS_LEN + 1];
-	long long sec, size;
-	long ns;
+	long long msgs = 0, size = 0;
 	ssize_t n = o->posfd >= 0 ? pread(o->posfd, rec, POS_LEN, 0) : -1;
 
-	if (n <= 0)
-		return;
-	rec[n] = '\0';
-	if (sscanf(rec, "%lld %ld %lld", &sec, &ns, &size) != 3 || sec < 0 || ns < 0 ||
-	    ns > 999999999L || size < 0)
-		return;
-	o->ck_sec = sec;
-	o->ck_nsec = ns;
-	o->ck_size = (off_t)size;
-	o->have_ck = 1;
+	if (n > 0) {
+		rec[n] = '\0';
+		if (sscanf(rec, "%lld %lld", &msgs, &size) != 2 || msgs < 0 || size < 0)
+			msgs = size = 0;
+	}
+	o->msgs = msgs;
+	o->size = (off_t)size;
+	if (o->logfd >= 0 && ftruncate(o->logfd, o->size) < 0)
+		log_msg(LOG_WARN, "jobs", NULL, "job %lld: cannot cut output.log back: %s", o->id,
+		        strerror(errno));
 }
 
 static void ended(int changed, void *arg)
@@ -444,8 +442,7 @@ static void inspected(struct docker_call *call, enum rc rc, int status, const ch
 {
 	struct op *o = arg;
 	json_t *j, *st;
-	char why[600], cause[300], msg[300];
-	int oom;
+	char why[600], msg[300];
 
 	(void)call;
 	o->call = NULL;
@@ -474,13 +471,30 @@ static void inspected(struct docker_call *call, enum rc rc, int status, const ch
 	if (json_is_true(json_object_get(st, "Running")) && o->restreams++ < 20) {
 		/* the stream ended, the program did not: follow it again */
 		json_decref(j);
-		watch_stream(o, 0);
+		watch_stream(o, LOG_ON);
 		return;
 	}
 	o->exit_code = (int)json_integer_value(json_object_get(st, "ExitCode"));
 	o->has_exit = 1;
-	oom = json_is_true(json_object_get(st, "OOMKilled"));
+	o->oom = json_is_true(json_object_get(st, "OOMKilled"));
 	json_decref(j);
+	if (!o->swept) {
+		/* a follow may end before the engine has read the last of the
+		 * program's output: read what came after the checkpoint once
+		 * more, whole, now that nothing more can come */
+		o->swept = 1;
+		watch_stream(o, LOG_ON);
+		return;
+	}
+	exited(o);
+}
+
+/* The container exited (o->exit_code, o->oom) and its log is whole. */
+static void exited(struct op *o)
+{
+	char why[600], cause[300];
+	int oom = o->oom;
+
 	if (o->stop_to) {
 		end_with(o, o->stop_to, o->stop_reason, o->stop_code);
 		return;
@@ -507,26 +521,20 @@ static int log_data(struct docker_call *call, int stream, const char *data, size
 
 	(void)call;
 	if (stream & DOCKER_FRAME_START) {
-		/* a message begins: the one before is whole */
-		checkpoint(o);
-		o->in_ts = 1;
-		o->tslen = 0;
-	}
-	/* its timestamp and a space come first */
-	while (len > 0 && o->in_ts) {
-		char ch = *data++;
-		len--;
-		if (ch == ' ') {
-			o->in_ts = 0;
-			o->have_cur =
-			        logscan_docker_ts(o->ts, o->tslen, &o->cur_sec, &o->cur_nsec) == 0;
-		} else if (o->tslen < sizeof(o->ts)) {
-			o->ts[o->tslen++] = ch;
+		if (o->skip > 0) {
+			/* written by an earlier stream */
+			o->skip--;
+			o->skipping = 1;
 		} else {
-			o->in_ts = 0; /* not a timestamp: no checkpoint for it */
-			o->have_cur = 0;
+			/* a message begins: the ones before are whole */
+			o->skipping = 0;
+			if (o->msgs > 0)
+				checkpoint(o);
+			o->msgs++;
 		}
 	}
+	if (o->skipping)
+		return 0;
 	/* stdout and stderr in the order they came, as one file */
 	while (len > 0 && o->logfd >= 0) {
 		ssize_t n = write(o->logfd, data, len);
@@ -560,6 +568,10 @@ static void stream_ended(struct docker_call *call, enum rc rc, int status, const
 	(void)len;
 	(void)err;
 	o->call = NULL;
+	if (o->swept) {
+		exited(o); /* the last read, after the exit, is done */
+		return;
+	}
 	snprintf(path, sizeof(path), "/containers/%s/json", o->name);
 	o->call =
 	        e ? docker_request(e, "GET", path, NULL, NULL, 0, NULL, 30000, inspected, o) : NULL;
@@ -567,38 +579,29 @@ static void stream_ended(struct docker_call *call, enum rc rc, int status, const
 		inspected(NULL, RC_UNAVAILABLE, 0, "", 0, "the node's engine is not available", o);
 }
 
-/* Follows the container's log into output.log until it exits: from the
- * start after a launch, else from the checkpoint (see POS_FILE above). */
-static void watch_stream(struct op *o, int from_start)
+/* Follows the container's log into output.log until it exits (after the
+ * exit, o->swept: reads it once, without following).  mode: the log is new
+ * (a launch), goes on (this process wrote o->msgs messages), or resumes
+ * from the checkpoint of a process before (see POS_FILE above). */
+static void watch_stream(struct op *o, int mode)
 {
 	struct docker_engine *e = nodes_engine(o->node_id);
-	char path[300], since[64] = "";
+	char path[300];
 
-	o->in_ts = 0;
-	o->have_cur = 0;
-	if (!from_start && !o->have_ck)
-		load_checkpoint(o);
-	if (from_start || !o->have_ck) {
-		o->have_ck = 0;
+	if (mode == LOG_NEW) {
+		o->msgs = 0;
 		o->size = 0;
-		if (o->posfd >= 0 && ftruncate(o->posfd, 0) < 0)
-			log_msg(LOG_WARN, "jobs", NULL, "job %lld: cannot reset the checkpoint",
-			        o->id);
-	} else {
-		long long sec = o->ck_sec;
-		long ns = o->ck_nsec + 1; /* after the checkpoint's message */
-		if (ns > 999999999L) {
-			sec++;
-			ns = 0;
-		}
-		o->size = o->ck_size;
-		snprintf(since, sizeof(since), "&since=%lld.%09ld", sec, ns);
+		if ((o->logfd >= 0 && ftruncate(o->logfd, 0) < 0) ||
+		    (o->posfd >= 0 && ftruncate(o->posfd, 0) < 0))
+			log_msg(LOG_WARN, "jobs", NULL, "job %lld: cannot empty output.log: %s",
+			        o->id, strerror(errno));
+	} else if (mode == LOG_RESUME) {
+		resume_checkpoint(o);
 	}
-	if (o->logfd >= 0 && ftruncate(o->logfd, o->size) < 0)
-		log_msg(LOG_WARN, "jobs", NULL, "job %lld: cannot cut output.log back: %s", o->id,
-		        strerror(errno));
-	snprintf(path, sizeof(path),
-	         "/containers/%s/logs?follow=1&stdout=1&stderr=1&timestamps=1%s", o->name, since);
+	o->skip = o->msgs;
+	o->skipping = 0;
+	snprintf(path, sizeof(path), "/containers/%s/logs?%sstdout=1&stderr=1", o->name,
+	         o->swept ? "" : "follow=1&");
 	o->call = e ? docker_stream(e, "GET", path, NULL, NULL, 0, NULL, 0, DOCKER_DEMUX_FRAMES,
 	                            log_data, stream_ended, o)
 	            : NULL;
@@ -636,7 +639,7 @@ static void deadline(evutil_socket_t fd, short what, void *arg)
 
 /* Starts watching a started job: the log, the runtime limit (left: seconds
  * until it is reached). */
-static void watch_begin(struct op *o, int from_start, long long left)
+static void watch_begin(struct op *o, int mode, long long left)
 {
 	struct timeval tv;
 
@@ -646,7 +649,7 @@ static void watch_begin(struct op *o, int from_start, long long left)
 	tv.tv_usec = 0;
 	if (o->timer)
 		evtimer_add(o->timer, &tv);
-	watch_stream(o, from_start);
+	watch_stream(o, mode);
 }
 
 /* -- resume a watch (a process that died, a new leader) -- */
@@ -690,7 +693,7 @@ static void resume_row(PGresult *res, enum rc rc, void *arg)
 		                      NULL);
 	}
 	free(x);
-	watch_begin(o, 0, strtoll(db_val(res, 0, 4), NULL, 10));
+	watch_begin(o, LOG_RESUME, strtoll(db_val(res, 0, 4), NULL, 10));
 }
 
 static void op_resume(long long id, enum workload_state stop_to, const char *why)
@@ -742,7 +745,7 @@ static void running_set(int changed, void *arg)
 	log_msg(LOG_INFO, "jobs", NULL, "job %lld: container %.12s started on node %lld", o->id,
 	        o->l.cid, o->node_id);
 	driver_launch_release(&o->l);
-	watch_begin(o, 1, o->max_runtime);
+	watch_begin(o, LOG_NEW, o->max_runtime);
 }
 
 static void launch_running(void *arg, const char *ports)

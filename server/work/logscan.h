@@ -25,10 +25,4 @@
  * or -1 when outlen is 0. */
 long logscan_reason(const char *buf, size_t len, int is_tail, char *out, size_t outlen);
 
-/* The timestamp a Docker logs stream with timestamps=1 puts before each
- * message: "2026-12-02T09:07:00.123456789Z" (RFC 3339, UTC, up to nine
- * fraction digits) in s[0..n).  Sets *sec (Unix seconds) and *nsec.
- * Returns 0, or -1 when s is not one. */
-int logscan_docker_ts(const char *s, size_t n, long long *sec, long *nsec);
-
 #endif

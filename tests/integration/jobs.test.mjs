@@ -169,6 +169,42 @@ describe('jobs', () => {
     assert.equal(d.reason_code, 'runtime_exceeded');
   });
 
+  it('follows a log as Server-Sent Events, resumable with Last-Event-ID, ending with the job', async () => {
+    // Reads an SSE stream to its end: [{id, data, event}]
+    const sse = async (path, headers = {}) => {
+      const res = await fetch(w.srv.base + path, { headers: { cookie: alice.c.cookieHeader(), ...headers }, signal: AbortSignal.timeout(30000) });
+      assert.equal(res.status, 200);
+      assert.match(res.headers.get('content-type'), /^text\/event-stream/);
+      const text = await res.text();
+      return text.split('\n\n').filter(Boolean).map((block) => {
+        const ev = {};
+        for (const line of block.split('\n')) {
+          const i = line.indexOf(': ');
+          ev[line.slice(0, i)] = line.slice(i + 2);
+        }
+        return ev;
+      });
+    };
+    const j = await submit(alice.c, w, { name: 'talker', command: ['sh', '-c', 'for i in 1 2 3 4 5; do echo "msg $i"; sleep 0.3; done; printf "no newline"'] });
+    // subscribed while it is queued or starting: everything, then the end
+    const evs = await sse(`/api/v1/jobs/${j.id}/logs?follow=1`);
+    const lines = evs.filter((e) => e.data !== undefined && !e.event).map((e) => e.data);
+    assert.deepEqual(lines, ['msg 1', 'msg 2', 'msg 3', 'msg 4', 'msg 5', 'no newline']);
+    assert.deepEqual(evs.at(-1), { event: 'end', data: 'succeeded' });
+    // ids are byte offsets: resuming after "msg 2" gives the rest only
+    const after2 = evs.find((e) => e.data === 'msg 2').id;
+    assert.equal(Number(after2), 'msg 1\nmsg 2\n'.length);
+    const rest = await sse(`/api/v1/jobs/${j.id}/logs?follow=1`, { 'last-event-id': after2 });
+    assert.deepEqual(rest.filter((e) => !e.event).map((e) => e.data), ['msg 3', 'msg 4', 'msg 5', 'no newline']);
+    // an ended job's follow: the last tail lines, then the end at once
+    const t = await sse(`/api/v1/jobs/${j.id}/logs?follow=1&tail=2`);
+    assert.deepEqual(t.map((e) => e.data), ['msg 5', 'no newline', 'succeeded']);
+    // others cannot; bad values are refused
+    assert.equal((await bob.c.get(`/api/v1/jobs/${j.id}/logs?follow=1`)).status, 404);
+    assert.equal((await alice.c.get(`/api/v1/jobs/${j.id}/logs?follow=yes`)).status, 400);
+    assert.equal((await alice.c.get(`/api/v1/jobs/${j.id}/logs?follow=1`, { 'last-event-id': 'x' })).status, 400);
+  });
+
   it('makes one job of a retried submit with the same Idempotency-Key', async () => {
     const body = { name: 'idem', command: ['true'] };
     const a = await alice.c.post('/api/v1/jobs', { image_id: w.image.id, cpu_millis: 200, mem_mib: 64, ...body }, { 'idempotency-key': 'k-123' });

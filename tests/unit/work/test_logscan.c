@@ -71,29 +71,8 @@ TEST(tail_and_bytes)
 	CHECK(logscan_reason(NULL, 0, 0, out, sizeof(out)) == 0);
 }
 
-TEST(docker_ts)
-{
-	long long sec;
-	long ns;
-	const char *a = "2026-12-02T09:07:00.123456789Z", *b = "1970-01-01T00:00:00Z";
-	const char *c = "2024-02-29T23:59:59.5Z";
-
-	CHECK(logscan_docker_ts(a, strlen(a), &sec, &ns) == 0);
-	CHECK(sec == 1796202420LL && ns == 123456789);
-	CHECK(logscan_docker_ts(b, strlen(b), &sec, &ns) == 0 && sec == 0 && ns == 0);
-	CHECK(logscan_docker_ts(c, strlen(c), &sec, &ns) == 0);
-	CHECK(sec == 1709251199LL && ns == 500000000);
-	CHECK(logscan_docker_ts("2026-12-02T09:07:00.Z", 21, &sec, &ns) == -1);
-	CHECK(logscan_docker_ts("2026-12-02 09:07:00Z", 20, &sec, &ns) == -1);
-	CHECK(logscan_docker_ts("2026-13-02T09:07:00Z", 20, &sec, &ns) == -1);
-	CHECK(logscan_docker_ts("2026-12-02T09:07:00.1234567890Z", 31, &sec, &ns) == -1);
-	CHECK(logscan_docker_ts("2026-12-02T09:07:00", 19, &sec, &ns) == -1);
-	CHECK(logscan_docker_ts("hello", 5, &sec, &ns) == -1);
-}
-
 int main(void)
 {
-	RUN(docker_ts);
 	RUN(tracebacks);
 	RUN(signatures);
 	RUN(tail_and_bytes);
