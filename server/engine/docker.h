@@ -69,8 +69,8 @@ struct docker_call *docker_request(struct docker_engine *e, const char *method, 
  * demux: 1 to split 8-byte-framed container streams (logs/attach without a
  * TTY), 0 for raw bodies, DOCKER_DEMUX_FRAMES to split them and mark the
  * first piece of each frame (on_data's stream is then ORed with
- * DOCKER_FRAME_START): a logs stream with timestamps=1 starts each message
- * with its timestamp, and the mark says where one begins. */
+ * DOCKER_FRAME_START): a logs stream sends one frame per log message, so
+ * the mark says where a message begins. */
 #define DOCKER_DEMUX_FRAMES 2
 #define DOCKER_FRAME_START  0x100
 struct docker_call *docker_stream(struct docker_engine *e, const char *method, const char *path,

@@ -38,6 +38,22 @@ TEST(edges)
 	CHECK(!instances_transition_ok("running", "queued"));
 	CHECK(!instances_transition_ok("", "queued"));
 	CHECK(!instances_transition_ok("queued", "nonsense"));
+	/* jobs: queued → starting → running → succeeded | failed | cancelled |
+	 * lost, cancel and the runtime limit through stopping */
+	CHECK(instances_transition_ok("queued", "starting"));
+	CHECK(instances_transition_ok("queued", "cancelled"));
+	CHECK(instances_transition_ok("starting", "running"));
+	CHECK(instances_transition_ok("starting", "failed"));
+	CHECK(instances_transition_ok("running", "succeeded"));
+	CHECK(instances_transition_ok("running", "stopping"));
+	CHECK(instances_transition_ok("stopping", "cancelled"));
+	CHECK(instances_transition_ok("stopping", "failed"));
+	/* a job's end is final; nothing succeeds before it ran */
+	CHECK(!instances_transition_ok("succeeded", "queued"));
+	CHECK(!instances_transition_ok("cancelled", "running"));
+	CHECK(!instances_transition_ok("queued", "succeeded"));
+	CHECK(!instances_transition_ok("starting", "succeeded"));
+	CHECK(!instances_transition_ok("running", "cancelled"));
 }
 
 TEST(exit_codes)

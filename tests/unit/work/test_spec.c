@@ -109,6 +109,12 @@ TEST(hardening)
 	}
 	CHECK(json_object_get(spec, "Cmd") == NULL);
 	json_decref(spec);
+	/* a job runs in its directory */
+	in.workdir = "/home/alice/jobs/7-train";
+	spec = spec_build(&in, NULL, 0);
+	CHECK_STR(json_string_value(json_object_get(spec, "WorkingDir")),
+	          "/home/alice/jobs/7-train");
+	json_decref(spec);
 }
 
 TEST(declared_devices)
