@@ -161,6 +161,18 @@ describe('jobs', () => {
     assert.equal(h.reason, 'cancelled by admin');
   });
 
+  it('preempts a scavenger job for normal work: it fails with that reason and its GPUs go to the other job', async () => {
+    const scav = await submit(alice.c, w, { name: 'scav', pool: 'a100', slices: 4, priority: 'scavenger', command: ['sleep', '300'] });
+    await waitJob(alice.c, scav.id, 'running');
+    const normal = await submit(bob.c, w, { name: 'urgent', pool: 'a100', slices: 2, command: ['sh', '-c', 'echo got it'] });
+    const d = await waitJob(alice.c, scav.id, FINAL, 30000);
+    assert.equal(d.state, 'failed', JSON.stringify(d));
+    assert.equal(d.reason_code, 'preempted');
+    assert.equal(d.reason, 'preempted by higher-priority work');
+    const n = await waitJob(bob.c, normal.id, FINAL, 30000);
+    assert.equal(n.state, 'succeeded', JSON.stringify(n));
+  });
+
   it('stops a job at its maximum runtime', async () => {
     const j = await submit(alice.c, w, { name: 'too-long', max_runtime_s: 2, command: ['sleep', '60'] });
     const d = await waitJob(alice.c, j.id, FINAL, 30000);
