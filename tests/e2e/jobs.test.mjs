@@ -144,6 +144,7 @@ describe('jobs in the browser', () => {
     await submit({ name: 'sleeper', command: 'echo up; exec sleep 300' });
     await page.locator('h1 [data-state=running]').waitFor({ timeout: 30000 });
     await until(async () => /up/.test(await page.locator('[data-log]').textContent()), 'the log while it runs');
+    assert.match(await page.locator('[data-log-state]').textContent(), /Following the log live/);
     await page.locator('[data-action=cancel]').click();
     await page.locator('[data-action=confirm]').click();
     await page.locator('h1 [data-state=cancelled]').waitFor({ timeout: 20000 });

@@ -1,9 +1,10 @@
 // pages/job-detail.js — one job (#/job?id=N): its state (polled), why it
 // waits or how it ended (reason, exit code), cancel while it lives, its
 // facts (image, command, hyperparameters, node, GPUs, resources, directory,
-// timestamps) and the tail of its log, refreshed while it runs and once
-// more when it ends (the log is read from the job directory, so it is
-// there after the container is gone).
+// timestamps) and the tail of its log: followed live (Server-Sent Events,
+// which resume by themselves after a dropped connection) while the job
+// lives, read once when it has ended (the log is read from the job
+// directory, so it is there after the container is gone).
 import { api } from '../api.js';
 import { t, formatNumber, formatDate } from '../i18n.js';
 import { h, messageBox } from '../ui.js';
@@ -23,6 +24,8 @@ export function render(main) {
   let job = null;
   let key = '';
   let lastLogState = '';
+  let es = null; // the live log (EventSource) while the job lives
+  const MAX_LOG = 200000;
 
   function draw() {
     const why = jobReason(job);
@@ -60,13 +63,37 @@ export function render(main) {
     } catch { /* the next poll tries again */ }
   }
 
+  function follow() {
+    if (es) return;
+    logBox.textContent = '';
+    logState.textContent = t('job.detail.logLive');
+    es = new EventSource(`/api/v1/jobs/${id}/logs?follow=1&tail=${TAIL}`);
+    es.onmessage = (e) => {
+      if (!main.isConnected) { stopFollow(); return; }
+      const atEnd = logBox.scrollTop + logBox.clientHeight >= logBox.scrollHeight - 4;
+      logBox.append(`${e.data}\n`);
+      if (logBox.textContent.length > MAX_LOG) logBox.textContent = logBox.textContent.slice(-MAX_LOG / 2);
+      if (atEnd) logBox.scrollTop = logBox.scrollHeight;
+    };
+    es.addEventListener('end', () => {
+      stopFollow();
+      logState.textContent = logBox.textContent ? '' : t('job.detail.logEmpty');
+    });
+  }
+
+  function stopFollow() {
+    if (es) es.close();
+    es = null;
+  }
+
   function show(got) {
     job = got;
     const k = JSON.stringify(got);
     if (k !== key) { key = k; draw(); }
     msg.clear();
-    // the log while it runs, and once more when it has ended
-    if (jobLive(job.state) || lastLogState !== job.state) loadLog();
+    // followed while it lives; an ended job's log is read once
+    if (jobLive(job.state)) follow();
+    else if (!es && lastLogState !== job.state) loadLog();
     lastLogState = job.state;
   }
 
@@ -81,9 +108,9 @@ export function render(main) {
     h('section', { class: 'card' }, h('h2', null, t('job.detail.facts')), facts),
     h('section', { class: 'card' },
       h('div', { class: 'page-head-row' }, h('h2', null, t('job.detail.log')),
-        h('button', { type: 'button', class: 'btn btn-small', 'data-action': 'reload-log', onclick: loadLog }, t('job.detail.reloadLog'))),
+        h('button', { type: 'button', class: 'btn btn-small', 'data-action': 'reload-log', onclick: () => { if (!es) loadLog(); } }, t('job.detail.reloadLog'))),
       logState, logBox)));
   let poller = null;
   if (!Number.isInteger(id) || id < 1) { head.replaceChildren(h('h1', null, t('job.detail.gone'))); return; }
-  poller = poll(() => api.get(`/jobs/${id}`), POLL_MS, { until: main, show, fail });
+  poller = poll(() => api.get(`/jobs/${id}`), POLL_MS, { until: main, show, fail, stopped: stopFollow });
 }

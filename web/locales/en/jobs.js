@@ -63,7 +63,7 @@ export default {
   'job.detail.seconds': '{n} s',
   'job.detail.log': 'Log (last lines)',
   'job.detail.logEmpty': 'Nothing printed yet.',
-  'job.detail.logLive': 'Refreshing while the job runs.',
+  'job.detail.logLive': 'Following the log live.',
   'job.detail.reloadLog': 'Reload',
   'job.form.title': 'Submit a job',
   'job.form.intro': 'The command runs in the image, in the job\'s directory in your home. Hyperparameters reach it as GPUCLOUD_HPARAMS_JSON and hyperparameters.json.',

@@ -63,7 +63,7 @@ export default {
   'job.detail.seconds': '{n} 秒',
   'job.detail.log': '日志（最后几行）',
   'job.detail.logEmpty': '尚无输出。',
-  'job.detail.logLive': '作业运行期间自动刷新。',
+  'job.detail.logLive': '正在实时跟踪日志。',
   'job.detail.reloadLog': '刷新',
   'job.form.title': '提交作业',
   'job.form.intro': '命令在镜像中运行，工作目录为你主目录中的作业目录。超参数通过 GPUCLOUD_HPARAMS_JSON 和 hyperparameters.json 传入。',
