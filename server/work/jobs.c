@@ -64,6 +64,8 @@ struct op {
 	int skipping;             /* watch: the current message is one of them */
 	int restreams;            /* watch: log streams re-opened for a running container */
 	struct event *timer;      /* watch: the runtime limit */
+	struct event *again;      /* watch: the next try while the engine is unreachable */
+	int unreachable;          /* watch: tries since the engine last answered */
 	/* watch: how it ends when stopped on purpose (0: not stopped) */
 	enum workload_state stop_to;
 	char stop_reason[300];
@@ -156,6 +158,8 @@ static void op_free(struct op *o)
 		}
 	if (o->timer)
 		event_free(o->timer);
+	if (o->again)
+		event_free(o->again);
 	if (o->logfd >= 0)
 		close(o->logfd);
 	if (o->posfd >= 0)
@@ -437,6 +441,18 @@ static void log_cause(struct op *o, char *out, size_t outlen)
 		logscan_reason(buf, (size_t)n, from > 0, out, outlen);
 }
 
+/* An engine that does not answer is asked again UNREACHABLE_TRIES times,
+ * UNREACHABLE_PAUSE_S apart, before the job is lost. */
+#define UNREACHABLE_TRIES   10
+#define UNREACHABLE_PAUSE_S 3
+
+static void try_again(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	watch_stream(arg, LOG_ON);
+}
+
 static void inspected(struct docker_call *call, enum rc rc, int status, const char *body,
                       size_t len, const char *err, void *arg)
 {
@@ -446,6 +462,15 @@ static void inspected(struct docker_call *call, enum rc rc, int status, const ch
 
 	(void)call;
 	o->call = NULL;
+	if (rc != RC_OK && o->unreachable++ < UNREACHABLE_TRIES) {
+		/* an engine restarting, a network blip: the job may well run on;
+		 * follow it again in a moment (what was written is not again) */
+		struct timeval tv = { UNREACHABLE_PAUSE_S, 0 };
+		if (!o->again)
+			o->again = evtimer_new(base, try_again, o);
+		if (o->again && evtimer_add(o->again, &tv) == 0)
+			return;
+	}
 	if (rc != RC_OK) {
 		snprintf(why, sizeof(why), "the node's engine is unreachable: %s",
 		         err && *err ? err : rc_code(rc));
@@ -466,6 +491,7 @@ static void inspected(struct docker_call *call, enum rc rc, int status, const ch
 		         o->stop_to ? o->stop_code : "container_lost");
 		return;
 	}
+	o->unreachable = 0;
 	j = json_loadb(body, len, 0, NULL);
 	st = json_object_get(j, "State");
 	if (json_is_true(json_object_get(st, "Running")) && o->restreams++ < 20) {
@@ -1087,5 +1113,8 @@ void jobs_shutdown(void)
 		if (o->timer)
 			event_free(o->timer);
 		o->timer = NULL;
+		if (o->again)
+			event_free(o->again);
+		o->again = NULL;
 	}
 }
