@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { assertErrorShape, stopClean, call, sha256hex } from '../lib/itest.mjs';
-import { world, mkUser, cleanup, ours, sql, eventually, env } from './instances_lib.mjs';
+import { world, mkUser, cleanup, ours, sql, eventually, env, docker, inspect, clusterId } from './instances_lib.mjs';
 
 const FINAL = ['succeeded', 'failed', 'cancelled', 'lost'];
 
@@ -215,6 +215,28 @@ describe('jobs', () => {
     assert.equal((await bob.c.get(`/api/v1/jobs/${j.id}/logs?follow=1`)).status, 404);
     assert.equal((await alice.c.get(`/api/v1/jobs/${j.id}/logs?follow=yes`)).status, 400);
     assert.equal((await alice.c.get(`/api/v1/jobs/${j.id}/logs?follow=1`, { 'last-event-id': 'x' })).status, 400);
+  });
+
+  it('removes a container of an ended job that was left behind, never a live one or another cluster\'s', async () => {
+    const url = env.GPUCLOUD_WORLD_DOCKER1;
+    const cl = clusterId(w.srv);
+    const ended = Number(sql(w.srv, "SELECT min(id) FROM jobs WHERE state = 'succeeded'"));
+    const left = `gc-${cl.slice(0, 8)}-job-${ended}`;
+    const foreign = `gc-test-foreign-job-${process.pid}`;
+    docker(url, 'create', '--name', left, '--label', `gpucloud.cluster=${cl}`, '--label', 'gpucloud.kind=job', '--label', `gpucloud.id=${ended}`, env.GPUCLOUD_WORLD_IMAGE, 'sleep', '60');
+    docker(url, 'create', '--name', foreign, '--label', 'gpucloud.cluster=someoneelse', '--label', 'gpucloud.kind=job', '--label', `gpucloud.id=${ended}`, env.GPUCLOUD_WORLD_IMAGE, 'sleep', '60');
+    try {
+      const live = await submit(alice.c, w, { name: 'alive', command: ['sleep', '300'] });
+      const run = await waitJob(alice.c, live.id, 'running');
+      assert.ok(await eventually(() => !ours(w.srv, url).some((c) => c.name === left), 10000), 'the left-behind container was removed');
+      assert.equal(inspect(url, foreign).Name, `/${foreign}`, 'another cluster\'s is untouched');
+      assert.ok(ours(w.srv, url).some((c) => c.name === run.container_name && c.state === 'running'), 'the live job\'s container stays');
+      assert.equal((await alice.c.get(`/api/v1/jobs/${live.id}`)).json.state, 'running');
+      assert.equal((await alice.c.post(`/api/v1/jobs/${live.id}/cancel`)).status, 202);
+      await waitJob(alice.c, live.id, FINAL);
+    } finally {
+      docker(url, 'rm', '-f', foreign);
+    }
   });
 
   it('makes one job of a retried submit with the same Idempotency-Key', async () => {
