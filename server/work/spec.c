@@ -126,7 +126,9 @@ json_t *spec_build(const struct spec_input *in, char *sig_out, size_t sig_len)
 	append(sig, sizeof(sig), "|net=", in->network);
 	add_env(env, "GPUCLOUD_APP_TOKEN", in->app_token ? in->app_token : "");
 	snprintf(buf, sizeof(buf), "%lld", in->id);
-	add_env(env, "GPUCLOUD_INSTANCE_ID", buf);
+	/* a job's id is another number space: jobs.c sets GPUCLOUD_JOB_ID */
+	if (!in->kind || strcmp(in->kind, "job") != 0)
+		add_env(env, "GPUCLOUD_INSTANCE_ID", buf);
 	snprintf(buf, sizeof(buf), "/home/%s", in->owner);
 	add_env(env, "HOME", buf);
 	add_env(env, "USER", in->owner);
