@@ -31,8 +31,8 @@ CREATE TABLE jobs (
     shm_mib          bigint NOT NULL DEFAULT 64 CHECK (shm_mib > 0),
     priority         alloc_priority NOT NULL DEFAULT 'normal',
     max_runtime_s    integer NOT NULL DEFAULT 86400 CHECK (max_runtime_s > 0),
-    -- retry policy: requeue after node loss or preemption, at most
-    -- retry_limit times (recorded; the requeue itself comes later)
+    -- retry policy: requeued after preemption or the loss of its node or
+    -- container, at most retry_limit times (retries so far)
     retry_limit      integer NOT NULL DEFAULT 0 CHECK (retry_limit BETWEEN 0 AND 10),
     retries          integer NOT NULL DEFAULT 0 CHECK (retries >= 0),
     state            text NOT NULL DEFAULT 'queued'
@@ -65,3 +65,5 @@ CREATE INDEX jobs_state_idx ON jobs (state, id DESC);
 -- the driver's pass: live jobs only
 CREATE INDEX jobs_live_idx ON jobs (id) WHERE state IN ('queued', 'starting', 'running', 'stopping');
 CREATE INDEX jobs_request_idx ON jobs (request_id);
+-- the driver's pass: ended jobs their retry policy may requeue
+CREATE INDEX jobs_requeue_idx ON jobs (id) WHERE state IN ('failed', 'lost') AND retries < retry_limit;

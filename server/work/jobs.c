@@ -24,6 +24,7 @@
 #include <jansson.h>
 
 #include "base/config.h"
+#include "base/events.h"
 #include "base/log.h"
 #include "db/db.h"
 #include "engine/docker.h"
@@ -37,7 +38,7 @@
 #include "work/spec.h"
 #include "work/workload.h"
 
-enum op_kind { OP_LAUNCH, OP_WATCH };
+enum op_kind { OP_LAUNCH, OP_WATCH, OP_REQUEUE };
 
 /* one operation in flight for one job */
 struct op {
@@ -1014,6 +1015,97 @@ static void op_launch(long long id)
 	         1, p, launch_row, o);
 }
 
+/* ---- retry policy ----
+ *
+ * A job that ended for a cause that is not its own (RETRYABLE: preempted,
+ * its node or container lost) and has retries left is queued again with a
+ * new allocation request; it keeps its directory, and the ended attempt's
+ * log is kept beside it as output.attempt-<n>.log (renamed before the
+ * requeue is written, so a crash between the two renames nothing twice:
+ * output.log is gone until the next launch makes it). */
+#define RETRYABLE "('preempted', 'node_lost', 'container_lost')"
+
+static void requeued(PGresult *res, enum rc rc, void *arg)
+{
+	struct op *o = arg;
+
+	if (rc == RC_OK && PQntuples(res) == 1 && strcmp(db_val(res, 0, 0), "0") != 0) {
+		log_msg(LOG_INFO, "jobs", NULL, "job %lld: %s → queued (retry %s)", o->id,
+		        db_val(res, 0, 1), db_val(res, 0, 2));
+		events_publish(EV_ALLOC_CHANGED);
+	}
+	op_free(o);
+}
+
+/* Columns: 0 user_id, 1 username, 2 directory, 3 retries, 4 state. */
+static void requeue_row(PGresult *res, enum rc rc, void *arg)
+{
+	struct op *o = arg;
+	struct storage_area a = { 0 };
+	char ids[24], rel[600], to[640];
+	const char *p[1] = { ids };
+	int home;
+
+	if (rc != RC_OK || PQntuples(res) != 1 ||
+	    !workload_edge_ok((enum workload_state)workload_state_parse(db_val(res, 0, 4)),
+	                      WL_QUEUED)) {
+		op_free(o);
+		return;
+	}
+	/* the ended attempt's log keeps its number */
+	storage_area_home(&a, strtoll(db_val(res, 0, 0), NULL, 10), db_val(res, 0, 1));
+	home = storage_area_open(&a);
+	snprintf(rel, sizeof(rel), "jobs/%s", leaf_of(db_val(res, 0, 2)));
+	if (home >= 0) {
+		int d = paths_open(home, rel, O_DIRECTORY | O_RDONLY, 0);
+		if (d >= 0) {
+			snprintf(to, sizeof(to), "output.attempt-%lld.log",
+			         strtoll(db_val(res, 0, 3), NULL, 10) + 1);
+			if (renameat(d, "output.log", d, to) < 0 && errno != ENOENT)
+				log_msg(LOG_WARN, "jobs", NULL,
+				        "job %lld: cannot keep the log as %s: %s", o->id, to,
+				        strerror(errno));
+			unlinkat(d, POS_FILE, 0);
+			close(d);
+		}
+		close(home);
+	}
+	snprintf(ids, sizeof(ids), "%lld", o->id);
+	db_query("WITH j AS (SELECT j.id, j.user_id, j.pool_id, j.priority, j.slices, j.cpu_millis,"
+	         "  j.mem_mib, j.image_id, j.state FROM jobs j WHERE j.id = $1"
+	         "  AND j.state IN ('failed', 'lost') AND j.desired = 'running'"
+	         "  AND j.retries < j.retry_limit AND j.reason_code IN " RETRYABLE " FOR UPDATE),"
+	         " req AS (INSERT INTO alloc_requests (user_id, pool_id, owner_kind, owner_id,"
+	         "  priority, slices, cpu_millis, mem_mib, cuda_min)"
+	         "  SELECT j.user_id, j.pool_id, 'job', j.id::text, j.priority,"
+	         "  CASE WHEN j.pool_id IS NULL THEN 0 ELSE j.slices END, j.cpu_millis, j.mem_mib,"
+	         "  CASE WHEN j.pool_id IS NULL THEN 0 ELSE COALESCE(im.cuda_min, 0) END"
+	         "  FROM j LEFT JOIN images im ON im.id = j.image_id RETURNING id),"
+	         " u AS (UPDATE jobs SET state = 'queued', request_id = (SELECT id FROM req),"
+	         "  retries = jobs.retries + 1, reason = 'requeued after: ' || jobs.reason ||"
+	         "  ' (retry ' || (jobs.retries + 1) || ' of ' || jobs.retry_limit || ')',"
+	         "  reason_code = 'requeued', exit_code = NULL, node_id = NULL,"
+	         "  container_id = NULL, started_at = NULL, finished_at = NULL, updated_at = now()"
+	         "  FROM j WHERE jobs.id = j.id RETURNING jobs.retries)"
+	         " SELECT (SELECT count(*) FROM u), (SELECT state FROM j),"
+	         " (SELECT retries FROM u)",
+	         1, p, requeued, o);
+}
+
+static void op_requeue(long long id)
+{
+	struct op *o = op_new(id, OP_REQUEUE);
+	char ids[24];
+	const char *p[1] = { ids };
+
+	if (!o)
+		return;
+	snprintf(ids, sizeof(ids), "%lld", id);
+	db_query("SELECT j.user_id, u.username, j.directory, j.retries, j.state"
+	         " FROM jobs j JOIN users u ON u.id = j.user_id WHERE j.id = $1",
+	         1, p, requeue_row, o);
+}
+
 /* ---- the driver's pass ---- */
 
 static void decide(const PGresult *res, int i)
@@ -1029,6 +1121,10 @@ static void decide(const PGresult *res, int i)
 	char why[400], cancelled[200];
 
 	snprintf(cancelled, sizeof(cancelled), "cancelled by %s", by && *by ? by : "an admin");
+	if (!o && (strcmp(state, "failed") == 0 || strcmp(state, "lost") == 0)) {
+		op_requeue(id); /* the pass reads these for their retry policy only */
+		return;
+	}
 	if (o) {
 		/* a watched job: stop it when it must end early */
 		if (o->kind != OP_WATCH || o->stop_to)
@@ -1089,6 +1185,9 @@ static const struct driver_kind kind = {
 	            " WHERE j.state IN ('starting', 'running', 'stopping')"
 	            " OR (j.state = 'queued' AND (j.desired <> 'running'"
 	            "  OR r.state IS DISTINCT FROM 'queued'))"
+	            /* ended for a cause its retry policy requeues */
+	            " OR (j.state IN ('failed', 'lost') AND j.retries < j.retry_limit"
+	            "  AND j.desired = 'running' AND j.reason_code IN " RETRYABLE ")"
 	            " ORDER BY j.id LIMIT 1000",
 	.decide = decide,
 };

@@ -173,6 +173,32 @@ describe('jobs', () => {
     assert.equal(n.state, 'succeeded', JSON.stringify(n));
   });
 
+  it('requeues a preempted job with retries left; its second attempt runs to success', async () => {
+    const scav = await submit(alice.c, w, {
+      name: 'retrier', pool: 'a100', slices: 4, priority: 'scavenger', retry_limit: 1,
+      command: ['sh', '-c', 'if [ -f attempted ]; then echo second attempt; exit 0; fi; touch attempted; echo first attempt; exec sleep 300'],
+    });
+    await waitJob(alice.c, scav.id, 'running');
+    await eventually(async () => (await alice.c.get(`/api/v1/jobs/${scav.id}/logs`)).text.includes('first attempt'), 10000);
+    const normal = await submit(bob.c, w, { name: 'urgent2', pool: 'a100', slices: 2, command: ['sh', '-c', 'sleep 1'] });
+    // preempted, then queued again (not failed for good)
+    assert.ok(await eventually(async () => {
+      const j = (await alice.c.get(`/api/v1/jobs/${scav.id}`)).json;
+      return j.retries === 1 && j.reason_code === 'requeued';
+    }, 30000), 'requeued');
+    assert.equal((await bob.c.get(`/api/v1/jobs/${normal.id}`)).status, 200);
+    const d = await waitJob(alice.c, scav.id, FINAL, 40000);
+    assert.equal(d.state, 'succeeded', JSON.stringify(d));
+    assert.equal(d.retries, 1);
+    const dir = jobDir('alice', d);
+    assert.match(readFileSync(join(dir, 'output.log'), 'utf8'), /^second attempt\n$/);
+    assert.match(readFileSync(join(dir, 'output.attempt-1.log'), 'utf8'), /first attempt/);
+    assert.equal(sql(w.srv, `SELECT count(*) FROM alloc_requests WHERE owner_kind = 'job' AND owner_id = '${scav.id}'`), '2');
+    assert.equal(liveAllocs(w.srv, scav.id), 0);
+    // without retries left it stays failed (the scavenger test above: retry_limit 0)
+    assert.equal(sql(w.srv, "SELECT state || ' ' || retries FROM jobs WHERE name = 'scav'"), 'failed 0');
+  });
+
   it('stops a job at its maximum runtime', async () => {
     const j = await submit(alice.c, w, { name: 'too-long', max_runtime_s: 2, command: ['sleep', '60'] });
     const d = await waitJob(alice.c, j.id, FINAL, 30000);

@@ -38,6 +38,7 @@ export default {
   'job.reasonCode.image_removed': 'The image was removed from the catalog',
   'job.reasonCode.container_lost': 'The container vanished',
   'job.reasonCode.node_lost': 'The node could not be reached',
+  'job.reasonCode.requeued': 'Queued again by its retry policy',
   'job.gpuCell': { one: '{n} GPU slice of {pool}', other: '{n} GPU slices of {pool}' },
   'job.cpuCell': '{cpu} CPU · {mem} MiB',
   'job.noGpu': 'No GPU',

@@ -38,6 +38,7 @@ export default {
   'job.reasonCode.image_removed': '镜像已从目录中移除',
   'job.reasonCode.container_lost': '容器已消失',
   'job.reasonCode.node_lost': '无法连接到节点',
+  'job.reasonCode.requeued': '已按重试策略重新排队',
   'job.gpuCell': { other: '{pool} 的 {n} 个 GPU 切片' },
   'job.cpuCell': '{cpu} CPU · {mem} MiB',
   'job.noGpu': '无 GPU',
