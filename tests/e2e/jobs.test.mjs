@@ -70,7 +70,7 @@ describe('jobs in the browser', () => {
 
   const row = (name) => page.locator(`[data-table=jobs] tr[data-job="${name}"]`);
 
-  async function submit({ name, command, pool, hyper }) {
+  async function submit({ name, command, pool, hyper, tags }) {
     await page.locator('[data-action=new-job]').click();
     await page.getByRole('heading', { name: 'Submit a job', level: 1 }).waitFor();
     await until(async () => (await page.locator('[data-field=image] option').count()) === 1, 'the image in the picker');
@@ -84,6 +84,7 @@ describe('jobs in the browser', () => {
     await page.locator('[data-field=cpu]').fill('200');
     await page.locator('[data-field=memory]').fill('64');
     if (hyper) await page.locator('[data-field=hyperparameters]').fill(hyper);
+    if (tags) await page.locator('[data-field=tags]').fill(tags);
     await page.locator('[data-action=submit-job]').click();
     await page.waitForURL(/#\/job\?id=\d+$/);
     await page.locator('[data-job-page] h1').filter({ hasText: name }).waitFor();
@@ -107,7 +108,7 @@ describe('jobs in the browser', () => {
     await page.locator('[data-action=submit-job]').click();
     await page.getByText('Hyperparameters must be a JSON object').waitFor();
     await page.locator('a', { hasText: '← All jobs' }).click();
-    await submit({ name: 'train-1', pool: 'a100', hyper: '{"lr": 0.05, "epochs": 2}', command: 'for e in 1 2; do echo "epoch $e loss 0.$((9-e))"; done; echo "hp $GPUCLOUD_HPARAMS_JSON"' });
+    await submit({ name: 'train-1', pool: 'a100', tags: 'demo, lr-sweep', hyper: '{"lr": 0.05, "epochs": 2}', command: 'for e in 1 2; do echo "epoch $e loss 0.$((9-e))"; done; echo "hp $GPUCLOUD_HPARAMS_JSON"' });
     await page.locator('h1 [data-state=succeeded]').waitFor({ timeout: 30000 });
     assert.equal((await page.locator('[data-fact=exitCode]').textContent()).trim(), '0');
     assert.match(await page.locator('[data-fact=node]').textContent(), /node1/);
@@ -129,6 +130,7 @@ describe('jobs in the browser', () => {
     assert.match(await page.locator('[data-field=reason]').textContent(), /exited with code 2: RuntimeError: CUDA out of memory/);
     await page.locator('a', { hasText: '← All jobs' }).click();
     await row('train-1').waitFor();
+    assert.match(await row('train-1').textContent(), /demo, lr-sweep/);
     await page.locator('[data-filter=state]').selectOption('failed');
     await until(async () => (await page.locator('[data-table=jobs] tbody tr').count()) === 1 && await row('train-bad').count() === 1, 'only the failed job');
     assert.match(await row('train-bad').locator('[data-field=reason]').textContent(), /CUDA out of memory/);

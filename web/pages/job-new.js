@@ -24,6 +24,11 @@ export function render(main, ctx) {
   const mem = h('input', { type: 'number', min: 16, max: 16777216, step: 64, value: 1024, 'data-field': 'memory' });
   const hp = h('textarea', { name: 'hyperparameters', rows: 3, class: 'mono', 'data-field': 'hyperparameters', placeholder: '{"lr": 0.01, "epochs": 3}' });
   const runtime = h('input', { type: 'number', min: 1, max: 2592000, value: 3600, 'data-field': 'max-runtime' });
+  const tags = h('input', { type: 'text', maxlength: 400, autocomplete: 'off', 'data-field': 'tags', placeholder: 'resnet, sweep-1' });
+  const priority = h('select', { 'data-field': 'priority' },
+    ...['normal', 'scavenger', ...(['teacher', 'admin'].includes(ctx.user.role) ? ['exam'] : [])]
+      .map((p) => h('option', { value: p }, t(`job.form.priority.${p}`))));
+  const retries = h('input', { type: 'number', min: 0, max: 10, value: 0, 'data-field': 'retry-limit' });
   const slicesField = field(t('job.form.slices'), slices);
   slicesField.hidden = true;
   poolSel.addEventListener('change', () => { slicesField.hidden = !poolSel.value; });
@@ -48,6 +53,9 @@ export function render(main, ctx) {
     field(t('job.form.cpu'), cpu), field(t('job.form.memory'), mem),
     field(t('job.form.hyperparameters'), hp, t('job.form.hyperparametersHelp')),
     field(t('job.form.maxRuntime'), runtime),
+    field(t('job.form.priority'), priority, t('job.form.priorityHelp')),
+    field(t('job.form.retries'), retries, t('job.form.retriesHelp')),
+    field(t('job.form.tags'), tags, t('job.form.tagsHelp')),
     msg.el,
     h('div', { class: 'actions' },
       h('a', { class: 'btn', href: '#/jobs' }, t('common.cancel')),
@@ -69,7 +77,8 @@ export function render(main, ctx) {
         const body = {
           name: nameInput.value, image_id: Number(imageSel.value), command: ['sh', '-c', cmdInput.value],
           cpu_millis: Number(cpu.value), mem_mib: Number(mem.value), max_runtime_s: Number(runtime.value),
-          hyperparameters: hyper,
+          hyperparameters: hyper, priority: priority.value, retry_limit: Number(retries.value),
+          tags: tags.value.split(',').map((x) => x.trim()).filter(Boolean),
         };
         if (poolSel.value) { body.pool = poolSel.value; body.slices = Number(slices.value); }
         // a retried click never makes two jobs
