@@ -1,6 +1,8 @@
 # gpucloud — build, run, test.
 #
 #   make run      install what is missing, build, start the platform (embedded default)
+#   make demo     a demo on the platform `make run` started: simulated GPUs, a pool,
+#                 a Jupyter image in a local registry, a teacher and students
 #   make test     install what is missing, build, start the test world, run every test
 #   make check    formatting, static analysis, banned calls
 #   make fuzz     run each fuzz target for FUZZ_SECONDS (default 60)
@@ -36,18 +38,18 @@ SRCS = $(addprefix server/base/,rc.c log.c config.c crypto.c worker.c csv.c cloc
          events.c) \
        $(addprefix server/net/,router.c http.c static.c ws.c) \
        $(addprefix server/db/,db.c notify.c leader.c) \
-       $(addprefix server/engine/,docker.c nodes.c nvsmi.c images.c) \
-       $(addprefix server/storage/,storage.c paths.c files.c quota.c areas.c) \
+       $(addprefix server/engine/,docker.c nodes.c nvsmi.c images.c registry.c) \
+       $(addprefix server/storage/,storage.c paths.c tar.c files.c quota.c areas.c) \
        $(addprefix server/auth/,auth.c) \
        $(addprefix server/sched/,place.c scheduler.c) \
-       $(addprefix server/work/,workload.c spec.c driver.c logscan.c instances.c jobs.c reconcile.c \
-         reclaim.c) \
+       $(addprefix server/work/,workload.c spec.c passwd.c driver.c logscan.c instances.c jobs.c \
+         reconcile.c reclaim.c) \
        $(addprefix server/apps/,page.c activity.c forward.c route.c upstream.c tunnel.c \
          proxy.c terminal.c) \
        $(addprefix server/api/,api.c metrics.c api_health.c api_auth.c api_users.c \
          api_tokens.c api_audit.c api_nodes.c api_pools.c api_allocations.c \
          api_files.c api_uploads.c api_images.c api_registries.c api_routes.c \
-         api_tensorboards.c api_instances.c api_jobs.c)
+         api_tensorboards.c api_instances.c api_settings.c admit.c api_jobs.c)
 MAIN = server/main.c
 
 OBJS      = $(SRCS:server/%.c=$(BUILD)/obj/%.o)
@@ -61,7 +63,7 @@ FUZZ_LIB  = $(BUILD)/fuzz/libgpucloud.a
 FUZZ_OBJS = $(SRCS:server/%.c=$(BUILD)/fuzz/obj/%.o)
 FUZZ_SECONDS ?= 60
 
-.PHONY: all deps run test test-build test-in-world unit fuzz-replay integration e2e \
+.PHONY: all deps run demo demo-down test test-build test-in-world unit fuzz-replay integration e2e \
         check fuzz bench world world-down world-check clean
 
 all: $(BUILD)/gpucloudd
@@ -101,6 +103,13 @@ deps:
 run: deps
 	@$(MAKE) --no-print-directory all
 	@bash deploy/run.sh
+
+# Needs `make run` answering (another terminal); idempotent.
+demo: deps
+	@bash deploy/demo.sh up
+
+demo-down:
+	@bash deploy/demo.sh down
 
 test-build: all $(UNIT_BINS) $(FUZZ_BINS)
 

@@ -19,7 +19,7 @@ PACKAGES=(
 	# the test world and `make run`
 	postgresql-15 postgresql-client-15 docker.io docker-registry apache2-utils
 	busybox-static iproute2 iptables openssl curl ca-certificates procps psmisc
-	debootstrap
+	debootstrap jq
 	# end-to-end tests and benchmarks
 	chromium fonts-wqy-microhei nginx-light wrk
 	# the proxy benchmark's baseline (JupyterHub's proxy)

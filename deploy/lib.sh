@@ -325,3 +325,150 @@ dockerd_stop() {
 	umount_under "$dataroot"
 	rm -f -- "$sock"
 }
+
+# ---------------------------------------------------------------------------
+# A private docker-registry with htpasswd credentials.
+
+# registry_answers_at HOST:PORT : a registry there asks for credentials.
+registry_answers_at() {
+	local code
+	code=$(curl -s -m 3 -o /dev/null -w '%{http_code}' "http://$1/v2/" 2>/dev/null || true)
+	[[ $code == 401 ]]
+}
+
+# registry_serve DIR HOST:PORT USER NAME WHAT : a docker-registry serving
+# DIR/data on HOST:PORT, started unless it already runs there. Its password
+# is DIR/key (made once, 64 random characters), checked through DIR/htpasswd
+# for USER; NAME is its realm, WHAT goes in its config's first line. It runs
+# detached (own session, pid in DIR/pid) until registry_stop DIR.
+registry_serve() {
+	local d=$1 addr=$2 user=$3 name=$4 what=$5 pid i
+	install -d -m 0700 "$d" "$d/data"
+	if [[ ! -s $d/key ]]; then
+		(umask 077 && rand_key >"$d/key.tmp" && mv "$d/key.tmp" "$d/key")
+	fi
+	if [[ ! -s $d/htpasswd || $d/key -nt $d/htpasswd ]]; then
+		(umask 077 && htpasswd -Bbn "$user" "$(cat "$d/key")" >"$d/htpasswd.tmp" &&
+			mv "$d/htpasswd.tmp" "$d/htpasswd")
+	fi
+	cat >"$d/config.yml" <<EOF
+# Written by deploy/$PROG.sh: $what.
+version: 0.1
+log:
+  level: warn
+  accesslog:
+    disabled: true
+storage:
+  filesystem:
+    rootdirectory: $d/data
+  delete:
+    enabled: true
+http:
+  addr: $addr
+  secret: $name
+auth:
+  htpasswd:
+    realm: $name
+    path: $d/htpasswd
+EOF
+	pid=$(pid_from_file "$d/pid")
+	if [[ -n $pid ]] && pid_is "$pid" docker-registry && registry_answers_at "$addr"; then
+		return 0
+	fi
+	[[ -n $pid ]] && pid_is "$pid" docker-registry && stop_pid "$pid" 5 docker-registry
+	rm -f -- "$d/pid"
+	if registry_answers_at "$addr"; then
+		die "something else already serves $addr; stop it first"
+	fi
+	command -v docker-registry >/dev/null 2>&1 || die "docker-registry is missing; run deploy/deps.sh"
+	say "starting registry on $addr"
+	: >"$d/registry.log"
+	setsid docker-registry serve "$d/config.yml" </dev/null >>"$d/registry.log" 2>&1 9>&- &
+	echo $! >"$d/pid"
+	for ((i = 0; i < 100; i++)); do
+		registry_answers_at "$addr" && return 0
+		pid_alive "$(pid_from_file "$d/pid")" || break
+		sleep 0.1
+	done
+	show_log "$d/registry.log"
+	die "registry did not start on $addr"
+}
+
+# registry_stop DIR : stops the registry registry_serve DIR started, if it runs.
+registry_stop() {
+	local d=$1 pid
+	pid=$(pid_from_file "$d/pid")
+	if [[ -n $pid ]] && pid_is "$pid" docker-registry; then
+		stop_pid "$pid" 10 docker-registry
+	fi
+	rm -f -- "$d/pid"
+}
+
+# ---------------------------------------------------------------------------
+# Bridges and network settings of the engines these scripts start.
+
+# bridge_up NAME ADDR/PREFIX : a bridge of our own for an engine, addressed
+# and up (kept when it is there already).
+bridge_up() {
+	local br=$1 addr=$2 addrs
+	ip link show "$br" >/dev/null 2>&1 || ip link add "$br" type bridge
+	addrs=$(ip -4 -o addr show dev "$br")
+	[[ $addrs == *" $addr "* ]] || ip addr add "$addr" dev "$br"
+	ip link set "$br" up
+}
+
+# bridge_down NAME SUBNET_PREFIX : deletes the bridge and exactly the
+# iptables rules dockerd left for it (they name the bridge or start with
+# SUBNET_PREFIX, a regular expression such as 10\.231\.1\.), so no stale
+# rule outlives the engine.
+bridge_down() {
+	local br=$1 subnet=$2 table rule
+	local -a words
+	if ip link show "$br" >/dev/null 2>&1; then
+		ip link del "$br" || warn "could not delete bridge $br"
+	fi
+	command -v iptables >/dev/null || return 0
+	for table in filter nat; do
+		while read -r rule; do
+			read -ra words <<<"$rule"
+			words[0]=-D
+			iptables -w -t "$table" "${words[@]}" 2>/dev/null || true
+		done < <(iptables -w -t "$table" -S 2>/dev/null |
+			grep -E -- "^-A .*( $br( |$)| $subnet)" || true)
+	done
+}
+
+# Engines side by side.  dockerd 20.10 deletes the host's bridge named
+# docker0 at start-up, whichever bridge it is told to use itself, in two
+# cases: started with --bridge=none, and started with --default-address-pool
+# when its data root holds the default network of an earlier run (every
+# restart) unless live restore is on.  A world engine restarted by `make
+# world` after `make world-down` (or by a test) was the second case, and
+# took the docker0 of `make run`'s private engine (or of the system's
+# engine) away: every container start there then failed with "could not
+# find bridge docker0" (gpucloud issue 12).  So every engine started here
+# has a bridge of its own, never docker0, and those with address pools run
+# with --live-restore (containers outlive a stop of the engine; `world.sh
+# down` kills them first).  tests/integration/coexist.test.mjs checks it.
+
+# make run's private engine: its own bridge gcrun0 (10.230.0.1/24).  No
+# address pools (its networks come from dockerd's default ones, which the
+# world's pools do not overlap), so no live restore: a stop stops its
+# containers.
+RUN_BRIDGE=gcrun0
+# shellcheck disable=SC2034 # used by run.sh and the coexistence test
+RUN_BRIDGE_ADDR=10.230.0.1/24
+run_engine_net_args() {
+	printf '%s\n' --bridge "$RUN_BRIDGE"
+}
+
+# World node N: its bridge (gcbrN, 10.231.N.1/24) and network arguments:
+# address pools of its own (10.24N.0.0/16: the nodes' user networks never
+# overlap), hence live restore.
+world_bridge() { printf 'gcbr%s\n' "$1"; }
+world_bridge_addr() { printf '10.231.%s.1/24\n' "$1"; }
+world_engine_net_args() {
+	local n=$1
+	printf '%s\n' --bridge "$(world_bridge "$n")" \
+		--default-address-pool "base=10.24$n.0.0/16,size=24" --live-restore
+}

@@ -3,9 +3,12 @@
 # configured. Unless told otherwise it brings its own PostgreSQL (a private
 # cluster under var/run/pg — or, when user postgres cannot reach the checkout,
 # under /var/lib/gpucloud/pg-<hash> — unix socket only) and uses the local Docker engine,
-# or, as root with no engine answering, a private dockerd under var/run/docker.
+# or, as root with no engine answering, a private dockerd under var/run/docker
+# on a bridge of its own (gcrun0: the test world's engines and the system's
+# docker0 are left alone, so `make world` may run beside it).
 # gpucloudd runs in the foreground; Ctrl-C stops it, then whatever this
-# script started. An engine it found running is left alone.
+# script started (and the registry of `make demo`, which it starts again when
+# a demo was set up). An engine it found running is left alone.
 #
 # Environment:
 #   GPUCLOUD_PORT         HTTP port (default 8080)
@@ -32,7 +35,7 @@ SYSTEM_DOCKER_SOCK=/var/run/docker.sock
 
 started_pg=0
 started_docker=0
-made_docker0=0
+made_bridge=0
 stopping=0
 srv=
 
@@ -47,10 +50,14 @@ cleanup() {
 		say "stopping the private Docker engine"
 		dockerd_stop "$DOCKER_SOCK" "$DOCKER_PIDFILE" "$DOCKER_EXEC_ROOT" "$DOCKER_DIR/data" \
 			private graceful
-		# dockerd leaves the default bridge behind; drop it if it came with us.
-		if ((made_docker0)) && ip link show docker0 >/dev/null 2>&1; then
-			ip link del docker0 || warn "could not delete bridge docker0"
+		# dockerd leaves its bridge behind; drop it if it came with us.
+		if ((made_bridge)); then
+			bridge_down "$RUN_BRIDGE" '10\.230\.0\.'
 		fi
+	fi
+	# the registry of `make demo`, which its pulls need while we run
+	if [[ -d $R/demo/registry ]]; then
+		GPUCLOUD_DEMO_DIR=$R/demo bash "$ROOT/deploy/demo.sh" down || true
 	fi
 	if ((started_pg)); then
 		say "stopping PostgreSQL"
@@ -110,12 +117,15 @@ elif [[ $(id -u) -eq 0 ]] && command -v dockerd >/dev/null 2>&1; then
 	((${#DOCKER_SOCK} < 100)) || warn "socket path '$DOCKER_SOCK' is long; unix socket paths are limited to 107 bytes"
 	started_docker=1
 	if ! engine_answers "$DOCKER_SOCK"; then
-		ip link show docker0 >/dev/null 2>&1 || made_docker0=1
-		say "Docker engine: starting a private one (log: $DOCKER_DIR/docker.log)"
+		ip link show "$RUN_BRIDGE" >/dev/null 2>&1 || made_bridge=1
+		bridge_up "$RUN_BRIDGE" "$RUN_BRIDGE_ADDR"
+		mapfile -t net_args < <(run_engine_net_args)
+		say "Docker engine: starting a private one on bridge $RUN_BRIDGE (log: $DOCKER_DIR/docker.log)"
 		dockerd_start "$DOCKER_PIDFILE" "$DOCKER_DIR/docker.log" \
 			--data-root "$DOCKER_DIR/data" \
 			--exec-root "$DOCKER_EXEC_ROOT" \
 			-H "unix://$DOCKER_SOCK" \
+			"${net_args[@]}" \
 			--containerd-namespace gcr \
 			--containerd-plugins-namespace gcr-plugins
 		dockerd_wait "$DOCKER_SOCK" "$DOCKER_PIDFILE" "$DOCKER_DIR/docker.log" 90 private
@@ -128,6 +138,10 @@ fi
 if [[ -n ${GPUCLOUD_DOCKER_HOST:-} ]]; then
 	export GPUCLOUD_DOCKER_HOST
 fi
+
+# --- the demo's registry (after `make demo`) -------------------------------
+GPUCLOUD_DEMO_DIR=$R/demo bash "$ROOT/deploy/demo.sh" registry ||
+	warn "the registry of \`make demo\` did not start; its image cannot be pulled"
 
 # --- server ----------------------------------------------------------------
 export GPUCLOUD_PORT=${GPUCLOUD_PORT:-8080}

@@ -190,7 +190,7 @@ int main(int argc, char **argv)
 		log_msg(LOG_ERROR, "main", NULL, "database migrations failed; not starting");
 		return 1;
 	}
-	if (api_users_seed_admin(cfg.db_url) < 0 ||
+	if (api_users_seed_admin(cfg.db_url) < 0 || api_settings_seed(cfg.db_url) < 0 ||
 	    nodes_seed_local(cfg.db_url, cfg.docker_host) < 0)
 		return 1;
 	{

@@ -27,6 +27,11 @@ export function setCsrfToken(token) {
 // the call passed { authRedirect: false }.
 export function onUnauthorized(fn) { unauthorizedHandler = fn; }
 
+// fn() runs when a request is refused because the account must choose a new
+// password first (403 password_change_required: an admin asked for it).
+let passwordChangeHandler = null;
+export function onPasswordChangeRequired(fn) { passwordChangeHandler = fn; }
+
 export class ApiError extends Error {
   constructor({ status = 0, code = 'error', message = '', hint = '', details = null, retryAfter = null }) {
     super(message || code);
@@ -101,6 +106,7 @@ export async function request(method, path, body, opts = {}) {
       retryAfter: parseRetryAfter(res.headers.get('Retry-After')),
     });
     if (res.status === 401 && opts.authRedirect !== false && unauthorizedHandler) unauthorizedHandler(apiErr);
+    if (apiErr.code === 'password_change_required' && passwordChangeHandler) passwordChangeHandler(apiErr);
     throw apiErr;
   }
   if (text && data === null) throw new ApiError({ status: res.status, code: 'bad_response', message: 'the server sent a reply that is not JSON' });

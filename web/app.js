@@ -4,10 +4,11 @@
 // Pages are modules exporting render(main, ctx), loaded the first time they
 // are opened; ctx carries the session (user, quotas, usage) and helpers. A
 // page only draws into `main`.
-import { api, setCsrfToken, onUnauthorized } from './api.js';
+import { api, setCsrfToken, onUnauthorized, onPasswordChangeRequired } from './api.js';
 import { t, initLanguage, setLanguage, getLanguage, onLanguageChange, LANGUAGES } from './i18n.js';
 import { h, uid, errorText, icon, dropdown, menuItem } from './ui.js';
 import * as loginPage from './pages/login.js';   // eager: the first thing most visits show
+import * as firstPasswordPage from './pages/first-password.js';
 import { pageAt, navFor, loadPage } from './pages.js';
 
 export { navFor };
@@ -15,6 +16,9 @@ export { navFor };
 const session = { user: null, auth: null, quotas: {}, usage: {} };
 let loginNotice = '';   // shown once on the login page (e.g. session expired)
 let afterLogin = '/home';
+// The password just typed at sign-in, while the account must change it
+// (must_change_password): the forced change then asks only for the new one.
+let pendingPassword = '';
 
 const root = document.getElementById('app');
 
@@ -75,11 +79,29 @@ onUnauthorized(() => {
   go('/login');
 });
 
+// An admin asked for a new password while this session was in the app.
+onPasswordChangeRequired(() => {
+  if (!session.user || session.user.must_change_password) return;
+  session.user = { ...session.user, must_change_password: true };
+  afterLogin = currentPath();
+  render();
+});
+
 async function logout() {
   try { await api.post('/auth/logout', undefined, { authRedirect: false }); } catch { /* gone already */ }
+  pendingPassword = '';
   clearSession();
   afterLogin = '/home';
   go('/login');
+}
+
+// Signed in: on to the page that was asked for, or an app's sign-in.
+function enterApp() {
+  const wanted = pageAt(afterLogin);
+  const next = wanted && wanted.roles.includes(session.user.role) ? afterLogin : '/home';
+  afterLogin = '/home';
+  if (routeOpen()) { openRoute(routeOpen()); return; }
+  go(next);
 }
 
 const ctx = {
@@ -88,16 +110,25 @@ const ctx = {
   get usage() { return session.usage; },
   refreshMe: loadMe,
   go,
-  // Called by the login page with the reply of POST /auth/login.
-  async loggedIn(reply) {
+  logout,
+  // Called by the login page with the reply of POST /auth/login (and the
+  // password typed, for a forced change that follows).
+  async loggedIn(reply, { password = '' } = {}) {
     session.user = reply.user;
     setCsrfToken(reply.csrf_token);
     try { await loadMe(); } catch { /* the login reply is enough to go on */ }
-    const wanted = pageAt(afterLogin);
-    const next = wanted && wanted.roles.includes(session.user.role) ? afterLogin : '/home';
-    afterLogin = '/home';
-    if (routeOpen()) { openRoute(routeOpen()); return; }
-    go(next);
+    if (session.user.must_change_password) {
+      pendingPassword = password;
+      render();
+      return;
+    }
+    enterApp();
+  },
+  // Called by the forced password change once it is done.
+  async passwordChanged() {
+    pendingPassword = '';
+    try { await loadMe(); } catch { session.user = { ...session.user, must_change_password: false }; }
+    enterApp();
   },
 };
 
@@ -179,6 +210,14 @@ function layout(path) {
   return { shell, main };
 }
 
+function renderFirstPassword() {
+  document.title = `${t('firstPassword.title')} · ${t('app.name')}`;
+  root.replaceChildren(h('div', { class: 'login-shell' },
+    h('div', { class: 'login-lang' }, languageSwitch()),
+    firstPasswordPage.render(ctx, { currentPassword: pendingPassword })));
+  root.querySelector('.login-form input:not([hidden])')?.focus();
+}
+
 function renderLogin(notice) {
   document.title = `${t('login.title')} · ${t('app.name')}`;
   root.replaceChildren(h('div', { class: 'login-shell' },
@@ -210,6 +249,9 @@ async function render(opts = {}) {
     }
     if (seq !== renderSeq) return;
   }
+
+  // nothing else until the account has a password of its own
+  if (session.user?.must_change_password) { renderFirstPassword(); return; }
 
   if (path === '/login') {
     if (session.user && routeOpen()) { openRoute(routeOpen()); return; }

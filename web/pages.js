@@ -33,6 +33,7 @@ export const PAGES = [
   { route: '/admin/users', title: 'nav.users', nav: 'admin-users', icon: 'users', section: ADMIN_SECTION, roles: ADMIN, load: () => import('./pages/admin-users.js') },
   { route: '/admin/nodes', title: 'nav.nodes', nav: 'admin-nodes', icon: 'server', section: ADMIN_SECTION, roles: ADMIN, load: () => import('./pages/admin-nodes.js') },
   { route: '/admin/pools', title: 'nav.pools', nav: 'admin-pools', icon: 'layers', section: ADMIN_SECTION, roles: ADMIN, load: () => import('./pages/admin-pools.js') },
+  { route: '/admin/quotas', title: 'nav.quotas', nav: 'admin-quotas', icon: 'bars', section: ADMIN_SECTION, roles: ADMIN, load: () => import('./pages/admin-quotas.js') },
   { route: '/admin/images', title: 'nav.images', nav: 'admin-images', icon: 'upload', section: ADMIN_SECTION, roles: ADMIN, load: () => import('./pages/admin-images.js') },
   { route: '/admin/registries', title: 'nav.registries', nav: 'admin-registries', icon: 'key', section: ADMIN_SECTION, roles: ADMIN, load: () => import('./pages/admin-registries.js') },
 ];

@@ -1,7 +1,7 @@
 // ui.js — small DOM helpers shared by the pages: element building (never
 // innerHTML, so server data is always text), dialogs, notices, the
 // shown-once secret box.
-import { t, fromServer } from './i18n.js';
+import { t, tMaybe, fromServer, getLanguage, SERVER_LANGUAGE, formatNumber, formatBytes } from './i18n.js';
 
 // h('button', { class: 'btn', onclick: fn, 'data-nav': 'home' }, 'Text', child, ...)
 // Attributes: "class", "text", on<event> handlers, boolean true/false for
@@ -55,8 +55,26 @@ export function errorParts(err) {
   if (!err) return { text: '', detail: '' };
   if (err.code === 'network') return { text: t('error.network'), detail: '' };
   const server = err.message ? (err.hint ? `${err.message} — ${err.hint}` : err.message) : '';
+  const numbers = refusalText(err);
+  if (numbers && !(getLanguage() === SERVER_LANGUAGE && server)) return { text: numbers, detail: server };
   const said = fromServer(typeof err.code === 'string' ? `error.code.${err.code}` : null, server);
   return said.text ? said : { text: t('error.unknown'), detail: '' };
+}
+
+// A refusal the server explains with numbers (never_fits, exceeds_quota:
+// details [{ what, most, asked, pool }]) as a sentence of the interface's
+// language, with the amounts in the units the form shows; undefined when
+// the dictionary has none for it.
+const AMOUNT = {
+  cpu_millis: (v) => formatNumber(v / 1000),
+  mem_mib: (v) => formatBytes(v * 1024 * 1024),
+};
+function refusalText(err) {
+  const d = Array.isArray(err.details) ? err.details[0] : null;
+  if (!d || typeof d.what !== 'string' || typeof err.code !== 'string') return undefined;
+  const amount = AMOUNT[d.what] || ((v) => formatNumber(v));
+  const where = typeof d.pool === 'string' ? t('error.where.pool', { pool: d.pool }) : t('error.where.cluster');
+  return tMaybe(`error.${err.code}.${d.what}`, { where, most: amount(d.most), asked: amount(d.asked) });
 }
 
 export function errorText(err) {
@@ -215,6 +233,7 @@ const ICONS = {
   server: 'M4 4h16v7H4zM4 13h16v7H4zM8 7.5h.01M8 16.5h.01M12 7.5h4M12 16.5h4',
   grid: 'M4 4h6v6H4zM14 4h6v6h-6zM4 14h6v6H4zM14 14h6v6h-6z',
   layers: 'M12 3l9 5-9 5-9-5zM3 12.5l9 5 9-5M3 16.5l9 5 9-5',
+  bars: 'M4 20h16M7 16v-5M12 16V5M17 16V9',
 };
 
 export function icon(name, size = 20) {

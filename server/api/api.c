@@ -15,6 +15,7 @@
 
 #include "auth/auth.h"
 #include "db/db.h"
+#include "engine/registry.h"
 #include "base/log.h"
 
 static const char *type_name(enum jtype t)
@@ -166,6 +167,63 @@ json_t *api_json_body(struct http_req *r, const struct jfield *spec)
 void api_reply_db_error(struct http_req *r, enum rc rc, const char *what)
 {
 	http_reply_db_error(r, rc, what);
+}
+
+void api_reply_registry_error(struct http_req *r, enum rc rc, const char *err)
+{
+	switch (rc) {
+	case RC_NOTFOUND: http_reply_error(r, RC_NOTFOUND, NULL, "%s", err); return;
+	case RC_FORBIDDEN:
+		http_reply_error(r, RC_CONFLICT,
+		                 "fix the registry's username and password (Administration > "
+		                 "Registries)",
+		                 "%s", err);
+		return;
+	case RC_INVALID: http_reply_error(r, RC_INVALID, NULL, "%s", err); return;
+	case RC_NOMEM:
+	case RC_DB: http_reply_error(r, rc, NULL, "%s", err); return;
+	default:
+		http_reply_error(r, RC_UNAVAILABLE,
+		                 "check the registry's server, and that gpucloudd reaches it", "%s",
+		                 err);
+		return;
+	}
+}
+
+static int tag_desc(const void *a, const void *b)
+{
+	return registry_tag_cmp(*(const char *const *)b, *(const char *const *)a);
+}
+
+json_t *api_tag_items(const char *prefix, json_t *tags, const char *after, json_t *catalog)
+{
+	size_t n = json_array_size(tags), k = 0, i, j;
+	const char **v = calloc(n ? n : 1, sizeof(*v));
+	json_t *items = json_array(), *c;
+	char ref[600];
+
+	if (!v || !items) {
+		free(v);
+		json_decref(items);
+		return NULL;
+	}
+	for (i = 0; i < n; i++) {
+		const char *t = json_string_value(json_array_get(tags, i));
+		if (t && (!after || registry_tag_newer(after, t)))
+			v[k++] = t;
+	}
+	qsort(v, k, sizeof(*v), tag_desc);
+	for (i = 0; i < k; i++) {
+		int in = 0;
+		snprintf(ref, sizeof(ref), "%s:%s", prefix, v[i]);
+		json_array_foreach(catalog, j, c) if (json_is_string(c) &&
+		                                      strcmp(json_string_value(c), ref) == 0) in =
+		        1;
+		json_array_append_new(items, json_pack("{s:s, s:s, s:b}", "tag", v[i], "reference",
+		                                       ref, "in_catalog", in));
+	}
+	free(v);
+	return items;
 }
 
 void *api_state(struct http_req *r, size_t size, void (*free_fn)(void *))
@@ -345,14 +403,18 @@ int api_one_row(struct http_req *r, const PGresult *res, enum rc rc, const char 
 json_t *api_user_row(const PGresult *res, int row, int col)
 {
 	const char *dn = db_val(res, row, col + USER_DISPLAY_NAME),
-	           *em = db_val(res, row, col + USER_EMAIL);
+	           *em = db_val(res, row, col + USER_EMAIL),
+	           *del = db_val(res, row, col + USER_DELETED_AT);
 
-	return json_pack("{s:I, s:s, s:s, s:s, s:s, s:b, s:s}", "id",
+	return json_pack("{s:I, s:s, s:s, s:s, s:s, s:b, s:s, s:b, s:o}", "id",
 	                 (json_int_t)strtoll(db_val(res, row, col + USER_ID), NULL, 10), "username",
 	                 db_val(res, row, col + USER_USERNAME), "display_name", dn ? dn : "",
 	                 "email", em ? em : "", "role", db_val(res, row, col + USER_ROLE),
 	                 "disabled", strcmp(db_val(res, row, col + USER_DISABLED), "t") == 0,
-	                 "created_at", db_val(res, row, col + USER_CREATED_AT));
+	                 "created_at", db_val(res, row, col + USER_CREATED_AT),
+	                 "must_change_password",
+	                 strcmp(db_val(res, row, col + USER_MUST_CHANGE), "t") == 0, "deleted_at",
+	                 del ? json_string(del) : json_null());
 }
 
 void api_area_resolve(const struct auth_info *auth, const char *name, int want_write, areas_cb cb,
@@ -381,5 +443,6 @@ void api_register_all(void)
 	router_add(api_terminal_routes);
 	router_add(api_tensorboards_routes);
 	router_add(api_instances_routes);
+	router_add(api_settings_routes);
 	router_add(api_jobs_routes);
 }

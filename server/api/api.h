@@ -35,6 +35,19 @@ json_t *api_json_decode(const char *buf, size_t len, const struct jfield *spec, 
 /* http_reply_db_error() (net/http.h), under the name api/ uses. */
 void api_reply_db_error(struct http_req *r, enum rc rc, const char *what);
 
+/* Replies for a failed registry call (registry.h): err is registry.c's
+ * message; 404 for a repository the registry does not know, 409 when the
+ * credentials are missing or refused, 503 when it cannot be reached or
+ * answers nonsense, 400 for the rest of RC_INVALID. */
+void api_reply_registry_error(struct http_req *r, enum rc rc, const char *err);
+
+/* The tags of repository prefix ("127.0.0.1:5055/nvidia/pytorch") in tags
+ * (a JSON array of strings, borrowed), as [{"tag", "reference",
+ * "in_catalog"}] newest first (registry_tag_cmp); only those
+ * registry_tag_newer() than after when after is not NULL.  catalog: a JSON
+ * array of the references in the catalog (borrowed).  Caller frees. */
+json_t *api_tag_items(const char *prefix, json_t *tags, const char *after, json_t *catalog);
+
 /* Allocates size zeroed bytes as r's handler state, freed with the request
  * by free_fn (free() when NULL).  On failure replies 500 and returns NULL. */
 void *api_state(struct http_req *r, size_t size, void (*free_fn)(void *));
@@ -98,7 +111,9 @@ int api_one_row(struct http_req *r, const PGresult *res, enum rc rc, const char 
 	COL(USER_EMAIL, "email")                    \
 	COL(USER_ROLE, "role")                      \
 	COL(USER_DISABLED, "disabled")              \
-	COL(USER_CREATED_AT, DB_TS("created_at"))
+	COL(USER_CREATED_AT, DB_TS("created_at"))   \
+	COL(USER_MUST_CHANGE, "must_change_password") \
+	COL(USER_DELETED_AT, DB_TS("deleted_at"))
 /* clang-format on */
 enum api_user_col { DB_COLS_ENUM(API_USER_COLS) API_USER_NCOLS };
 /* The SELECT list of API_USER_COLS. */
@@ -129,6 +144,11 @@ extern const struct route api_terminal_routes[];
 extern const struct route api_tensorboards_routes[];
 extern const struct route api_instances_routes[];
 extern const struct route api_jobs_routes[];
+extern const struct route api_settings_routes[];
+
+/* Records this replica's configured values of the site settings (the
+ * admin's, when set, still win).  Synchronous, at start-up; 0 or -1. */
+int api_settings_seed(const char *db_url);
 
 /* Seeds the first admin when no admin exists (blocking, start-up only).
  * Returns 0 or -1. */

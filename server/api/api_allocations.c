@@ -1,7 +1,9 @@
 /* api_allocations.c — /allocations (asking the scheduler for slices of a
- * pool, seeing why a request waits, releasing) and /quotas (per user and
- * pool).  Instances and jobs will create requests the same way, with their
- * own owner kind; this is the surface to use and test the scheduler alone.
+ * pool, seeing why a request waits, releasing), /quotas (per user and
+ * pool, per-role defaults) and the limits in force for a user
+ * (/me/limits, /quotas/effective: gc_effective_limits, 0017).  Instances
+ * and jobs will create requests the same way, with their own owner kind;
+ * this is the surface to use and test the scheduler alone.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +11,7 @@
 #include <http_parser.h>
 
 #include "api/api.h"
+#include "api/admit.h"
 #include "auth/auth.h"
 #include "db/db.h"
 #include "base/config.h"
@@ -168,8 +171,8 @@ static void created(PGresult *res, enum rc rc, void *arg)
 		return;
 	}
 	if (!db_val(res, 0, 0)) {
-		/* no quota would ever admit it: say so now rather than queue it
-		 * for good */
+		/* no quota would ever admit it (an admin changed it since
+		 * admit_check()): say so now rather than queue it for good */
 		http_reply_error(r, RC_FORBIDDEN,
 		                 "an admin sets a quota for you or a default for your role"
 		                 " (PUT /api/v1/quotas/defaults)",
@@ -202,12 +205,27 @@ static int in_range(json_t *v, long long lo, long long hi)
 	       (json_integer_value(v) >= lo && json_integer_value(v) <= hi);
 }
 
+struct ask_state {
+	json_t *body;
+	struct admit fit;
+};
+
+static void ask_free(void *p)
+{
+	struct ask_state *st = p;
+
+	json_decref(st->body);
+	free(st);
+}
+
+static void ask_insert(struct http_req *r);
+
 static void ask(struct http_req *r)
 {
 	json_t *body = api_json_body(r, ask_spec);
 	const char *prio, *cuda;
 	json_t *lv, *nodes;
-	struct db_args a = DB_ARGS_INIT;
+	struct ask_state *st;
 
 	if (!body)
 		return;
@@ -264,10 +282,37 @@ static void ask(struct http_req *r)
 		        "only admins may hold an allocation without a lease");
 		return;
 	}
+	st = api_state(r, sizeof(*st), ask_free);
+	if (!st) {
+		json_decref(body);
+		return;
+	}
+	st->body = body; /* handed off */
+	nodes = json_object_get(body, "nodes");
+	st->fit.pool = json_string_value(json_object_get(body, "pool"));
+	st->fit.slices = (int)json_integer_value(json_object_get(body, "slices"));
+	st->fit.nodes = json_is_integer(nodes) ? (int)json_integer_value(nodes) : 1;
+	st->fit.cpu = json_integer_value(json_object_get(body, "cpu_millis"));
+	st->fit.mem = json_integer_value(json_object_get(body, "mem_mib"));
+	st->fit.ok = ask_insert;
+	/* refused at once when no limit would ever admit it or no node could
+	 * ever hold it */
+	admit_check(r, &st->fit);
+}
+
+/* Queues the request admit_check() let through. */
+static void ask_insert(struct http_req *r)
+{
+	struct ask_state *st = r->data;
+	json_t *body = st->body, *lv = json_object_get(body, "lease_s"), *nodes;
+	const char *prio = json_string_value(json_object_get(body, "priority"));
+	const char *cuda = json_string_value(json_object_get(body, "cuda_version"));
+	struct db_args a = DB_ARGS_INIT;
+
 	nodes = json_object_get(body, "nodes");
 	db_arg_ll(&a, r->auth->user_id);
 	db_arg_str(&a, json_string_value(json_object_get(body, "pool")));
-	db_arg_str(&a, prio);
+	db_arg_str(&a, prio ? prio : "normal");
 	db_arg_ll(&a, json_integer_value(json_object_get(body, "slices")));
 	db_arg_ll(&a, json_is_integer(nodes) ? json_integer_value(nodes) : 1);
 	db_arg_ll(&a, json_integer_value(json_object_get(body, "cpu_millis")));
@@ -285,7 +330,6 @@ static void ask(struct http_req *r)
 	        "  WHERE NOT EXISTS (SELECT 1 FROM w WHERE why IS NOT NULL) RETURNING id)"
 	        " SELECT (SELECT id FROM ins), (SELECT why FROM w)",
 	        &a, created, r);
-	json_decref(body);
 }
 
 /* ---- release ---- */
@@ -432,6 +476,138 @@ static void quota_list(struct http_req *r)
 	         " WHERE $1::bigint IS NULL OR q.user_id = "
 	         "$1::bigint ORDER BY u.username, p.name",
 	         &a);
+}
+
+/* Removes a user's own quota in a pool (?user_id=&pool=): the role's
+ * defaults apply to them there again. */
+static void quota_removed(PGresult *res, enum rc rc, void *arg)
+{
+	struct http_req *r = arg;
+	char target[120];
+
+	if (rc != RC_OK) {
+		api_reply_db_error(r, rc, "could not remove the quota");
+		return;
+	}
+	if (PQntuples(res) != 1) {
+		http_reply_error(r, RC_NOTFOUND, "GET /api/v1/quotas?user_id= lists them",
+		                 "no such quota");
+		return;
+	}
+	snprintf(target, sizeof(target), "%s/%s", db_val(res, 0, 0), db_val(res, 0, 1));
+	auth_audit(r, r->auth, "quota.delete", target, NULL);
+	sched_kick();
+	http_reply(r, 204, NULL, NULL, 0);
+}
+
+/* ?user_id= as a positive number: 0 with *uid set, else replies 400 and
+ * returns -1. */
+static int user_id_query(struct http_req *r, long long *uid)
+{
+	char v[24];
+	long n = api_query(r, "user_id", v, sizeof(v));
+
+	if (n == -2)
+		return -1;
+	if (n <= 0 || strspn(v, "0123456789") != (size_t)n || (*uid = strtoll(v, NULL, 10)) < 1) {
+		http_reply_error(r, RC_INVALID, "e.g. ?user_id=7 (GET /api/v1/users finds it)",
+		                 "user_id must be a user's id");
+		return -1;
+	}
+	return 0;
+}
+
+static void quota_delete(struct http_req *r)
+{
+	char pool[72];
+	long long uid;
+	long np;
+	struct db_args a = DB_ARGS_INIT;
+
+	if (user_id_query(r, &uid) < 0 || (np = api_query(r, "pool", pool, sizeof(pool))) == -2)
+		return;
+	if (np <= 0) {
+		http_reply_error(r, RC_INVALID, "e.g. ?user_id=7&pool=a100", "pool is required");
+		return;
+	}
+	db_arg_ll(&a, uid);
+	db_arg_str(&a, pool);
+	db_query_args("DELETE FROM quotas q USING users u, pools p"
+	              " WHERE q.user_id = $1 AND u.id = q.user_id AND p.id = q.pool_id"
+	              " AND p.name = $2 RETURNING u.username, p.name",
+	              &a, quota_removed, r);
+}
+
+/* ---- the limits in force (0017) ---- */
+
+/* One document: the user, the CPU-only row, a row per pool (by name) and
+ * the home's storage limits, each limit with where it comes from. */
+#define LIMITS_SQL                                                                                 \
+	"WITH e AS (SELECT * FROM gc_effective_limits($1))"                                        \
+	" SELECT json_build_object('user', json_build_object('id', u.id, 'username', u.username,"  \
+	"  'display_name', u.display_name, 'role', u.role),"                                       \
+	" 'cpu_only', (SELECT json_build_object('source', e.source, 'max_cpu_millis',"             \
+	"  e.max_cpu_millis, 'max_mem_mib', e.max_mem_mib, 'max_tensorboards',"                    \
+	"  e.max_tensorboards, 'cpu_millis_in_use', e.cpu_millis_in_use, 'mem_mib_in_use',"        \
+	"  e.mem_mib_in_use, 'tensorboards_running', e.tensorboards_running, 'node_cpu_millis',"   \
+	"  e.node_cpu_millis, 'node_mem_mib', e.node_mem_mib) FROM e WHERE e.pool IS NULL),"       \
+	" 'pools', COALESCE((SELECT json_agg(json_build_object('pool', e.pool, 'open', e.open,"    \
+	"  'source', e.source, 'max_slices', e.max_slices, 'max_cpu_millis', e.max_cpu_millis,"    \
+	"  'max_mem_mib', e.max_mem_mib, 'gpu_hours_per_week', e.gpu_hours_per_week,"              \
+	"  'max_runtime_s', e.max_runtime_s, 'slices_in_use', e.slices_in_use,"                    \
+	"  'cpu_millis_in_use', e.cpu_millis_in_use, 'mem_mib_in_use', e.mem_mib_in_use,"          \
+	"  'gpu_hours_7d', round((e.gpu_seconds_7d / 3600)::numeric, 2), 'node_cpu_millis',"       \
+	"  e.node_cpu_millis, 'node_mem_mib', e.node_mem_mib) ORDER BY e.pool)"                    \
+	"  FROM e WHERE e.pool IS NOT NULL), '[]'),"                                               \
+	" 'storage', (SELECT json_build_object('source', CASE WHEN num_nonnulls(a.bytes_soft,"     \
+	"  a.bytes_hard, a.files_soft, a.files_hard) > 0 THEN 'user' ELSE 'default' END,"          \
+	"  'bytes', COALESCE(a.bytes, 0), 'files', COALESCE(a.files, 0),"                          \
+	"  'bytes_soft', COALESCE(a.bytes_soft, d.user_bytes_soft),"                               \
+	"  'bytes_hard', COALESCE(a.bytes_hard, d.user_bytes_hard),"                               \
+	"  'files_soft', COALESCE(a.files_soft, d.user_files_soft),"                               \
+	"  'files_hard', COALESCE(a.files_hard, d.user_files_hard),"                               \
+	"  'override', json_build_object('bytes_soft', a.bytes_soft, 'bytes_hard', a.bytes_hard,"  \
+	"  'files_soft', a.files_soft, 'files_hard', a.files_hard))"                               \
+	"  FROM storage_defaults d LEFT JOIN storage_areas a ON a.area = 'home:' || u.id LIMIT 1)" \
+	" )::text FROM users u WHERE u.id = $1"
+
+static void limits_done(PGresult *res, enum rc rc, void *arg)
+{
+	struct http_req *r = arg;
+	json_t *doc;
+
+	if (api_one_row(r, res, rc, "user", "could not read the limits") < 0)
+		return;
+	doc = json_loads(db_val(res, 0, 0), 0, NULL);
+	if (!doc) {
+		http_reply_error(r, RC_INTERNAL, NULL, "could not read the limits");
+		return;
+	}
+	http_reply_json(r, 200, doc);
+}
+
+static void limits_of(struct http_req *r, long long uid)
+{
+	struct db_args a = DB_ARGS_INIT;
+
+	db_arg_ll(&a, uid);
+	db_query_args(LIMITS_SQL, &a, limits_done, r);
+}
+
+/* Mine: everyone may read their own, nobody another's. */
+static void me_limits(struct http_req *r)
+{
+	limits_of(r, r->auth->user_id);
+}
+
+/* Anyone's (admins): ?user_id= */
+static void quota_effective(struct http_req *r)
+{
+	long long uid;
+
+	if (user_id_query(r, &uid) < 0)
+		return;
+	limits_of(r, uid);
 }
 
 /* ---- per-role default quotas (0015) ---- */
@@ -608,6 +784,9 @@ const struct route api_allocations_routes[] = {
 	{ HTTP_DELETE, "/api/v1/allocations/{id}", release, ROLES_ALL, 0, 0, NULL },
 	{ HTTP_GET, "/api/v1/quotas", quota_list, ROLE_ADMIN, 0, 0, NULL },
 	{ HTTP_PUT, "/api/v1/quotas", quota_put, ROLE_ADMIN, 0, 8192, NULL },
+	{ HTTP_DELETE, "/api/v1/quotas", quota_delete, ROLE_ADMIN, 0, 0, NULL },
+	{ HTTP_GET, "/api/v1/quotas/effective", quota_effective, ROLE_ADMIN, 0, 0, NULL },
+	{ HTTP_GET, "/api/v1/me/limits", me_limits, ROLES_ALL, 0, 0, NULL },
 	{ HTTP_GET, "/api/v1/quotas/defaults", defaults_list, ROLE_ADMIN, 0, 0, NULL },
 	{ HTTP_PUT, "/api/v1/quotas/defaults", default_put, ROLE_ADMIN, 0, 8192, NULL },
 	{ HTTP_DELETE, "/api/v1/quotas/defaults", default_delete, ROLE_ADMIN, 0, 0, NULL },

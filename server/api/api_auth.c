@@ -333,7 +333,8 @@ static void login_verified(void *arg, int ok, const char *new_phc)
 	COL(LOGIN_USERNAME, "u.username")            \
 	COL(LOGIN_CREATED_AT, DB_TS("u.created_at")) \
 	COL(LOGIN_BUDGET, "x.budget")                \
-	COL(LOGIN_WAIT_S, "x.wait_s")
+	COL(LOGIN_WAIT_S, "x.wait_s")                \
+	COL(LOGIN_MUST_CHANGE, "u.must_change_password")
 enum login_col { DB_COLS_ENUM(LOGIN_COLS) };
 #define LOGIN_LIST DB_COLS_SQL(LOGIN_COLS)
 
@@ -367,6 +368,7 @@ static void login_user_done(PGresult *res, enum rc rc, void *arg)
 		l->info.role = auth_role_parse(db_val(res, 0, LOGIN_ROLE));
 		snprintf(l->info.created_at, sizeof(l->info.created_at), "%s",
 		         db_val(res, 0, LOGIN_CREATED_AT));
+		l->info.must_change_password = strcmp(db_val(res, 0, LOGIN_MUST_CHANGE), "t") == 0;
 		if (!l->info.display_name || !l->info.email) {
 			http_reply_error(r, RC_NOMEM, NULL, "out of memory");
 			return;
@@ -481,11 +483,19 @@ static void logout(struct http_req *r)
 	"  UNION SELECT pool_id FROM alloc_requests WHERE user_id = u.id"                              \
 	"   AND state = 'allocated'))::text"
 
-/* What the caller extension decodes: the usage column, then the storage. */
+/* Whether TensorBoard is set up: the image of the tensorboard_image
+ * setting (0017) is in the catalog, so POST /tensorboards can start it. */
+#define ME_FEATURES_COL                                             \
+	", EXISTS (SELECT 1 FROM images me_tb WHERE me_tb.owner_id" \
+	" IS NULL AND me_tb.reference = gc_setting('tensorboard_image'))"
+
+/* What the caller extension decodes: the usage column, the storage, then
+ * the features. */
 struct me_ext {
 	char *usage_json;
 	json_t *storage;
 	int storage_missing;
+	int tensorboard;
 };
 
 static void me_ext_free(void *p)
@@ -508,11 +518,15 @@ static void *me_ext_decode(const PGresult *res, int col)
 		return NULL;
 	}
 	m->storage = areas_me_storage(res, col + 1, &m->storage_missing);
+	{
+		const char *tb = db_val(res, 0, col + 1 + AREAS_ME_NCOLS);
+		m->tensorboard = tb && tb[0] == 't';
+	}
 	return m;
 }
 
 static struct auth_ext me_ext = {
-	.cols = ME_USAGE_COL AREAS_ME_COLS,
+	.cols = ME_USAGE_COL AREAS_ME_COLS ME_FEATURES_COL,
 	.join = AREAS_ME_JOIN,
 	.decode = me_ext_decode,
 	.free_fn = me_ext_free,
@@ -564,6 +578,7 @@ static void me(struct http_req *r)
 	}
 	/* read with the lookup too: no second round trip */
 	json_object_set_new(out, "storage", m->storage ? json_incref(m->storage) : json_null());
+	json_object_set_new(out, "features", json_pack("{s:b}", "tensorboard", m->tensorboard));
 	http_reply_json(r, 200, out);
 }
 
@@ -614,15 +629,14 @@ static void pwchange_verified(void *arg, int ok, const char *new_phc)
 	/* other sessions end: whoever knew the old password is logged out; and
 	 * every API token is revoked, since one may have been made by whoever
 	 * knew it (scripts need new tokens: the safe choice, and the UI says so) */
-	db_query_args(
-	        "WITH s AS (UPDATE sessions SET revoked_at = now()"
-	        "  WHERE user_id = $1 AND id <> $3 AND revoked_at IS NULL),"
-	        " t AS (UPDATE api_tokens SET revoked_at = now()"
-	        "  WHERE user_id = $1 AND revoked_at IS NULL)"
-	        " UPDATE users SET password_hash = $2, password_changed_at = now(), updated_at = "
-	        "now()"
-	        " WHERE id = $1",
-	        &a, pwchange_saved, c);
+	db_query_args("WITH s AS (UPDATE sessions SET revoked_at = now()"
+	              "  WHERE user_id = $1 AND id <> $3 AND revoked_at IS NULL),"
+	              " t AS (UPDATE api_tokens SET revoked_at = now()"
+	              "  WHERE user_id = $1 AND revoked_at IS NULL)"
+	              " UPDATE users SET password_hash = $2, password_changed_at = now(),"
+	              " must_change_password = false, updated_at = now()"
+	              " WHERE id = $1",
+	              &a, pwchange_saved, c);
 }
 
 static void pwchange_loaded(PGresult *res, enum rc rc, void *arg)
@@ -654,6 +668,8 @@ static void password_change(struct http_req *r)
 	if (!body)
 		return;
 	why = auth_password_policy(body_str(body, "new_password"), r->auth->username);
+	if (!why && strcmp(body_str(body, "new_password"), body_str(body, "current_password")) == 0)
+		why = "the new password must differ from the current one";
 	if (why) {
 		json_decref(body);
 		http_reply_error(r, RC_INVALID, NULL, "%s", why);
@@ -678,9 +694,10 @@ static void password_change(struct http_req *r)
 
 static const struct route routes[] = {
 	{ HTTP_POST, "/api/v1/auth/login", login, ROLES_PUBLIC, ROUTE_NO_CSRF, 8192, NULL },
-	{ HTTP_POST, "/api/v1/auth/logout", logout, ROLES_ALL, 0, 0, NULL },
-	{ HTTP_GET, "/api/v1/me", me, ROLES_ALL, 0, 0, NULL },
-	{ HTTP_POST, "/api/v1/me/password", password_change, ROLES_ALL, 0, 8192, NULL },
+	{ HTTP_POST, "/api/v1/auth/logout", logout, ROLES_ALL, ROUTE_PASSWORD_CHANGE, 0, NULL },
+	{ HTTP_GET, "/api/v1/me", me, ROLES_ALL, ROUTE_PASSWORD_CHANGE, 0, NULL },
+	{ HTTP_POST, "/api/v1/me/password", password_change, ROLES_ALL, ROUTE_PASSWORD_CHANGE, 8192,
+	  NULL },
 	{ 0, NULL, NULL, 0, 0, 0, NULL },
 };
 

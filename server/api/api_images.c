@@ -17,6 +17,7 @@
 #include "auth/auth.h"
 #include "db/db.h"
 #include "engine/images.h"
+#include "engine/registry.h"
 #include "base/log.h"
 
 /* An image's columns, by name (DB_COLS_*: db.h).  Every node appears in
@@ -48,17 +49,21 @@
 	                            "  ORDER BY n.name), '[]')"                                   \
 	                            "  FROM nodes n LEFT JOIN image_nodes x ON x.node_id = n.id " \
 	                            "AND x.image_id = i.id)::text")                               \
-	COL(IMAGE_CUDA_MIN, "i.cuda_min")
+	COL(IMAGE_CUDA_MIN, "i.cuda_min")                                                         \
+	COL(IMAGE_VERIFIED, "i.verified")
 enum image_col { DB_COLS_ENUM(IMAGE_COLS) };
 
 #define IMAGE_SELECT           \
 	"SELECT " DB_COLS_SQL( \
 	        IMAGE_COLS) " FROM images i LEFT JOIN registries r ON r.id = i.registry_id"
 
-/* Who sees what: $2 the caller's id, $3 their role. */
+/* Who sees what: $2 the caller's id, $3 their role.  A catalog image added
+ * without checking the registry (verified false) is seen by admins only
+ * until a pull of it succeeds. */
 #define IMAGE_VISIBLE                                                        \
 	" (i.owner_id = $2::bigint OR (i.owner_id IS NULL AND ($3 = 'admin'" \
-	" OR i.visibility = 'everyone' OR $3::user_role = ANY (i.vis_roles))))"
+	" OR (i.verified AND (i.visibility = 'everyone'"                     \
+	" OR $3::user_role = ANY (i.vis_roles))))))"
 
 static json_t *jload(const char *s)
 {
@@ -90,6 +95,8 @@ static json_t *image_row(const PGresult *res, int i)
 	json_object_set_new(o, "owner_id",
 	                    owner ? json_integer(strtoll(owner, NULL, 10)) : json_null());
 	json_object_set_new(o, "personal", json_boolean(owner != NULL));
+	json_object_set_new(o, "verified",
+	                    json_boolean(strcmp(db_val(res, i, IMAGE_VERIFIED), "t") == 0));
 	json_object_set_new(o, "visibility", json_string(db_val(res, i, IMAGE_VISIBILITY)));
 	json_object_set_new(o, "roles", jload(db_val(res, i, IMAGE_ROLES)));
 	json_object_set_new(o, "classes", jload(db_val(res, i, IMAGE_CLASSES)));
@@ -142,19 +149,13 @@ static void get(struct http_req *r)
 /* ---- create, change, remove ---- */
 
 static const struct jfield image_spec[] = {
-	{ "reference", J_STRING, 0, 255 },
-	{ "registry_id", J_INT, 0, 0 },
-	{ "display_name", J_STRING, 0, 200 },
-	{ "framework", J_STRING, 0, 64 },
-	{ "cuda_version", J_STRING, 0, 16 },
-	{ "description", J_STRING, 0, 4000 },
-	{ "visibility", J_STRING, 0, 16 },
-	{ "roles", J_STRINGS, 0, 4 },
-	{ "classes", J_ARRAY, 0, 1000 },
-	{ "groups", J_ARRAY, 0, 1000 },
-	{ "default_cmd", J_STRINGS, 0, 64 },
-	{ "app_ports", J_ARRAY, 0, 16 },
-	{ NULL, 0, 0, 0 },
+	{ "reference", J_STRING, 0, 255 },    { "registry_id", J_INT, 0, 0 },
+	{ "display_name", J_STRING, 0, 200 }, { "framework", J_STRING, 0, 64 },
+	{ "cuda_version", J_STRING, 0, 16 },  { "description", J_STRING, 0, 4000 },
+	{ "visibility", J_STRING, 0, 16 },    { "roles", J_STRINGS, 0, 4 },
+	{ "classes", J_ARRAY, 0, 1000 },      { "groups", J_ARRAY, 0, 1000 },
+	{ "default_cmd", J_STRINGS, 0, 64 },  { "app_ports", J_ARRAY, 0, 16 },
+	{ "verify", J_BOOL, 0, 0 },           { NULL, 0, 0, 0 },
 };
 
 /* The checked settings of a create or update, as statement parameters
@@ -275,25 +276,21 @@ static void changed(PGresult *res, enum rc rc, void *arg)
 	}
 	if (api_one_row(r, res, rc, "image", "") < 0)
 		return;
-	auth_audit(r, r->auth, created ? "image.create" : "image.update", db_val(res, 0, 1), NULL);
+	auth_audit(r, r->auth, created ? "image.create" : "image.update", db_val(res, 0, 1),
+	           created ? json_pack("{s:b}", "verified", strcmp(db_val(res, 0, 2), "t") == 0)
+	                   : NULL);
 	reply_image(r, strtoll(db_val(res, 0, 0), NULL, 10), created ? 201 : 200);
 }
 
-static void create(struct http_req *r)
+/* Inserts body's image (checked by create()); verified: the registry
+ * said the reference exists. */
+static void insert(struct http_req *r, json_t *body, int verified)
 {
-	json_t *body = api_json_body(r, image_spec), *reg;
 	struct image_params ip = { 0 };
-	const char *ref, *cuda;
+	const char *ref = json_string_value(json_object_get(body, "reference")), *cuda;
+	json_t *reg;
 	struct db_args a = DB_ARGS_INIT;
 
-	if (!body)
-		return;
-	ref = json_string_value(json_object_get(body, "reference"));
-	if (!ref || !images_ref_valid(ref)) {
-		http_reply_error(r, RC_INVALID, "e.g. nvcr.io/nvidia/pytorch:24.08-py3",
-		                 "reference must be an image reference");
-		goto out;
-	}
 	if (check(r, body, &ip) < 0)
 		goto out;
 	cuda = json_string_value(json_object_get(body, "cuda_version"));
@@ -311,11 +308,12 @@ static void create(struct http_req *r)
 	db_arg_str(&a, ip.groups);
 	db_arg_str(&a, ip.cmd);
 	db_arg_str(&a, ip.ports);
+	db_arg_str(&a, verified ? "t" : "f");
 	/* without a registry_id, the registry whose server the reference
 	 * starts with (the longest) */
 	db_query_args("INSERT INTO images (reference, registry_id, display_name, framework,"
 	              " cuda_version, cuda_min, cuda_source, description, visibility, vis_roles,"
-	              " vis_classes, vis_groups, default_cmd, app_ports)"
+	              " vis_classes, vis_groups, default_cmd, app_ports, verified)"
 	              " VALUES ($1, COALESCE($2::bigint, (SELECT id FROM registries"
 	              "  WHERE starts_with($1, server || '/') ORDER BY length(server) DESC, "
 	              "id LIMIT 1)),"
@@ -328,8 +326,95 @@ static void create(struct http_req *r)
 	              "'[]'))::bigint),"
 	              " ARRAY(SELECT jsonb_array_elements_text(COALESCE($11::jsonb, "
 	              "'[]'))::bigint),"
-	              " $12::jsonb, COALESCE($13::jsonb, '[]')) RETURNING id, reference",
+	              " $12::jsonb, COALESCE($13::jsonb, '[]'), $14::boolean)"
+	              " RETURNING id, reference, verified",
 	              &a, changed, r);
+out:
+	params_free(&ip);
+}
+
+struct pending {
+	json_t *body;
+};
+
+static void pending_free(void *p)
+{
+	struct pending *u = p;
+
+	json_decref(u->body);
+	free(u);
+}
+
+/* The registry's answer about a new image's reference. */
+static void ref_checked(enum rc rc, const char *body, size_t len, const char *err, void *arg)
+{
+	struct http_req *r = arg;
+	struct pending *u = r->data;
+
+	(void)body;
+	(void)len;
+	switch (rc) {
+	case RC_OK: insert(r, u->body, 1); return;
+	case RC_NOTFOUND:
+		http_reply_error(r, RC_INVALID,
+		                 "check the repository and tag (Browse registry lists them)", "%s",
+		                 err);
+		return;
+	case RC_FORBIDDEN:
+		http_reply_error(
+		        r, RC_CONFLICT,
+		        "fix the registry's credentials (Administration > Registries), or "
+		        "add it with \"verify\": false: it stays hidden from users until a "
+		        "pull succeeds",
+		        "%s", err);
+		return;
+	case RC_INVALID: http_reply_error(r, RC_INVALID, NULL, "%s", err); return;
+	case RC_NOMEM:
+	case RC_DB: http_reply_error(r, rc, NULL, "%s", err); return;
+	default:
+		http_reply_error(
+		        r, RC_UNAVAILABLE,
+		        "add it with \"verify\": false: it stays hidden from users until a "
+		        "pull succeeds",
+		        "%s", err);
+		return;
+	}
+}
+
+/* The reference is checked against its registry first (HEAD of its
+ * manifest, with the registry's credentials): an image that does not
+ * exist never reaches the catalog.  "verify": false skips the check for a
+ * registry gpucloudd cannot reach; such an image stays hidden from users
+ * until a pull of it has succeeded. */
+static void create(struct http_req *r)
+{
+	json_t *body = api_json_body(r, image_spec), *reg;
+	struct image_params ip = { 0 };
+	struct pending *u;
+	const char *ref;
+
+	if (!body)
+		return;
+	ref = json_string_value(json_object_get(body, "reference"));
+	if (!ref || !images_ref_valid(ref)) {
+		http_reply_error(r, RC_INVALID, "e.g. nvcr.io/nvidia/pytorch:24.08-py3",
+		                 "reference must be an image reference");
+		goto out;
+	}
+	if (check(r, body, &ip) < 0)
+		goto out;
+	if (json_is_false(json_object_get(body, "verify"))) {
+		insert(r, body, 0);
+		goto out;
+	}
+	u = api_state(r, sizeof(*u), pending_free);
+	if (!u)
+		goto out;
+	u->body = json_incref(body);
+	reg = json_object_get(body, "registry_id");
+	if (registry_check_ref(json_is_integer(reg) ? json_integer_value(reg) : 0, ref, ref_checked,
+	                       r) < 0)
+		http_reply_error(r, RC_NOMEM, NULL, "out of memory");
 out:
 	params_free(&ip);
 	json_decref(body);
@@ -351,6 +436,11 @@ static void update(struct http_req *r)
 	if (json_object_get(body, "reference") || json_object_get(body, "registry_id")) {
 		http_reply_error(r, RC_INVALID, "add a new catalog entry instead",
 		                 "an image's reference and registry cannot change");
+		goto out;
+	}
+	if (json_object_get(body, "verify")) {
+		http_reply_error(r, RC_INVALID, "pull it: a successful pull verifies it",
+		                 "verify applies when an image is added");
 		goto out;
 	}
 	if (check(r, body, &ip) < 0)
@@ -387,7 +477,7 @@ static void update(struct http_req *r)
 	        "  ARRAY(SELECT jsonb_array_elements_text($10::jsonb)::bigint) END,"
 	        " default_cmd = CASE WHEN $13 = 't' THEN $11::jsonb ELSE default_cmd END,"
 	        " app_ports = COALESCE($12::jsonb, app_ports), updated_at = now()"
-	        " WHERE id = $1 AND owner_id IS NULL RETURNING id, reference",
+	        " WHERE id = $1 AND owner_id IS NULL RETURNING id, reference, verified",
 	        &a, changed, r);
 out:
 	params_free(&ip);
@@ -529,6 +619,86 @@ static void pull(struct http_req *r)
 	free(want);
 }
 
+/* ---- newer tags ---- */
+
+struct newer {
+	char ref[300], name[300], tag[160];
+	json_t *catalog; /* the catalog's references */
+};
+
+static void newer_free(void *p)
+{
+	struct newer *n = p;
+
+	json_decref(n->catalog);
+	free(n);
+}
+
+static void newer_tags(enum rc rc, const char *body, size_t len, const char *err, void *arg)
+{
+	struct http_req *r = arg;
+	struct newer *n = r->data;
+	json_t *j, *items;
+
+	if (rc != RC_OK) {
+		api_reply_registry_error(r, rc, err);
+		return;
+	}
+	j = json_loadb(body, len, 0, NULL);
+	items = api_tag_items(n->name, json_object_get(j, "tags"), n->tag, n->catalog);
+	json_decref(j);
+	if (!items) {
+		http_reply_error(r, RC_NOMEM, NULL, "out of memory");
+		return;
+	}
+	http_reply_json(r, 200,
+	                json_pack("{s:s, s:s, s:s, s:o}", "reference", n->ref, "repository",
+	                          n->name, "tag", n->tag, "newer", items));
+}
+
+/* Row: 0 reference, 1 registry_id, 2 the catalog's references (JSON). */
+static void newer_row(PGresult *res, enum rc rc, void *arg)
+{
+	struct http_req *r = arg;
+	struct newer *n;
+
+	if (api_one_row(r, res, rc, "image", "") < 0)
+		return;
+	n = api_state(r, sizeof(*n), newer_free);
+	if (!n)
+		return;
+	snprintf(n->ref, sizeof(n->ref), "%s", db_val(res, 0, 0));
+	n->catalog = json_loads(db_val(res, 0, 2), 0, NULL);
+	if (strchr(n->ref, '@') ||
+	    images_ref_split(n->ref, n->name, sizeof(n->name), n->tag, sizeof(n->tag)) < 0) {
+		/* pinned by digest: no tag to be newer than */
+		images_ref_split(n->ref, n->name, sizeof(n->name), n->tag, sizeof(n->tag));
+		http_reply_json(r, 200,
+		                json_pack("{s:s, s:s, s:s, s:[]}", "reference", n->ref,
+		                          "repository", n->name, "tag", n->tag, "newer"));
+		return;
+	}
+	if (registry_ref_tags(db_val(res, 0, 1) ? strtoll(db_val(res, 0, 1), NULL, 10) : 0, n->ref,
+	                      newer_tags, r) < 0)
+		http_reply_error(r, RC_NOMEM, NULL, "out of memory");
+}
+
+/* The tags of a catalog image's repository that are newer than its own
+ * (same series: "24.09-py3" after "24.08-py3"), asked of the registry. */
+static void newer(struct http_req *r)
+{
+	long long id;
+	struct db_args a = DB_ARGS_INIT;
+
+	if (api_id(r, "id", &id) < 0)
+		return;
+	db_arg_ll(&a, id);
+	db_query_args("SELECT reference, registry_id, (SELECT COALESCE(json_agg(reference), '[]')"
+	              " FROM images WHERE owner_id IS NULL)::text"
+	              " FROM images WHERE id = $1 AND owner_id IS NULL",
+	              &a, newer_row, r);
+}
+
 const struct route api_images_routes[] = {
 	{ HTTP_GET, "/api/v1/images", list, ROLES_ALL, 0, 0, NULL },
 	{ HTTP_POST, "/api/v1/images", create, ROLE_ADMIN, 0, 65536, NULL },
@@ -536,5 +706,6 @@ const struct route api_images_routes[] = {
 	{ HTTP_PATCH, "/api/v1/images/{id}", update, ROLE_ADMIN, 0, 65536, NULL },
 	{ HTTP_DELETE, "/api/v1/images/{id}", remove_image, ROLES_ALL, 0, 0, NULL },
 	{ HTTP_POST, "/api/v1/images/{id}/pull", pull, ROLE_ADMIN, 0, 65536, NULL },
+	{ HTTP_GET, "/api/v1/images/{id}/newer", newer, ROLE_ADMIN, 0, 0, NULL },
 	{ 0, NULL, NULL, 0, 0, 0, NULL },
 };

@@ -16,6 +16,7 @@
 #include <http_parser.h>
 
 #include "api/api.h"
+#include "api/admit.h"
 #include "auth/auth.h"
 #include "base/config.h"
 #include "base/events.h"
@@ -200,6 +201,7 @@ static void get(struct http_req *r)
 struct create_ctx {
 	json_t *body;
 	char id[24];
+	struct admit fit;
 };
 
 static void create_free(void *p)
@@ -321,8 +323,8 @@ static void create_insert(struct http_req *r)
 	 * neither */
 	db_query("WITH v AS (SELECT nextval('instances_id_seq') AS iid),"
 	         " img AS (SELECT id, cuda_min FROM images WHERE id = $2 AND (owner_id = $1"
-	         "  OR (owner_id IS NULL AND (visibility = 'everyone' OR $12 = 'admin'"
-	         "  OR $12::user_role = ANY (vis_roles))))),"
+	         "  OR (owner_id IS NULL AND ($12 = 'admin' OR (verified AND"
+	         "  (visibility = 'everyone' OR $12::user_role = ANY (vis_roles))))))),"
 	         " pl AS (SELECT id FROM pools WHERE name = $3),"
 	         /* CPU-only: the user's tightest CPU and memory quotas (0008) */
 	         " cq AS (SELECT gc_cpu_only_block_reason($1, NULL, $6, $7) AS why"
@@ -359,6 +361,8 @@ static void create_insert(struct http_req *r)
 static void create_blocked(PGresult *res, enum rc rc, void *arg)
 {
 	struct http_req *r = arg;
+	struct create_ctx *c = r->data;
+	json_t *b = c->body;
 
 	if (rc != RC_OK) {
 		api_reply_db_error(r, rc, "");
@@ -369,7 +373,15 @@ static void create_blocked(PGresult *res, enum rc rc, void *arg)
 		                 "%s", db_val(res, 0, 0));
 		return;
 	}
-	create_insert(r);
+	/* refused at once when no limit would ever admit it or no node could
+	 * ever hold it */
+	c->fit.pool = json_string_value(json_object_get(b, "pool"));
+	c->fit.slices = (int)int_or(b, "slices", c->fit.pool ? 1 : 0);
+	c->fit.nodes = 1;
+	c->fit.cpu = int_or(b, "cpu_millis", 1000);
+	c->fit.mem = int_or(b, "mem_mib", 1024);
+	c->fit.ok = create_insert;
+	admit_check(r, &c->fit);
 }
 
 static void storage_check(struct http_req *r, db_cb cb)
@@ -552,7 +564,14 @@ static void updated_202(PGresult *res, enum rc rc, void *arg)
 {
 	struct http_req *r = arg;
 	struct act *a = r->data;
+	const char *c = res ? PQresultErrorField(res, PG_DIAG_CONSTRAINT_NAME) : NULL;
 
+	if (rc == RC_INVALID && c && strcmp(c, "user_deleted") == 0) {
+		/* 0016: nothing of a deleted account runs again */
+		http_reply_error(r, RC_CONFLICT, "a deleted account's instances stay stopped",
+		                 "the owner of instance %lld was deleted", a->id);
+		return;
+	}
 	if (rc != RC_OK) {
 		api_reply_db_error(r, rc, "");
 		return;
@@ -607,8 +626,8 @@ static void start_blocked(PGresult *res, enum rc rc, void *arg)
 	         " available to ' || ow.username AS why, 'create an instance from an image"
 	         " you may use' AS hint FROM i JOIN users ow ON ow.id = i.user_id"
 	         "  LEFT JOIN images im ON im.id = i.image_id WHERE NOT COALESCE(im.owner_id"
-	         "  = i.user_id OR (im.owner_id IS NULL AND (im.visibility = 'everyone'"
-	         "  OR ow.role = 'admin' OR ow.role = ANY (im.vis_roles))), false)),"
+	         "  = i.user_id OR (im.owner_id IS NULL AND (ow.role = 'admin' OR (im.verified"
+	         "  AND (im.visibility = 'everyone' OR ow.role = ANY (im.vis_roles))))), false)),"
 	         /* a pool: refused when no quota would ever admit it (0015) */
 	         " rq AS (SELECT gc_request_refusal(i.user_id, i.pool_id, i.slices, i.cpu_millis,"
 	         "  i.mem_mib) AS why, 'an admin sets a quota for you or a default for your role'"

@@ -21,6 +21,7 @@
 #include <event2/buffer.h>
 #include <http_parser.h>
 
+#include "api/admit.h"
 #include "api/api.h"
 #include "auth/auth.h"
 #include "base/cron.h"
@@ -279,6 +280,7 @@ struct create_ctx {
 	char *text; /* the body as sent (validated JSON) */
 	char key[208];
 	int tries; /* the insert again after a concurrent submit's */
+	struct admit fit;
 };
 
 static void create_free(void *p)
@@ -467,9 +469,44 @@ static void create_insert(struct http_req *r)
 	        &a, created, r);
 }
 
+/* Refused at once when no limit would ever admit it or no node could ever
+ * hold it (admit.c), as instances are. */
+static void admit(struct http_req *r)
+{
+	struct create_ctx *c = r->data;
+	json_t *b = c->body;
+
+	c->fit.pool = json_string_value(json_object_get(b, "pool"));
+	c->fit.slices = (int)int_or(b, "slices", c->fit.pool ? 1 : 0);
+	c->fit.nodes = 1;
+	c->fit.cpu = int_or(b, "cpu_millis", 1000);
+	c->fit.mem = int_or(b, "mem_mib", 1024);
+	c->fit.ok = create_insert;
+	admit_check(r, &c->fit);
+}
+
+static void key_seen(PGresult *res, enum rc rc, void *arg)
+{
+	struct http_req *r = arg;
+
+	if (rc != RC_OK) {
+		api_reply_db_error(r, rc, "");
+		return;
+	}
+	/* a retry of a submit that was admitted then: its job, whatever the
+	 * limits say now */
+	if (PQntuples(res) == 1)
+		create_insert(r);
+	else
+		admit(r);
+}
+
 static void create_blocked(PGresult *res, enum rc rc, void *arg)
 {
 	struct http_req *r = arg;
+	struct create_ctx *c = r->data;
+	char uid[24];
+	const char *p[2] = { uid, c->key };
 
 	if (rc != RC_OK) {
 		api_reply_db_error(r, rc, "");
@@ -480,7 +517,13 @@ static void create_blocked(PGresult *res, enum rc rc, void *arg)
 		                 "%s", db_val(res, 0, 0));
 		return;
 	}
-	create_insert(r);
+	if (!c->key[0]) {
+		admit(r);
+		return;
+	}
+	snprintf(uid, sizeof(uid), "%lld", (long long)r->auth->user_id);
+	db_query("SELECT 1 FROM jobs WHERE user_id = $1 AND idempotency_key = $2", 2, p, key_seen,
+	         r);
 }
 
 /* Checks everything a submit says; replies 4xx itself and returns -1. */

@@ -1,6 +1,9 @@
 /* api_nodes.c — /nodes: registering Docker engines as GPU nodes (unix
  * socket or tcp:// with mutual TLS), their declared GPUs, labels and admin
- * state (active, draining, cordoned).  Admin only.
+ * state (active, draining, cordoned).  Admin only.  A node whose engine
+ * fails to start containers is degraded (nodes.c, 0019): shown as state
+ * "degraded" with the engine's words, cleared by POST .../clear-degraded or
+ * by setting the node active.
  *
  * A node is registered only after its engine answered GET /info with the
  * credentials given, so a wrong address or client certificate is an error
@@ -62,7 +65,10 @@
 	    "  FROM gpus g WHERE g.node_id = n.id), '[]')::text")                                 \
 	COL(NODE_CUDA_MAX, "n.cuda_max")                                                          \
 	COL(NODE_CUDA_SOURCE, "n.cuda_source")                                                    \
-	COL(NODE_CUDA_DISCOVERED, "n.cuda_discovered")
+	COL(NODE_CUDA_DISCOVERED, "n.cuda_discovered")                                            \
+	COL(NODE_START_FAILURES, "n.start_failures")                                              \
+	COL(NODE_START_ERROR, "n.start_error")                                                    \
+	COL(NODE_DEGRADED_SINCE, DB_TS("n.degraded_since"))
 enum node_col { DB_COLS_ENUM(NODE_COLS) };
 #define NODE_LIST DB_COLS_SQL(NODE_COLS)
 
@@ -78,7 +84,11 @@ static json_t *node_row(const PGresult *res, int i)
 	const char *health = db_val(res, i, NODE_HEALTH), *admin = db_val(res, i, NODE_ADMIN_STATE);
 	const char *runc = db_val(res, i, NODE_RUNC_VERSION),
 	           *toolkit = db_val(res, i, NODE_TOOLKIT_VERSION);
+	const char *degraded = db_val(res, i, NODE_DEGRADED_SINCE);
+	/* down, then degraded (it answers, but its containers do not start),
+	 * then what the admin set */
 	const char *state = strcmp(health, "down") == 0    ? "down"
+	                    : degraded                     ? "degraded"
 	                    : strcmp(admin, "active") != 0 ? admin
 	                    : strcmp(health, "up") == 0    ? "up"
 	                                                   : "unknown";
@@ -113,6 +123,11 @@ static json_t *node_row(const PGresult *res, int i)
 	json_object_set_new(o, "created_at", json_string(db_val(res, i, NODE_CREATED_AT)));
 	json_object_set_new(o, "tls", json_boolean(strcmp(db_val(res, i, NODE_TLS), "t") == 0));
 	json_object_set_new(o, "flags", flags);
+	json_object_set_new(o, "degraded", json_boolean(degraded != NULL));
+	json_object_set_new(o, "degraded_since", str_or_null(degraded));
+	json_object_set_new(o, "start_failures",
+	                    json_integer(strtoll(db_val(res, i, NODE_START_FAILURES), NULL, 10)));
+	json_object_set_new(o, "start_error", json_string(db_val(res, i, NODE_START_ERROR)));
 	json_object_set_new(o, "gpus", gpus ? gpus : json_array());
 	/* the newest CUDA the driver supports ("" = unknown), and whether GPU
 	 * discovery read it from nvidia-smi or the admin set it */
@@ -581,6 +596,10 @@ static void update(struct http_req *r)
 	db_query_args(
 	        "WITH n AS (UPDATE nodes SET labels = COALESCE($2::jsonb, labels),"
 	        "  admin_state = COALESCE($3::node_admin_state, admin_state),"
+	        /* setting it active is the admin's word that the engine is
+	         * fixed: a degraded node gets work again */
+	        "  start_failures = CASE WHEN $3 = 'active' THEN 0 ELSE start_failures END,"
+	        "  degraded_since = CASE WHEN $3 = 'active' THEN NULL ELSE degraded_since END,"
 	        "  toolkit_version = COALESCE($5, toolkit_version),"
 	        "  cuda_max = CASE WHEN $6::int IS NULL THEN cuda_max"
 	        "   WHEN $6::int = 0 THEN cuda_discovered ELSE $6::int END,"
@@ -676,6 +695,41 @@ static void declare_dead(struct http_req *r)
 	              &a, declared, r);
 }
 
+/* ---- clearing the degraded state ---- */
+
+static void cleared(PGresult *res, enum rc rc, void *arg)
+{
+	struct http_req *r = arg;
+	long long id;
+
+	if (api_one_row(r, res, rc, "node", "could not clear the node") < 0)
+		return;
+	auth_audit(r, r->auth, "node.clear_degraded", db_val(res, 0, 0),
+	           json_pack("{s:b, s:i}", "was_degraded", strcmp(db_val(res, 0, 1), "t") == 0,
+	                     "start_failures", (int)strtol(db_val(res, 0, 2), NULL, 10)));
+	if (api_id(r, "id", &id) < 0) /* checked by clear_degraded(): cannot fail */
+		return;
+	reply_node(r, id, 200);
+}
+
+/* The admin says the node's engine is fixed: its count of failed starts
+ * goes to 0 and a degraded node gets work again (idempotent). */
+static void clear_degraded(struct http_req *r)
+{
+	long long id;
+	struct db_args a = DB_ARGS_INIT;
+
+	if (api_id(r, "id", &id) < 0)
+		return;
+	db_arg_ll(&a, id);
+	db_query_args("WITH o AS (SELECT id, name, degraded_since, start_failures FROM nodes"
+	              "  WHERE id = $1 FOR UPDATE),"
+	              " u AS (UPDATE nodes n SET start_failures = 0, degraded_since = NULL,"
+	              "  updated_at = now() FROM o WHERE n.id = o.id)"
+	              " SELECT name, degraded_since IS NOT NULL, start_failures FROM o",
+	              &a, cleared, r);
+}
+
 const struct route api_nodes_routes[] = {
 	{ HTTP_GET, "/api/v1/nodes", list, ROLE_ADMIN, 0, 0, NULL },
 	{ HTTP_POST, "/api/v1/nodes", create, ROLE_ADMIN, 0, 256 * 1024, NULL },
@@ -683,5 +737,6 @@ const struct route api_nodes_routes[] = {
 	{ HTTP_PATCH, "/api/v1/nodes/{id}", update, ROLE_ADMIN, 0, 64 * 1024, NULL },
 	{ HTTP_DELETE, "/api/v1/nodes/{id}", delete_node, ROLE_ADMIN, 0, 0, NULL },
 	{ HTTP_POST, "/api/v1/nodes/{id}/declare-dead", declare_dead, ROLE_ADMIN, 0, 0, NULL },
+	{ HTTP_POST, "/api/v1/nodes/{id}/clear-degraded", clear_degraded, ROLE_ADMIN, 0, 0, NULL },
 	{ 0, NULL, NULL, 0, 0, 0, NULL },
 };

@@ -24,6 +24,14 @@
 	" FROM slices s JOIN gpus g ON g.id = s.gpu_id"                                 \
 	"  JOIN nodes n ON n.id = g.node_id WHERE s.pool_id = p.id AND n.health = 'up'" \
 	"  AND n.admin_state = 'active'"
+/* What work holds on node n now: the sum of col (cpu_millis, mem_mib) over
+ * the requests with a live allocation there (CPU-only ones included). */
+#define NODE_USED(n, col)                                                                       \
+	"(SELECT COALESCE(sum(r." col "), 0) FROM alloc_requests r WHERE r.state = 'allocated'" \
+	" AND EXISTS (SELECT 1 FROM allocations a WHERE a.request_id = r.id"                    \
+	" AND a.node_id = " n ".id AND a.released_at IS NULL))"
+#define NODE_CPU_LEFT(n) "(COALESCE(" n ".ncpu, 0)::bigint * 1000 - " NODE_USED(n, "cpu_millis") ")"
+#define NODE_MEM_LEFT(n) "(COALESCE(" n ".memory_bytes, 0) / 1048576 - " NODE_USED(n, "mem_mib") ")"
 #define POOL_COLS(FIRST, COL)                                                                      \
 	FIRST(POOL_ID, "p.id")                                                                     \
 	COL(POOL_NAME, "p.name")                                                                   \
@@ -38,6 +46,12 @@
 	COL(POOL_FREE,                                                                             \
 	    "(SELECT count(*)" SCHEDULABLE " AND NOT EXISTS (SELECT 1 FROM allocations a"          \
 	    "  WHERE a.slice_id = s.id AND a.released_at IS NULL))")                               \
+	/* free slices some request could use: a node whose cpu or memory is all \
+	 * taken has none, however many of its slices are free */                 \
+	COL(POOL_USABLE,                                                                           \
+	    "(SELECT count(*)" SCHEDULABLE " AND NOT EXISTS (SELECT 1 FROM allocations a"          \
+	    "  WHERE a.slice_id = s.id AND a.released_at IS NULL)"                                 \
+	    "  AND " NODE_CPU_LEFT("n") " > 0 AND " NODE_MEM_LEFT("n") " > 0)")                    \
 	COL(POOL_MODELS, "(SELECT COALESCE(json_agg(DISTINCT g.model), '[]') FROM gpus g"          \
 	                 " WHERE g.pool_id = p.id)::text")                                         \
 	COL(POOL_SIMULATED, "(SELECT bool_or(g.simulated) FROM gpus g WHERE g.pool_id = p.id)")    \
@@ -45,15 +59,26 @@
 	    "(SELECT COALESCE(json_agg(json_build_object('node_id', n.id, 'node', n.name,"         \
 	    "   'state', CASE WHEN n.health = 'down' THEN 'down' WHEN n.admin_state <> 'active'"   \
 	    "   THEN n.admin_state::text ELSE n.health::text END,"                                 \
-	    "   'gpus', (SELECT json_agg(json_build_object('id', g.id, 'index', g.idx,"            \
-	    "     'uuid', g.uuid, 'model', g.model, 'simulated', g.simulated, 'slices',"           \
-	    "     (SELECT count(*) FROM slices s WHERE s.gpu_id = g.id), 'used', (SELECT count(*)" \
-	    "     FROM slices s JOIN allocations a ON a.slice_id = s.id AND a.released_at IS NULL" \
-	    "     WHERE s.gpu_id = g.id)) ORDER BY g.idx)"                                         \
-	    "     FROM gpus g WHERE g.node_id = n.id AND g.pool_id = p.id)) ORDER BY n.name), "    \
-	    "'[]')"                                                                                \
-	    "  FROM nodes n WHERE EXISTS (SELECT 1 FROM gpus g WHERE g.node_id = n.id"             \
-	    "  AND g.pool_id = p.id))::text")                                                      \
+	    "   'cpu_millis', n.ncpu::bigint * 1000, 'mem_mib', n.memory_bytes / 1048576,"         \
+	    "   'cpu_free_millis', CASE WHEN n.ncpu IS NOT NULL THEN greatest(0, " NODE_CPU_LEFT(  \
+	            "n") ") END, 'mem_free_mib', CASE WHEN n.memory_bytes IS NOT NULL"             \
+	                 "   THEN greatest(0, " NODE_MEM_LEFT(                                     \
+	                         "n") ") END,"                                                     \
+	                              "   'gpus', (SELECT json_agg(json_build_object('id', g.id, " \
+	                              "'index', g.idx,"                                            \
+	                              "     'uuid', g.uuid, 'model', g.model, 'simulated', "       \
+	                              "g.simulated, 'slices',"                                     \
+	                              "     (SELECT count(*) FROM slices s WHERE s.gpu_id = "      \
+	                              "g.id), 'used', (SELECT count(*)"                            \
+	                              "     FROM slices s JOIN allocations a ON a.slice_id = "     \
+	                              "s.id AND a.released_at IS NULL"                             \
+	                              "     WHERE s.gpu_id = g.id)) ORDER BY g.idx)"               \
+	                              "     FROM gpus g WHERE g.node_id = n.id AND g.pool_id = "   \
+	                              "p.id)) ORDER BY n.name), "                                  \
+	                              "'[]')"                                                      \
+	                              "  FROM nodes n WHERE EXISTS (SELECT 1 FROM gpus g WHERE "   \
+	                              "g.node_id = n.id"                                           \
+	                              "  AND g.pool_id = p.id))::text")                            \
 	COL(POOL_ROLES, "array_to_json(p.roles)::text")
 enum pool_col { DB_COLS_ENUM(POOL_COLS) };
 #define POOL_LIST DB_COLS_SQL(POOL_COLS)
@@ -87,6 +112,7 @@ static json_t *pool_row(const PGresult *res, int i)
 	json_object_set_new(o, "slices", count(res, i, POOL_SLICES));
 	json_object_set_new(o, "schedulable_slices", count(res, i, POOL_SCHEDULABLE));
 	json_object_set_new(o, "free_slices", count(res, i, POOL_FREE));
+	json_object_set_new(o, "usable_free_slices", count(res, i, POOL_USABLE));
 	json_object_set_new(o, "models", json_loads(db_val(res, i, POOL_MODELS), 0, NULL));
 	json_object_set_new(o, "simulated", json_boolean(sim && strcmp(sim, "t") == 0));
 	json_object_set_new(o, "nodes", json_loads(db_val(res, i, POOL_NODES), 0, NULL));

@@ -19,6 +19,7 @@
 #include "base/crypto.h"
 #include "db/db.h"
 #include "engine/images.h"
+#include "engine/registry.h"
 
 /* A registry's columns, by name (DB_COLS_*: db.h). */
 #define REG_COLS(FIRST, COL)                               \
@@ -441,6 +442,140 @@ static void test(struct http_req *r)
 	              &a, test_node, t);
 }
 
+/* ---- browsing: repositories and tags, asked of the registry ---- */
+
+struct browse {
+	char server[256], repo[256];
+	json_t *catalog; /* the catalog's references */
+};
+
+static void browse_free(void *p)
+{
+	struct browse *b = p;
+
+	json_decref(b->catalog);
+	free(b);
+}
+
+static int by_name(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static void repos_listed(enum rc rc, const char *body, size_t len, const char *err, void *arg)
+{
+	struct http_req *r = arg;
+	json_t *j, *list, *items = json_array();
+	const char **v;
+	size_t n, k = 0;
+
+	if (rc != RC_OK) {
+		json_decref(items);
+		api_reply_registry_error(r, rc, err);
+		return;
+	}
+	j = json_loadb(body, len, 0, NULL);
+	list = json_object_get(j, "repositories");
+	n = json_array_size(list);
+	v = calloc(n ? n : 1, sizeof(*v));
+	if (!v || !items) {
+		free(v);
+		json_decref(j);
+		json_decref(items);
+		http_reply_error(r, RC_NOMEM, NULL, "out of memory");
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (json_is_string(json_array_get(list, i)))
+			v[k++] = json_string_value(json_array_get(list, i));
+	qsort(v, k, sizeof(*v), by_name);
+	for (size_t i = 0; i < k; i++)
+		json_array_append_new(items, json_string(v[i]));
+	free(v);
+	json_decref(j);
+	http_reply_json(r, 200,
+	                json_pack("{s:s, s:o}", "registry", http_param(r, "id"), "items", items));
+}
+
+static void tags_listed(enum rc rc, const char *body, size_t len, const char *err, void *arg)
+{
+	struct http_req *r = arg;
+	struct browse *b = r->data;
+	char prefix[600];
+	json_t *j, *items;
+
+	if (rc != RC_OK) {
+		api_reply_registry_error(r, rc, err);
+		return;
+	}
+	j = json_loadb(body, len, 0, NULL);
+	snprintf(prefix, sizeof(prefix), "%s/%s", b->server, b->repo);
+	items = api_tag_items(prefix, json_object_get(j, "tags"), NULL, b->catalog);
+	json_decref(j);
+	if (!items) {
+		http_reply_error(r, RC_NOMEM, NULL, "out of memory");
+		return;
+	}
+	http_reply_json(r, 200, json_pack("{s:s, s:o}", "repository", b->repo, "items", items));
+}
+
+/* Row: 0 server, 1 the catalog's references (JSON). */
+static void browse_row(PGresult *res, enum rc rc, void *arg)
+{
+	struct http_req *r = arg;
+	struct browse *b = r->data;
+	long long id = strtoll(http_param(r, "id"), NULL, 10);
+	int ret;
+
+	if (api_one_row(r, res, rc, "registry", "") < 0)
+		return;
+	snprintf(b->server, sizeof(b->server), "%s", db_val(res, 0, 0));
+	b->catalog = json_loads(db_val(res, 0, 1), 0, NULL);
+	ret = b->repo[0] ? registry_list_tags(id, b->repo, tags_listed, r)
+	                 : registry_list_repos(id, repos_listed, r);
+	if (ret < 0)
+		http_reply_error(r, RC_NOMEM, NULL, "out of memory");
+}
+
+static void browse(struct http_req *r, const char *repo)
+{
+	struct browse *b;
+	long long id;
+	struct db_args a = DB_ARGS_INIT;
+
+	if (api_id(r, "id", &id) < 0)
+		return;
+	b = api_state(r, sizeof(*b), browse_free);
+	if (!b)
+		return;
+	snprintf(b->repo, sizeof(b->repo), "%s", repo ? repo : "");
+	db_arg_ll(&a, id);
+	db_query_args("SELECT server, (SELECT COALESCE(json_agg(reference), '[]') FROM images"
+	              " WHERE owner_id IS NULL)::text FROM registries WHERE id = $1",
+	              &a, browse_row, r);
+}
+
+/* The registry's repositories (/v2/_catalog; registries that do not offer
+ * it, like Docker Hub, answer an error the reply passes on). */
+static void repositories(struct http_req *r)
+{
+	browse(r, NULL);
+}
+
+/* A repository's tags, newest first, each with the reference it makes and
+ * whether that is in the catalog already. */
+static void tags(struct http_req *r)
+{
+	const char *repo = http_param(r, "repository");
+
+	if (!registry_repo_valid(repo)) {
+		http_reply_error(r, RC_INVALID, "e.g. nvidia/pytorch (see GET .../repositories)",
+		                 "'%.100s' is not a repository name", repo ? repo : "");
+		return;
+	}
+	browse(r, repo);
+}
+
 const struct route api_registries_routes[] = {
 	{ HTTP_GET, "/api/v1/registries", list, ROLE_ADMIN, 0, 0, NULL },
 	{ HTTP_POST, "/api/v1/registries", create, ROLE_ADMIN, 0, 16384, NULL },
@@ -448,5 +583,7 @@ const struct route api_registries_routes[] = {
 	{ HTTP_PATCH, "/api/v1/registries/{id}", update, ROLE_ADMIN, 0, 16384, NULL },
 	{ HTTP_DELETE, "/api/v1/registries/{id}", remove_reg, ROLE_ADMIN, 0, 0, NULL },
 	{ HTTP_POST, "/api/v1/registries/{id}/test", test, ROLE_ADMIN, 0, 1024, NULL },
+	{ HTTP_GET, "/api/v1/registries/{id}/repositories", repositories, ROLE_ADMIN, 0, 0, NULL },
+	{ HTTP_GET, "/api/v1/registries/{id}/tags/{repository...}", tags, ROLE_ADMIN, 0, 0, NULL },
 	{ 0, NULL, NULL, 0, 0, 0, NULL },
 };

@@ -3,7 +3,8 @@
  *
  * A TensorBoard is an instance (kind 'tensorboard', no GPUs, no pool, an
  * allocation request for its cpu and memory like every container) of the
- * catalog image cfg.tensorboard_image, whose default command serves the
+ * catalog image of the tensorboard_image setting (gc_setting: the admin's,
+ * else the configuration's; api_settings.c), whose default command serves the
  * directory in $GPUCLOUD_LOGDIR and whose app port is named "tensorboard":
  * the instances driver runs it like any instance, the route trigger gives it
  * its own origin, and idle reclamation stops it like any instance.
@@ -16,7 +17,6 @@
 
 #include "api/api.h"
 #include "auth/auth.h"
-#include "base/config.h"
 #include "base/events.h"
 #include "db/db.h"
 
@@ -25,6 +25,7 @@
 
 struct tb_state {
 	char logdir[600];
+	char image[520]; /* the setting, read with the storage check */
 };
 
 /* A folder below the home: relative, no "..", no empty or odd segments. */
@@ -64,7 +65,7 @@ static void created(PGresult *res, enum rc rc, void *arg)
 	if (PQntuples(res) != 1 || strcmp(db_val(res, 0, 3), "0") == 0) {
 		http_reply_error(r, RC_CONFLICT, "an admin adds it to the catalog",
 		                 "the TensorBoard image '%s' is not in the image catalog",
-		                 cfg.tensorboard_image);
+		                 st->image);
 		return;
 	}
 	if (!db_val(res, 0, 0)) {
@@ -86,10 +87,17 @@ static void blocked(PGresult *res, enum rc rc, void *arg)
 	struct http_req *r = arg;
 	struct tb_state *st = r->data;
 	char uid[24];
-	const char *p[3] = { uid, cfg.tensorboard_image, st->logdir };
+	const char *p[3] = { uid, st->image, st->logdir };
 
 	if (rc != RC_OK) {
 		api_reply_db_error(r, rc, "cannot check your storage");
+		return;
+	}
+	snprintf(st->image, sizeof(st->image), "%s", db_val(res, 0, 1) ? db_val(res, 0, 1) : "");
+	if (!*st->image) {
+		http_reply_error(r, RC_CONFLICT,
+		                 "an admin sets the TensorBoard image (Administration → Quotas)",
+		                 "TensorBoard is not set up on this cluster");
 		return;
 	}
 	if (db_val(res, 0, 0)) {
@@ -131,11 +139,6 @@ static void create(struct http_req *r)
 	const char *p[1] = { uid };
 	size_t n;
 
-	if (!cfg.tensorboard_image || !*cfg.tensorboard_image) {
-		http_reply_error(r, RC_CONFLICT, "an admin sets the tensorboard_image setting",
-		                 "TensorBoard is not set up on this cluster");
-		return;
-	}
 	body = api_json_body(r, spec);
 	if (!body)
 		return;
@@ -157,7 +160,8 @@ static void create(struct http_req *r)
 	}
 	json_decref(body);
 	snprintf(uid, sizeof(uid), "%lld", (long long)r->auth->user_id);
-	db_query("SELECT gc_storage_block_reason($1)", 1, p, blocked, r);
+	db_query("SELECT gc_storage_block_reason($1), gc_setting('tensorboard_image')", 1, p,
+	         blocked, r);
 }
 
 const struct route api_tensorboards_routes[] = {

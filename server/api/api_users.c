@@ -1,8 +1,13 @@
-/* api_users.c — /users: list, create, read, update, password reset, CSV
- * import, and the seeding of the first admin.
+/* api_users.c — /users: list, create, read, update, soft delete, password
+ * reset, CSV import, and the seeding of the first admin.
  *
- * Admin only.  Owns validation of account fields; the database's
- * constraints are the last word (unique usernames, the role set).
+ * Admin only (an admin holds every role, so an admin may grant any).  Owns
+ * validation of account fields; the database's constraints are the last
+ * word (unique usernames, the role set, one active admin always remains:
+ * 0016_user_lifecycle.sql).  A deleted account keeps its row, so what it
+ * did (audit, usage, instances) still names it; it cannot log in, edit or
+ * run anything again.  Reset and imported accounts must change their
+ * password at the next login (auth.c refuses them everything else).
  */
 #include <ctype.h>
 #include <stdint.h>
@@ -24,6 +29,8 @@
 #include "base/crypto.h"
 #include "base/csv.h"
 #include "db/db.h"
+#include "net/ws.h"
+#include "base/events.h"
 #include "base/log.h"
 
 #define IMPORT_MAX_ROWS 1000
@@ -91,7 +98,7 @@ static void list(struct http_req *r)
 	int limit;
 	long long cursor;
 	long n;
-	char q[256], role[32];
+	char q[256], role[32], deleted[8];
 	struct db_args a = DB_ARGS_INIT;
 
 	if (api_page(r, 50, 500, &limit, &cursor) < 0)
@@ -108,16 +115,28 @@ static void list(struct http_req *r)
 		                 "unknown role '%s'", role);
 		return;
 	}
+	switch (api_query(r, "deleted", deleted, sizeof(deleted))) {
+	case -2: return;
+	case -1: snprintf(deleted, sizeof(deleted), "false"); break;
+	default:
+		if (strcmp(deleted, "true") != 0 && strcmp(deleted, "false") != 0) {
+			http_reply_error(r, RC_INVALID, "use deleted=true or deleted=false",
+			                 "deleted must be true or false, not '%s'", deleted);
+			return;
+		}
+	}
 	db_arg_ll(&a, cursor);
 	db_arg_str(&a, *q ? q : NULL);
 	db_arg_str(&a, n > 0 ? role : NULL);
 	db_arg_ll(&a, limit + 1);
+	db_arg_str(&a, deleted[0] == 't' ? "t" : "f");
 	api_list_page(r, &user_resource, limit,
 	              USER_SELECT " WHERE id > $1"
 	                          " AND ($2::text IS NULL OR strpos(username, lower($2)) > 0"
 	                          "  OR strpos(lower(display_name), lower($2)) > 0"
 	                          "  OR strpos(lower(email), lower($2)) > 0)"
 	                          " AND ($3::user_role IS NULL OR role = $3::user_role)"
+	                          " AND (deleted_at IS NOT NULL) = $5::boolean"
 	                          " ORDER BY id LIMIT $4::int",
 	              &a);
 }
@@ -183,16 +202,22 @@ static void create_hashed(void *arg, const char *phc)
 	db_arg_str(&a, str(c->body, "role"));
 	db_arg_str(&a, phc);
 	db_arg_ll(&a, c->r->auth->user_id);
-	db_query_args(
-	        "INSERT INTO users (username, display_name, email, role, password_hash, created_by)"
-	        " VALUES ($1, $2, $3, $4::user_role, $5, $6) RETURNING " API_USER_SELECT,
-	        &a, create_done, c);
+	db_arg_str(&a, json_is_true(json_object_get(c->body, "must_change_password")) ? "t" : "f");
+	db_query_args("INSERT INTO users (username, display_name, email, role, password_hash,"
+	              " created_by, must_change_password)"
+	              " VALUES ($1, $2, $3, $4::user_role, $5, $6, $7::boolean) "
+	              "RETURNING " API_USER_SELECT,
+	              &a, create_done, c);
 }
 
 static const struct jfield create_spec[] = {
-	{ "username", J_STRING, 1, 64 },   { "display_name", J_STRING, 0, 200 },
-	{ "email", J_STRING, 0, 254 },     { "role", J_STRING, 1, 16 },
-	{ "password", J_STRING, 0, 1024 }, { NULL, 0, 0, 0 },
+	{ "username", J_STRING, 1, 64 },
+	{ "display_name", J_STRING, 0, 200 },
+	{ "email", J_STRING, 0, 254 },
+	{ "role", J_STRING, 1, 16 },
+	{ "password", J_STRING, 0, 1024 },
+	{ "must_change_password", J_BOOL, 0, 0 },
+	{ NULL, 0, 0, 0 },
 };
 
 static void create(struct http_req *r)
@@ -235,11 +260,25 @@ static void create(struct http_req *r)
 
 /* ---- update ---- */
 
+/* The trigger of 0016 refusing to lose the last active admin: 409. */
+static int last_admin(struct http_req *r, const PGresult *res, enum rc rc)
+{
+	const char *c = res ? PQresultErrorField(res, PG_DIAG_CONSTRAINT_NAME) : NULL;
+
+	if (rc != RC_INVALID || !c || strcmp(c, "users_last_admin") != 0)
+		return 0;
+	http_reply_error(r, RC_CONFLICT, "make another user an admin first",
+	                 "this would leave no active admin");
+	return 1;
+}
+
 static void update_done(PGresult *res, enum rc rc, void *arg)
 {
 	struct http_req *r = arg;
 	json_t *body = r->data;
 
+	if (last_admin(r, res, rc))
+		return;
 	if (rc != RC_OK) {
 		api_reply_db_error(r, rc, "could not update the user");
 		return;
@@ -248,7 +287,14 @@ static void update_done(PGresult *res, enum rc rc, void *arg)
 		http_reply_error(r, RC_NOTFOUND, NULL, "no such user '%s'", http_param(r, "id"));
 		return;
 	}
-	auth_audit(r, r->auth, "user.update", db_val(res, 0, USER_USERNAME), json_deep_copy(body));
+	if (strcmp(db_val(res, 0, API_USER_NCOLS), "t") == 0) {
+		http_reply_error(r, RC_CONFLICT, "deleted accounts cannot be edited",
+		                 "user '%s' was deleted", db_val(res, 0, USER_USERNAME));
+		return;
+	}
+	auth_audit(r, r->auth,
+	           json_is_string(json_object_get(body, "role")) ? "user.role" : "user.update",
+	           db_val(res, 0, USER_USERNAME), json_deep_copy(body));
 	http_reply_json(r, 200, api_user_row(res, 0, 0));
 }
 
@@ -262,8 +308,14 @@ static const struct jfield update_spec[] = {
 	{ "email", J_STRING, 0, 254 },
 	{ "role", J_STRING, 0, 16 },
 	{ "disabled", J_BOOL, 0, 0 },
+	{ "must_change_password", J_BOOL, 0, 0 },
 	{ NULL, 0, 0, 0 },
 };
+
+static const char *opt_bool(json_t *v)
+{
+	return json_is_boolean(v) ? (json_is_true(v) ? "t" : "f") : NULL;
+}
 
 static void update(struct http_req *r)
 {
@@ -278,6 +330,13 @@ static void update(struct http_req *r)
 	body = api_json_body(r, update_spec);
 	if (!body)
 		return;
+	if (json_object_size(body) == 0) {
+		json_decref(body);
+		http_reply_error(r, RC_INVALID,
+		                 "send display_name, email, role, disabled or must_change_password",
+		                 "nothing to change");
+		return;
+	}
 	role = json_object_get(body, "role");
 	disabled = json_object_get(body, "disabled");
 	if (json_is_string(json_object_get(body, "email")))
@@ -307,14 +366,87 @@ static void update(struct http_req *r)
 	                       : NULL);
 	db_arg_str(&a, json_is_string(json_object_get(body, "email")) ? str(body, "email") : NULL);
 	db_arg_str(&a, json_is_string(role) ? json_string_value(role) : NULL);
-	db_arg_str(&a, json_is_boolean(disabled) ? (json_is_true(disabled) ? "t" : "f") : NULL);
+	db_arg_str(&a, opt_bool(disabled));
+	db_arg_str(&a, opt_bool(json_object_get(body, "must_change_password")));
+	/* a deleted account is not changed: the second branch says it is one */
 	db_query_args("WITH s AS (UPDATE sessions SET revoked_at = now()"
-	              "  WHERE user_id = $1 AND $5::boolean IS TRUE AND revoked_at IS NULL)"
-	              " UPDATE users SET display_name = COALESCE($2, display_name),"
+	              "  WHERE user_id = $1 AND $5::boolean IS TRUE AND revoked_at IS NULL"
+	              "  AND EXISTS (SELECT 1 FROM users WHERE id = $1 AND deleted_at IS NULL)),"
+	              " u AS (UPDATE users SET display_name = COALESCE($2, display_name),"
 	              " email = COALESCE($3, email), role = COALESCE($4::user_role, role),"
-	              " disabled = COALESCE($5::boolean, disabled), updated_at = now()"
-	              " WHERE id = $1 RETURNING " API_USER_SELECT,
+	              " disabled = COALESCE($5::boolean, disabled),"
+	              " must_change_password = COALESCE($6::boolean, must_change_password),"
+	              " updated_at = now()"
+	              " WHERE id = $1 AND deleted_at IS NULL RETURNING " API_USER_SELECT ")"
+	              " SELECT *, false FROM u UNION ALL"
+	              " SELECT " API_USER_SELECT ", true FROM users WHERE id = $1"
+	              " AND deleted_at IS NOT NULL",
 	              &a, update_done, r);
+}
+
+/* ---- delete (soft) ---- */
+
+static void delete_done(PGresult *res, enum rc rc, void *arg)
+{
+	struct http_req *r = arg;
+
+	if (last_admin(r, res, rc))
+		return;
+	if (rc != RC_OK) {
+		api_reply_db_error(r, rc, "could not delete the user");
+		return;
+	}
+	if (PQntuples(res) != 1) {
+		http_reply_error(r, RC_NOTFOUND, "deleted accounts are listed with ?deleted=true",
+		                 "no such user '%s' (or it was deleted already)",
+		                 http_param(r, "id"));
+		return;
+	}
+	auth_audit(r, r->auth, "user.delete", db_val(res, 0, USER_USERNAME),
+	           json_pack("{s:i}", "instances_stopped",
+	                     (int)strtol(db_val(res, 0, API_USER_NCOLS), NULL, 10)));
+	/* the driver stops their instances; the scheduler forgets their queue */
+	events_publish(EV_ALLOC_CHANGED);
+	events_publish(EV_WORKLOAD_CHANGED);
+	http_reply_json(r, 200, api_user_row(res, 0, 0));
+}
+
+static void del(struct http_req *r)
+{
+	long long id;
+	char why[80];
+	struct db_args a = DB_ARGS_INIT;
+
+	if (api_id(r, "id", &id) < 0)
+		return;
+	if (id == r->auth->user_id) {
+		http_reply_error(r, RC_CONFLICT, "ask another admin", "you cannot delete yourself");
+		return;
+	}
+	snprintf(why, sizeof(why), "stopped: the account was deleted by %s", r->auth->username);
+	db_arg_ll(&a, id);
+	db_arg_ll(&a, r->auth->user_id);
+	db_arg_str(&a, why);
+	/* one statement: the account is marked deleted (and disabled), its
+	 * sessions and tokens end, its instances are told to stop and its raw
+	 * allocations are released.  Rows stay: the history keeps its name. */
+	db_query_args(
+	        "WITH u AS (UPDATE users SET deleted_at = now(), deleted_by = $2, disabled = true,"
+	        "  updated_at = now() WHERE id = $1 AND deleted_at IS NULL"
+	        "  RETURNING " API_USER_SELECT "),"
+	        " s AS (UPDATE sessions SET revoked_at = now()"
+	        "  WHERE user_id = $1 AND revoked_at IS NULL AND EXISTS (SELECT 1 FROM u)),"
+	        " t AS (UPDATE api_tokens SET revoked_at = now()"
+	        "  WHERE user_id = $1 AND revoked_at IS NULL AND EXISTS (SELECT 1 FROM u)),"
+	        " i AS (UPDATE instances SET desired = 'stopped', reason = $3, updated_at = now()"
+	        "  WHERE user_id = $1 AND desired = 'running' AND state <> 'deleted'"
+	        "  AND EXISTS (SELECT 1 FROM u) RETURNING id),"
+	        " q AS (SELECT gc_release_request(id, 'the account was deleted') FROM "
+	        "alloc_requests"
+	        "  WHERE user_id = $1 AND owner_kind = 'api' AND state IN ('queued', 'allocated')"
+	        "  AND EXISTS (SELECT 1 FROM u))"
+	        " SELECT u.*, (SELECT count(*) FROM i), (SELECT count(*) FROM q) FROM u",
+	        &a, delete_done, r);
 }
 
 /* ---- password reset ---- */
@@ -322,6 +454,7 @@ static void update(struct http_req *r)
 struct reset {
 	struct http_req *r;
 	long long id;
+	int must_change; /* the user must choose their own at the next login */
 	char generated[32];
 };
 
@@ -357,6 +490,7 @@ static void reset_hashed(void *arg, const char *phc)
 	}
 	db_arg_ll(&a, s->id);
 	db_arg_str(&a, phc);
+	db_arg_str(&a, s->must_change ? "t" : "f");
 	/* whoever knew the old password may hold a session or have made a
 	 * token with it: all of them end; the login backoff is lifted too */
 	db_query_args("WITH s AS (UPDATE sessions SET revoked_at = now() WHERE user_id = $1 AND "
@@ -367,12 +501,14 @@ static void reset_hashed(void *arg, const char *phc)
 	              "  WHERE user_id = $1)"
 	              " UPDATE users SET password_hash = $2, password_changed_at = now(),"
 	              " login_window_at = NULL, login_main = 0, login_known = 0, login_new = 0,"
-	              " updated_at = now() WHERE id = $1 RETURNING username",
+	              " must_change_password = $3::boolean, updated_at = now()"
+	              " WHERE id = $1 AND deleted_at IS NULL RETURNING username",
 	              &a, reset_done, s);
 }
 
 static const struct jfield reset_spec[] = {
 	{ "password", J_STRING, 0, 1024 },
+	{ "must_change_password", J_BOOL, 0, 0 },
 	{ NULL, 0, 0, 0 },
 };
 
@@ -395,6 +531,8 @@ static void reset_password(struct http_req *r)
 	}
 	s->r = r;
 	s->id = id;
+	/* an admin knows the new password: by default the user replaces it */
+	s->must_change = !json_is_false(json_object_get(body, "must_change_password"));
 	pw = str(body, "password");
 	if (*pw) {
 		why = auth_password_policy(pw, NULL);
@@ -413,7 +551,14 @@ static void reset_password(struct http_req *r)
 	json_decref(body);
 }
 
-/* ---- CSV import ---- */
+/* ---- CSV import ----
+ *
+ * One pass reports every problem with its line number: the file is parsed
+ * and every row checked, then the usernames that are fine are looked up in
+ * one query, and only a file without a single problem creates anyone (in
+ * one statement).  ?dry_run=true stops after the checks.  Every imported
+ * account must change its password at the first login; generated
+ * passwords are in the reply, once. */
 
 enum col { C_USERNAME, C_DISPLAY, C_EMAIL, C_ROLE, C_PASSWORD, C__N };
 static const char *const col_names[C__N] = { "username", "display_name", "email", "role",
@@ -421,6 +566,7 @@ static const char *const col_names[C__N] = { "username", "display_name", "email"
 
 struct import_row {
 	int line;
+	int bad; /* this row has a problem reported already */
 	char *v[C__N];
 	char generated[32];
 	char *phc;
@@ -432,6 +578,7 @@ struct import {
 	int n;
 	int pending;
 	int failed;
+	int dry_run;
 	json_t *errors;
 };
 
@@ -449,22 +596,65 @@ static void import_free(void *p)
 	free(im);
 }
 
+/* Replaces each byte that does not begin a valid UTF-8 sequence with '?':
+ * a message quoting the file (or cut inside a character) stays JSON. */
+static void utf8_fix(char *s)
+{
+	size_t len = strlen(s), i = 0, n;
+
+	while (i < len) {
+		for (n = 1; n <= 4 && i + n <= len; n++)
+			if (ws_utf8_ok((const uint8_t *)s + i, n))
+				break;
+		if (n > 4 || i + n > len) {
+			s[i++] = '?';
+			continue;
+		}
+		i += n;
+	}
+}
+
 static void import_error(struct import *im, int line, const char *fmt, const char *arg)
 {
 	char msg[1400];
 
 	snprintf(msg, sizeof(msg), fmt, arg ? arg : "");
+	utf8_fix(msg);
 	json_array_append_new(im->errors, json_pack("{s:i, s:s}", "line", line, "message", msg));
+}
+
+static int by_line(const void *a, const void *b)
+{
+	json_int_t x = json_integer_value(json_object_get(*(json_t *const *)a, "line"));
+	json_int_t y = json_integer_value(json_object_get(*(json_t *const *)b, "line"));
+
+	return x < y ? -1 : x > y;
 }
 
 static void import_reply_errors(struct import *im)
 {
-	json_t *errs = im->errors;
+	size_t n = json_array_size(im->errors);
+	json_t **v = calloc(n ? n : 1, sizeof(*v)), *errs;
+	char msg[96];
 
+	/* in file order, whichever check found them */
+	if (v) {
+		for (size_t i = 0; i < n; i++)
+			v[i] = json_incref(json_array_get(im->errors, i));
+		qsort(v, n, sizeof(*v), by_line);
+		json_array_clear(im->errors);
+		for (size_t i = 0; i < n; i++)
+			json_array_append_new(im->errors, v[i]);
+		free(v);
+	}
+	errs = im->errors;
 	im->errors = NULL;
+	snprintf(msg, sizeof(msg), "the CSV has %zu problem%s", n, n == 1 ? "" : "s");
 	http_reply_error_details(im->r, RC_INVALID, errs,
-	                         "fix the listed lines and import again; nothing was created",
-	                         "the CSV has errors");
+	                         im->dry_run ? "fix the listed lines and check again"
+	                                     : "fix the listed lines and import again; nothing was "
+	                                       "created",
+	                         msg);
 }
 
 static void import_inserted(PGresult *res, enum rc rc, void *arg)
@@ -486,8 +676,9 @@ static void import_inserted(PGresult *res, enum rc rc, void *arg)
 	for (int i = 0; i < PQntuples(res); i++) {
 		const char *u = db_val(res, i, 1);
 		json_t *o =
-		        json_pack("{s:I, s:s}", "id",
-		                  (json_int_t)strtoll(db_val(res, i, 0), NULL, 10), "username", u);
+		        json_pack("{s:I, s:s, s:s, s:s}", "id",
+		                  (json_int_t)strtoll(db_val(res, i, 0), NULL, 10), "username", u,
+		                  "display_name", db_val(res, i, 2), "role", db_val(res, i, 3));
 		for (int k = 0; k < im->n; k++)
 			if (strcmp(im->rows[k].v[C_USERNAME], u) == 0 && *im->rows[k].generated)
 				json_object_set_new(o, "password",
@@ -495,7 +686,8 @@ static void import_inserted(PGresult *res, enum rc rc, void *arg)
 		json_array_append_new(created, o);
 	}
 	auth_audit(r, r->auth, "user.import", "", json_pack("{s:i}", "count", PQntuples(res)));
-	http_reply_json(r, 200, json_pack("{s:o}", "created", created));
+	http_reply_json(r, 200,
+	                json_pack("{s:o, s:b}", "created", created, "must_change_password", 1));
 }
 
 static void import_insert(struct import *im)
@@ -520,14 +712,14 @@ static void import_insert(struct import *im)
 	db_arg_str(&a, doc);
 	db_arg_ll(&a, im->r->auth->user_id);
 	/* one statement: all rows or none */
-	db_query_args(
-	        "INSERT INTO users (username, display_name, email, role, password_hash, created_by)"
-	        " SELECT x.username, x.display_name, x.email, x.role::user_role, x.password_hash, "
-	        "$2"
-	        " FROM jsonb_to_recordset($1::jsonb) AS x(username text, display_name text, email "
-	        "text,"
-	        " role text, password_hash text) RETURNING id, username",
-	        &a, import_inserted, im);
+	db_query_args("INSERT INTO users (username, display_name, email, role, password_hash,"
+	              " created_by, must_change_password)"
+	              " SELECT x.username, x.display_name, x.email, x.role::user_role,"
+	              " x.password_hash, $2, true"
+	              " FROM jsonb_to_recordset($1::jsonb) AS x(username text, display_name text,"
+	              " email text, role text, password_hash text)"
+	              " RETURNING id, username, display_name, role",
+	              &a, import_inserted, im);
 	free(doc);
 }
 
@@ -555,6 +747,22 @@ static void import_hashed(void *arg, const char *phc)
 		import_insert(im);
 }
 
+/* ?dry_run=true: what an import would create. */
+static void import_reply_dry_run(struct import *im)
+{
+	json_t *users = json_array();
+
+	for (int i = 0; i < im->n; i++) {
+		struct import_row *row = &im->rows[i];
+		json_array_append_new(users, json_pack("{s:i, s:s, s:s, s:s, s:s, s:b}", "line",
+		                                       row->line, "username", row->v[C_USERNAME],
+		                                       "display_name", row->v[C_DISPLAY], "email",
+		                                       row->v[C_EMAIL], "role", row->v[C_ROLE],
+		                                       "password_given", *row->v[C_PASSWORD] != 0));
+	}
+	http_reply_json(im->r, 200, json_pack("{s:b, s:o}", "dry_run", 1, "users", users));
+}
+
 static void import_checked(PGresult *res, enum rc rc, void *arg)
 {
 	struct import *im = arg;
@@ -563,15 +771,22 @@ static void import_checked(PGresult *res, enum rc rc, void *arg)
 		api_reply_db_error(im->r, rc, "");
 		return;
 	}
-	for (int i = 0; i < PQntuples(res); i++) {
+	for (int i = 0; res && i < PQntuples(res); i++) {
 		const char *u = db_val(res, i, 0);
+		int gone = strcmp(db_val(res, i, 1), "t") == 0;
 		for (int k = 0; k < im->n; k++)
-			if (strcmp(im->rows[k].v[C_USERNAME], u) == 0)
-				import_error(im, im->rows[k].line, "username '%s' already exists",
+			if (!im->rows[k].bad && strcmp(im->rows[k].v[C_USERNAME], u) == 0)
+				import_error(im, im->rows[k].line,
+				             gone ? "username '%s' belongs to a deleted account"
+				                  : "username '%s' already exists",
 				             u);
 	}
 	if (json_array_size(im->errors)) {
 		import_reply_errors(im);
+		return;
+	}
+	if (im->dry_run) {
+		import_reply_dry_run(im);
 		return;
 	}
 	im->pending = im->n;
@@ -601,11 +816,49 @@ static void import_checked(PGresult *res, enum rc rc, void *arg)
 	}
 }
 
-/* Parses and validates the whole CSV; 0 when every row is fine. */
+/* The bytes after the next newline at or after buf[off], or len. */
+static size_t next_line(const char *buf, size_t len, size_t off)
+{
+	const char *nl = off < len ? memchr(buf + off, '\n', len - off) : NULL;
+
+	return nl ? (size_t)(nl - buf) + 1 : len;
+}
+
+/* Checks one data row; reports its first problem. */
+static void import_check_row(struct import *im, struct import_row *row)
+{
+	const char *why;
+
+	if ((why = check_username(row->v[C_USERNAME])) || (why = check_email(row->v[C_EMAIL])) ||
+	    (why = check_display_name(row->v[C_DISPLAY])) ||
+	    (auth_role_parse(row->v[C_ROLE]) < 0 &&
+	     (why = "role must be admin, teacher, researcher or student")) ||
+	    (*row->v[C_PASSWORD] &&
+	     (why = auth_password_policy(row->v[C_PASSWORD], row->v[C_USERNAME])))) {
+		import_error(im, row->line, "%s", why);
+		row->bad = 1;
+		return;
+	}
+	for (int k = 0; &im->rows[k] != row; k++)
+		if (!im->rows[k].bad &&
+		    strcmp(im->rows[k].v[C_USERNAME], row->v[C_USERNAME]) == 0) {
+			char msg[120];
+			snprintf(msg, sizeof(msg),
+			         "username '%s' appears twice in the file (line %d)",
+			         row->v[C_USERNAME], im->rows[k].line);
+			import_error(im, row->line, "%s", msg);
+			row->bad = 1;
+			return;
+		}
+}
+
+/* Parses and checks the whole CSV, every line, whatever it finds on the
+ * way; 0 when every row is fine.  A problem with the header row ends it
+ * (the columns of the rest are unknown). */
 static int import_parse(struct import *im, const char *buf, size_t len)
 {
 	struct csv_field f[16];
-	int map[16], line = 0, have[C__N] = { 0 };
+	int map[16], line = 0, extra = 0, have[C__N] = { 0 }, header = 0;
 	size_t nf, off = 0, ncols = 0;
 	char val[1100];
 
@@ -613,20 +866,40 @@ static int import_parse(struct import *im, const char *buf, size_t len)
 		off = 3; /* spreadsheet byte-order mark */
 	while (off < len) {
 		ssize_t used = csv_parse_record(buf + off, len - off, 1, f, 16, &nf);
-		line++;
+		line += 1 + extra; /* the record's first line */
+		extra = 0;
 		if (used <= 0) {
-			import_error(im, line, "malformed CSV line%s", "");
-			return -1;
+			import_error(im, line,
+			             "malformed CSV line (an unbalanced quote, a quote inside an "
+			             "unquoted field, or more than 16 fields)%s",
+			             "");
+			if (!header)
+				return -1;
+			off = next_line(buf, len, off); /* go on with the next line */
+			continue;
 		}
+		/* a quoted field may span lines: the next record starts lower */
+		for (const char *c = buf + off; c < buf + off + used - 1; c++)
+			if (*c == '\n')
+				extra++;
 		off += (size_t)used;
 		if (nf == 1 && f[0].len == 0)
 			continue; /* blank line */
-		if (line == 1) {
+		if (!header) {
+			header = line;
 			ncols = nf;
 			for (size_t i = 0; i < nf; i++) {
+				ssize_t vn;
 				map[i] = -1;
-				if (csv_field_copy(&f[i], val, sizeof(val)) < 0)
+				if ((vn = csv_field_copy(&f[i], val, sizeof(val))) < 0)
 					continue;
+				if (!ws_utf8_ok((const uint8_t *)val, (size_t)vn)) {
+					import_error(im, line,
+					             "the header row is not valid UTF-8 (save the "
+					             "file as UTF-8)%s",
+					             "");
+					return -1;
+				}
 				for (char *c = val; *c; c++)
 					*c = (char)tolower((unsigned char)*c);
 				for (int k = 0; k < C__N; k++)
@@ -635,10 +908,11 @@ static int import_parse(struct import *im, const char *buf, size_t len)
 						have[k] = 1;
 					}
 				if (map[i] < 0) {
-					import_error(im, line,
-					             "unknown column '%.64s' (use username, "
-					             "display_name, email, role, password)",
-					             val);
+					import_error(
+					        im, line,
+					        "unknown or repeated column '%.64s' (use username, "
+					        "display_name, email, role, password)",
+					        val);
 					return -1;
 				}
 			}
@@ -652,8 +926,10 @@ static int import_parse(struct import *im, const char *buf, size_t len)
 			continue;
 		}
 		if (nf != ncols) {
-			import_error(im, line, "expected as many fields as the header row has%s",
-			             "");
+			char msg[96];
+			snprintf(msg, sizeof(msg),
+			         "this line has %zu fields; the header row has %zu", nf, ncols);
+			import_error(im, line, "%s", msg);
 			continue;
 		}
 		if (im->n >= IMPORT_MAX_ROWS) {
@@ -662,10 +938,18 @@ static int import_parse(struct import *im, const char *buf, size_t len)
 		}
 		struct import_row *row = &im->rows[im->n++];
 		row->line = line;
-		for (size_t i = 0; i < nf; i++) {
+		for (size_t i = 0; i < nf && !row->bad; i++) {
 			ssize_t n = csv_field_copy(&f[i], val, sizeof(val));
 			if (n < 0 || memchr(val, '\0', (size_t)n) || n > 1024) {
 				import_error(im, line, "field %s is too long", col_names[map[i]]);
+				row->bad = 1;
+				break;
+			}
+			if (!ws_utf8_ok((const uint8_t *)val, (size_t)n)) {
+				import_error(im, line,
+				             "field %s is not valid UTF-8 (save the file as UTF-8)",
+				             col_names[map[i]]);
+				row->bad = 1;
 				break;
 			}
 			free(row->v[map[i]]);
@@ -676,23 +960,8 @@ static int import_parse(struct import *im, const char *buf, size_t len)
 				import_error(im, line, "out of memory%s", "");
 				return -1;
 			}
-		const char *why;
-		if ((why = check_username(row->v[C_USERNAME])) ||
-		    (why = check_email(row->v[C_EMAIL])) ||
-		    (why = check_display_name(row->v[C_DISPLAY])) ||
-		    (auth_role_parse(row->v[C_ROLE]) < 0 &&
-		     (why = "role must be admin, teacher, researcher or student")) ||
-		    (*row->v[C_PASSWORD] &&
-		     (why = auth_password_policy(row->v[C_PASSWORD], row->v[C_USERNAME])))) {
-			import_error(im, line, "%s", why);
-			continue;
-		}
-		for (int k = 0; k < im->n - 1; k++)
-			if (strcmp(im->rows[k].v[C_USERNAME], row->v[C_USERNAME]) == 0) {
-				import_error(im, line, "username '%s' appears twice in the file",
-				             row->v[C_USERNAME]);
-				break;
-			}
+		if (!row->bad)
+			import_check_row(im, row);
 	}
 	if (line == 0)
 		import_error(im, 1, "the CSV is empty%s", "");
@@ -707,12 +976,21 @@ static void import(struct http_req *r)
 	struct import *im;
 	size_t len = evbuffer_get_length(r->body);
 	json_t *names;
-	char *doc;
+	char *doc, dry[8];
 	struct db_args a = DB_ARGS_INIT;
+	long dn;
 
 	if (!ct || strncasecmp(ct, "text/csv", 8) != 0) {
 		http_reply_error(r, RC_UNSUPPORTED, "send the file with 'Content-Type: text/csv'",
 		                 "the import expects CSV");
+		return;
+	}
+	dn = api_query(r, "dry_run", dry, sizeof(dry));
+	if (dn == -2)
+		return;
+	if (dn >= 0 && strcmp(dry, "true") != 0 && strcmp(dry, "false") != 0) {
+		http_reply_error(r, RC_INVALID, "use dry_run=true or dry_run=false",
+		                 "dry_run must be true or false, not '%s'", dry);
 		return;
 	}
 	im = calloc(1, sizeof(*im));
@@ -724,20 +1002,28 @@ static void import(struct http_req *r)
 		return;
 	}
 	im->r = r;
+	im->dry_run = dn >= 0 && dry[0] == 't';
 	r->data = im;
 	r->data_free = import_free;
-	if (import_parse(im, (const char *)evbuffer_pullup(r->body, -1), len) < 0) {
+	if (import_parse(im, (const char *)evbuffer_pullup(r->body, -1), len) < 0 && im->n == 0) {
 		import_reply_errors(im);
 		return;
 	}
+	/* the usernames that are fine so far, against the accounts there are:
+	 * their problems join the others in one reply */
 	names = json_array();
 	for (int i = 0; i < im->n; i++)
-		json_array_append_new(names, json_string(im->rows[i].v[C_USERNAME]));
+		if (!im->rows[i].bad)
+			json_array_append_new(names, json_string(im->rows[i].v[C_USERNAME]));
 	doc = json_dumps(names, JSON_COMPACT);
 	json_decref(names);
+	if (!doc) {
+		http_reply_error(r, RC_NOMEM, NULL, "out of memory");
+		return;
+	}
 	db_arg_str(&a, doc);
-	db_query_args("SELECT username FROM users WHERE username IN (SELECT "
-	              "jsonb_array_elements_text($1::jsonb))",
+	db_query_args("SELECT username, deleted_at IS NOT NULL FROM users WHERE username IN"
+	              " (SELECT jsonb_array_elements_text($1::jsonb))",
 	              &a, import_checked, im);
 	free(doc);
 }
@@ -869,6 +1155,7 @@ const struct route api_users_routes[] = {
 	{ HTTP_POST, "/api/v1/users/import", import, ROLE_ADMIN, ROUTE_RAW_BODY, 1 << 20, NULL },
 	{ HTTP_GET, "/api/v1/users/{id}", get, ROLE_ADMIN, 0, 0, NULL },
 	{ HTTP_PATCH, "/api/v1/users/{id}", update, ROLE_ADMIN, 0, 16384, NULL },
+	{ HTTP_DELETE, "/api/v1/users/{id}", del, ROLE_ADMIN, 0, 0, NULL },
 	{ HTTP_POST, "/api/v1/users/{id}/password", reset_password, ROLE_ADMIN, 0, 8192, NULL },
 	{ 0, NULL, NULL, 0, 0, 0, NULL },
 };

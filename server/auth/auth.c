@@ -100,11 +100,11 @@ void auth_info_free(struct auth_info *a)
 
 json_t *auth_user_json(const struct auth_info *a)
 {
-	return json_pack("{s:I, s:s, s:s, s:s, s:s, s:b, s:s}", "id", (json_int_t)a->user_id,
+	return json_pack("{s:I, s:s, s:s, s:s, s:s, s:b, s:s, s:b}", "id", (json_int_t)a->user_id,
 	                 "username", a->username, "display_name",
 	                 a->display_name ? a->display_name : "", "email", a->email ? a->email : "",
 	                 "role", auth_role_name(a->role), "disabled", 0, "created_at",
-	                 a->created_at);
+	                 a->created_at, "must_change_password", a->must_change_password);
 }
 
 /* ---- the client's address ---- */
@@ -325,7 +325,7 @@ void auth_audit(const struct http_req *r, const struct auth_info *actor, const c
 
 #define CALLER_COLS                                           \
 	" u.id, u.username, u.display_name, u.email, u.role," \
-	" " DB_TS("u.created_at")
+	" " DB_TS("u.created_at") ", u.must_change_password"
 
 #define SESSION_SELECT \
 	"SELECT s.id, s.csrf_token, (s.last_seen_at < now() - interval '60 seconds')," CALLER_COLS
@@ -343,7 +343,7 @@ void auth_audit(const struct http_req *r, const struct auth_info *actor, const c
 
 static const char *const lookup_session_sql = SESSION_SELECT SESSION_JOIN SESSION_WHERE;
 static const char *const lookup_token_sql = TOKEN_SELECT TOKEN_JOIN TOKEN_WHERE;
-#define LOOKUP_NCOLS 9
+#define LOOKUP_NCOLS 10
 
 /* Routes with a caller extension: a handful at most, so a short list. */
 #define MAX_EXTS 8
@@ -430,6 +430,7 @@ static struct auth_info *info_from_row(PGresult *res, const struct auth_ext *ext
 	a->email = strdup((v = db_val(res, 0, 6)) ? v : "");
 	a->role = auth_role_parse(db_val(res, 0, 7));
 	snprintf(a->created_at, sizeof(a->created_at), "%s", (v = db_val(res, 0, 8)) ? v : "");
+	a->must_change_password = (v = db_val(res, 0, 9)) && strcmp(v, "t") == 0;
 	if (ext) {
 		a->ext = ext->decode(res, LOOKUP_NCOLS);
 		a->ext_kind = ext;
@@ -451,6 +452,12 @@ static void authorize(struct http_req *r)
 		http_reply_error(r, RC_FORBIDDEN, NULL, "this action needs the %s role",
 		                 (rt->roles & ~(unsigned)ROLE_ADMIN) ? "teacher or admin"
 		                                                     : "admin");
+		return;
+	}
+	if (a->must_change_password && !(rt->flags & ROUTE_PASSWORD_CHANGE)) {
+		http_reply_error(r, RC_PASSWORD_CHANGE,
+		                 "choose a new password with POST /api/v1/me/password",
+		                 "you must change your password before going on");
 		return;
 	}
 	if (a->token_id) {

@@ -4,7 +4,9 @@
  * auth_request() is the http layer's authentication hook: it resolves the
  * caller with one indexed query, checks CSRF and Origin for cookie-
  * authenticated mutations, the token's scope and the route's roles, then
- * calls http_resume() or replies 401/403.
+ * calls http_resume() or replies 401/403.  A caller who must change their
+ * password (an admin reset it, or an import made the account) is refused
+ * every route without ROUTE_PASSWORD_CHANGE: 403 password_change_required.
  */
 #ifndef GPUCLOUD_AUTH_H
 #define GPUCLOUD_AUTH_H
@@ -24,10 +26,11 @@ struct auth_info {
 	char *email;
 	int role; /* one ROLE_* bit */
 	char created_at[40];
-	int64_t session_id; /* 0 when authenticated by token */
-	int64_t token_id;   /* 0 when authenticated by session */
-	unsigned scopes;    /* SCOPE_* (sessions have all) */
-	char csrf[64];      /* session only */
+	int must_change_password; /* only /me, logout and the change are open (ROUTE_PASSWORD_CHANGE) */
+	int64_t session_id;       /* 0 when authenticated by token */
+	int64_t token_id;         /* 0 when authenticated by session */
+	unsigned scopes;          /* SCOPE_* (sessions have all) */
+	char csrf[64];            /* session only */
 	void *ext; /* what the route's caller extension decoded (auth_caller_ext), or NULL */
 	const struct auth_ext *ext_kind;
 };

@@ -85,6 +85,9 @@ static const struct setting table[] = {
 	  "seconds between health checks of each node"),
 	R(node_down_after_s, node_down_after, "15", 0, 86400,
 	  "seconds a node may fail its checks before it is marked down"),
+	I(node_degrade_after, "3", 1, 1000,
+	  "consecutive container creates or starts a node's engine fails with an error of its own "
+	  "(HTTP 5xx) before the node is marked degraded and gets no more work"),
 	S(node_app_bind, "",
 	  "address app ports are published on for tcp:// nodes (firewall it to gpucloudd); "
 	  "empty: the node's address from its URL"),
@@ -160,7 +163,8 @@ static const struct setting table[] = {
 	  "seconds between re-checks of open websockets (session expired, instance stopped)"),
 	S(tensorboard_image, "",
 	  "catalog image (reference) of TensorBoards: serves $GPUCLOUD_LOGDIR on its app port "
-	  "'tensorboard'; empty: POST /tensorboards is refused"),
+	  "'tensorboard'; an admin's setting (PUT /api/v1/settings/tensorboard_image) wins; "
+	  "neither: POST /tensorboards is refused"),
 	I(proxy_cache_ms, "1000", 0, 60000,
 	  "milliseconds a route and session check is reused before the database is asked again"),
 	S(metrics_allow, "",

@@ -59,7 +59,8 @@ struct config {
 	char *discovery_image; /* runs nvidia-smi on nodes with the NVIDIA runtime */
 	DEPRECATED_NAME(int, node_check_interval_s, node_check_interval);
 	DEPRECATED_NAME(int, node_down_after_s, node_down_after);
-	char *node_app_bind; /* HostIp of app ports on tcp:// nodes; "" = the node's host */
+	int node_degrade_after; /* consecutive engine failures to start work: degraded */
+	char *node_app_bind;    /* HostIp of app ports on tcp:// nodes; "" = the node's host */
 	/* storage */
 	char *data_root; /* homes, shared and class areas; "" = state_dir/data */
 	int uid_base;    /* container uid of user id N is uid_base + N */

@@ -25,6 +25,9 @@ static const struct {
 	[RC_DB] = { 500, "database_error" },
 	[RC_DOCKER] = { 502, "docker_error" },
 	[RC_INTERNAL] = { 500, "internal" },
+	[RC_PASSWORD_CHANGE] = { 403, "password_change_required" },
+	[RC_EXCEEDS_QUOTA] = { 422, "exceeds_quota" },
+	[RC_NEVER_FITS] = { 422, "never_fits" },
 };
 
 int rc_http_status(enum rc rc)

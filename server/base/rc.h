@@ -27,6 +27,9 @@ enum rc {
 	RC_DB,                   /* unexpected database error                 -> 500 */
 	RC_DOCKER,               /* unexpected Docker engine error            -> 502 */
 	RC_INTERNAL,             /* a bug                                     -> 500 */
+	RC_PASSWORD_CHANGE,      /* must choose a new password first          -> 403 */
+	RC_EXCEEDS_QUOTA,        /* asks more than the caller's limit allows  -> 422 */
+	RC_NEVER_FITS,           /* no node could ever hold it as asked       -> 422 */
 	RC__COUNT
 };
 

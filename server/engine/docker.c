@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/queue.h>
 #include <sys/un.h>
 #include <time.h>
@@ -44,7 +45,11 @@ struct docker_engine {
 	char *base; /* "http://localhost/v1.41" or "https://host:port/v1.41" */
 	char *sock; /* unix socket path, or NULL for TCP */
 	char *ca, *cert, *key;
+	int web; /* docker_http(): any http(s) URL, the system's CAs */
 };
+
+/* The pseudo-engine of docker_http() calls. */
+static struct docker_engine web_engine = { .url = "registry", .base = "", .web = 1 };
 
 /* The frame demultiplexer of attach/logs streams: 8-byte headers, then
  * payloads, split across whatever chunks the transport hands over. */
@@ -90,6 +95,8 @@ struct docker_call {
 	int collecting; /* a stream answered an error: its body is collected */
 	char *buf;
 	size_t len, cap;
+	char *hbuf; /* docker_http(): the response's header lines */
+	size_t hlen;
 	enum rc rc;
 	int status;
 	struct event *done;
@@ -337,6 +344,7 @@ static void call_free(struct docker_call *c)
 	if (c->done)
 		event_free(c->done);
 	free(c->buf);
+	free(c->hbuf);
 	free(c);
 }
 
@@ -477,6 +485,13 @@ static void judge(struct docker_call *c, CURLcode res)
 	c->status = (int)code;
 	if (res == CURLE_OK || (res == CURLE_WRITE_ERROR && c->aborted)) {
 		c->rc = RC_OK;
+	} else if (c->e && c->e->web) {
+		c->rc = res == CURLE_OPERATION_TIMEDOUT           ? RC_TIMEOUT
+		        : res == CURLE_WRITE_ERROR && c->toolarge ? RC_DOCKER
+		        : (res == CURLE_WRITE_ERROR && c->nomem) || res == CURLE_OUT_OF_MEMORY
+		                ? RC_NOMEM
+		                : RC_UNAVAILABLE;
+		snprintf(c->err, sizeof(c->err), "could not reach %s: %s", c->what, why);
 	} else if (res == CURLE_WRITE_ERROR && c->toolarge) {
 		c->rc = RC_DOCKER;
 		snprintf(c->err, sizeof(c->err),
@@ -659,6 +674,25 @@ static int is_method(const char *m, const char *want)
 	return strcmp(m, want) == 0;
 }
 
+/* docker_http(): keeps the response's header lines (at most 64 KiB). */
+static size_t on_header(char *p, size_t size, size_t nmemb, void *arg)
+{
+	struct docker_call *c = arg;
+	size_t n = size * nmemb;
+	char *b;
+
+	if (c->hlen + n + 1 > 65536)
+		return n; /* ignored, not fatal */
+	b = realloc(c->hbuf, c->hlen + n + 1);
+	if (!b)
+		return n;
+	memcpy(b + c->hlen, p, n);
+	c->hbuf = b;
+	c->hlen += n;
+	c->hbuf[c->hlen] = '\0';
+	return n;
+}
+
 static CURLcode setup(struct docker_call *c, const struct docker_engine *e, const char *url,
                       const char *method, const char *ctype, const char *body, size_t len,
                       const char *const *headers)
@@ -687,7 +721,12 @@ static CURLcode setup(struct docker_call *c, const struct docker_engine *e, cons
 	SET(CURLOPT_USERAGENT, "gpucloudd");
 	SET(CURLOPT_CONNECTTIMEOUT_MS, (long)CONNECT_TIMEOUT_MS);
 	SET(CURLOPT_TIMEOUT_MS, (long)c->timeout_ms);
-	if (e->sock) {
+	if (e->web) {
+		SET(CURLOPT_HEADERFUNCTION, on_header);
+		SET(CURLOPT_HEADERDATA, c);
+		SET(CURLOPT_SSL_VERIFYPEER, 1L);
+		SET(CURLOPT_SSL_VERIFYHOST, 2L);
+	} else if (e->sock) {
 		SET(CURLOPT_UNIX_SOCKET_PATH, e->sock);
 	} else {
 		SET(CURLOPT_CAINFO, e->ca);
@@ -746,11 +785,14 @@ static CURLcode setup(struct docker_call *c, const struct docker_engine *e, cons
 
 /* A method is a token; a path goes into the URL as is and must not smuggle
  * spaces, controls or a second request line. */
-static int valid_request(const char *method, const char *path)
+static int valid_request(const char *method, const char *path, int web)
 {
 	const char *s;
 
-	if (!method || !*method || !path || path[0] != '/')
+	if (!method || !*method || !path)
+		return 0;
+	if (web ? strncmp(path, "http://", 7) != 0 && strncmp(path, "https://", 8) != 0
+	        : path[0] != '/')
 		return 0;
 	for (s = method; *s; s++)
 		if (*s < 'A' || *s > 'Z')
@@ -774,7 +816,7 @@ static struct docker_call *start(struct docker_engine *e, const char *method, co
 		LOG_E("docker", "docker_request() before docker_init() or after docker_shutdown()");
 		return NULL;
 	}
-	if (!e || !cb || !valid_request(method, path)) {
+	if (!e || !cb || !valid_request(method, path, e->web)) {
 		LOG_E("docker", "refusing a malformed docker request '%.20s %.80s'",
 		      method ? method : "(null)", path ? path : "(null)");
 		return NULL;
@@ -847,6 +889,41 @@ struct docker_call *docker_stream(struct docker_engine *e, const char *method, c
 	}
 	return start(e, method, path, ctype, body, len, headers, timeout_ms, demux, on_data, cb,
 	             arg);
+}
+
+struct docker_call *docker_http(const char *method, const char *url, const char *const *headers,
+                                int timeout_ms, docker_cb cb, void *arg)
+{
+	return start(&web_engine, method, url, NULL, NULL, 0, headers, timeout_ms, 0, NULL, cb,
+	             arg);
+}
+
+int docker_call_header(const struct docker_call *c, const char *name, char *out, size_t outlen)
+{
+	size_t nl = strlen(name);
+	const char *p = c->hbuf, *eol, *v;
+	int found = 0;
+
+	if (outlen)
+		out[0] = '\0';
+	for (; p && *p; p = *eol ? eol + 1 : eol) {
+		eol = strchr(p, '\n');
+		if (!eol)
+			eol = p + strlen(p);
+		if ((size_t)(eol - p) <= nl || strncasecmp(p, name, nl) != 0 || p[nl] != ':')
+			continue;
+		v = p + nl + 1;
+		while (v < eol && (*v == ' ' || *v == '\t'))
+			v++;
+		{
+			size_t vl = (size_t)(eol - v);
+			while (vl && (v[vl - 1] == '\r' || v[vl - 1] == ' '))
+				vl--;
+			snprintf(out, outlen, "%.*s", (int)vl, v);
+		}
+		found = 1; /* the last one wins */
+	}
+	return found;
 }
 
 void docker_cancel(struct docker_call *c)

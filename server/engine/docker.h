@@ -78,6 +78,19 @@ struct docker_call *docker_stream(struct docker_engine *e, const char *method, c
                                   const char *const *headers, int timeout_ms, int demux,
                                   docker_data_cb on_data, docker_cb cb, void *arg);
 
+/* A request to any http(s) URL (a registry's HTTP API v2) on the same
+ * multi and loop: the system's CAs verify https, no client certificate,
+ * redirects are not followed, and the response's headers are kept for
+ * docker_call_header().  rc and the callback as for docker_request(); err
+ * names the URL.  Returns a handle or NULL (cb never fires then). */
+struct docker_call *docker_http(const char *method, const char *url, const char *const *headers,
+                                int timeout_ms, docker_cb cb, void *arg);
+
+/* Inside the callback of a docker_http() call: the value of response
+ * header name (case-insensitive; the last when repeated) into out.
+ * Returns 1 when the header was there, else 0 (out empty). */
+int docker_call_header(const struct docker_call *call, const char *name, char *out, size_t outlen);
+
 /* Stops a call; its callbacks never fire afterwards.  Allowed from on_data
  * (for any call, its own included); inside its own cb it does nothing. */
 void docker_cancel(struct docker_call *call);

@@ -216,8 +216,8 @@ int images_ref_valid(const char *ref)
 		return 0;
 	if (!((ref[0] >= 'a' && ref[0] <= 'z') || (ref[0] >= '0' && ref[0] <= '9')))
 		return 0;
-	if (strstr(ref, "//") || strstr(ref, "..") || ref[n - 1] == '/' || ref[n - 1] == ':' ||
-	    ref[n - 1] == '@')
+	if (strstr(ref, "//") || strstr(ref, "..") || strstr(ref, "/:") || strstr(ref, "/@") ||
+	    ref[n - 1] == '/' || ref[n - 1] == ':' || ref[n - 1] == '@')
 		return 0;
 	at = strchr(ref, '@');
 	if (at && strchr(at + 1, '@'))
@@ -363,6 +363,9 @@ static void state_written(PGresult *res, enum rc rc, void *arg)
 	deliver(arg);
 }
 
+/* The image's CUDA version changes to the one read ($7). */
+#define CUDA_NEW "($7::int > 0 AND cuda_source <> 'admin' AND cuda_min <> $7::int)"
+
 /* Ends p with rc and (for failures) a message; records the node's state
  * first so the API shows it by the time the callers hear. */
 static void finish(struct pull *p, enum rc rc, const char *fmt, ...)
@@ -401,9 +404,13 @@ static void finish(struct pull *p, enum rc rc, const char *fmt, ...)
 	snprintf(enc, sizeof(enc), "%d", rc == RC_OK ? p->cuda : 0);
 	/* one statement with the CUDA version read from the image, so whoever
 	 * sees the node present sees the version too */
-	db_query("WITH cuda AS (UPDATE images SET cuda_version = $6, cuda_min = $7::int,"
-	         "  cuda_source = 'image', updated_at = now() WHERE id = $1 AND $7::int > 0"
-	         "  AND cuda_source <> 'admin' AND cuda_min <> $7::int)"
+	/* ... and an image added unverified is verified by its first pull */
+	db_query("WITH cuda AS (UPDATE images SET"
+	         "  cuda_version = CASE WHEN " CUDA_NEW " THEN $6 ELSE cuda_version END,"
+	         "  cuda_min = CASE WHEN " CUDA_NEW " THEN $7::int ELSE cuda_min END,"
+	         "  cuda_source = CASE WHEN " CUDA_NEW " THEN 'image' ELSE cuda_source END,"
+	         "  verified = verified OR $3 = 'present', updated_at = now()"
+	         "  WHERE id = $1 AND (" CUDA_NEW " OR ($3 = 'present' AND NOT verified)))"
 	         " INSERT INTO image_nodes (image_id, node_id, state, progress, error)"
 	         " SELECT $1, $2, $3, $4::int, $5 WHERE EXISTS (SELECT 1 FROM images WHERE id = $1)"
 	         " AND EXISTS (SELECT 1 FROM nodes WHERE id = $2)"

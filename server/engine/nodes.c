@@ -6,7 +6,10 @@
  * decrypted from the database), and the check itself: GET /info and GET
  * /version on every node, then one UPDATE with what was seen.  A node that
  * stops answering keeps its health for cfg.node_down_after seconds, then
- * becomes down; one answer makes it up again.
+ * becomes down; one answer makes it up again.  Separately, launches report
+ * whether the engine started their containers (nodes_launch_result): a node
+ * whose engine fails cfg.node_degrade_after starts in a row, with errors of
+ * its own, is degraded until a start succeeds or an admin clears it.
  * Does not own: the API (api_nodes.c) or what runs on the nodes.
  */
 #include "engine/nodes.h"
@@ -760,6 +763,53 @@ static void discovery_start(struct node_rt *n)
 	d->node_id = n->id;
 	snprintf(d->name, sizeof(d->name), "%s", n->name);
 	discovery_create(n, d);
+}
+
+/* ---- launches: the degraded state ---- */
+
+static void launch_recorded(PGresult *res, enum rc rc, void *arg)
+{
+	(void)arg;
+	if (rc != RC_OK || PQntuples(res) != 1)
+		return;
+	if (strcmp(db_val(res, 0, 1), "degraded") == 0)
+		log_msg(LOG_WARN, "nodes", NULL,
+		        "node '%s' is degraded: its engine failed %s container starts in a row"
+		        " (last: %s); no work is placed there until a start succeeds or an admin"
+		        " clears it",
+		        db_val(res, 0, 0), db_val(res, 0, 2), db_val(res, 0, 3));
+	else if (strcmp(db_val(res, 0, 1), "healthy") == 0)
+		log_msg(LOG_INFO, "nodes", NULL,
+		        "node '%s' started a container: it is no longer degraded",
+		        db_val(res, 0, 0));
+}
+
+void nodes_launch_result(long long node_id, int ok, const char *why)
+{
+	char id[24], after[16];
+	const char *p[3] = { id, why ? why : "", after };
+
+	snprintf(id, sizeof(id), "%lld", node_id);
+	snprintf(after, sizeof(after), "%d", cfg.node_degrade_after);
+	if (ok) {
+		/* most starts find nothing to reset: no row, no write */
+		db_query("WITH o AS (SELECT id, degraded_since FROM nodes WHERE id = $1"
+		         "  AND (start_failures > 0 OR degraded_since IS NOT NULL) FOR UPDATE)"
+		         " UPDATE nodes n SET start_failures = 0, degraded_since = NULL,"
+		         "  updated_at = now() FROM o WHERE n.id = o.id"
+		         " RETURNING n.name, CASE WHEN o.degraded_since IS NOT NULL THEN 'healthy'"
+		         "  ELSE '' END, 0, ''",
+		         1, p, launch_recorded, NULL);
+		return;
+	}
+	db_query(
+	        "UPDATE nodes SET start_failures = start_failures + 1, start_error = left($2, 500),"
+	        " degraded_since = CASE WHEN degraded_since IS NULL"
+	        "  AND start_failures + 1 >= $3::int THEN now() ELSE degraded_since END,"
+	        " updated_at = now() WHERE id = $1"
+	        " RETURNING name, CASE WHEN degraded_since = now() THEN 'degraded' ELSE '' END,"
+	        "  start_failures, start_error",
+	        3, p, launch_recorded, NULL);
 }
 
 /* ---- the listing and the checks ---- */

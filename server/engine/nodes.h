@@ -34,6 +34,17 @@ int nodes_write_tls(const char *dir, const char *ca, const char *cert, const cha
  * box.  Returns 0 or -1. */
 int nodes_seed_local(const char *db_url, const char *url);
 
+/* What a launch on node_id came to, for its degraded state (0019).  ok 1:
+ * a container started there: the count of consecutive failures goes back
+ * to 0 and a degraded node is healthy again.  ok 0: the engine failed a
+ * network create, container create or start with an error of its own (an
+ * HTTP 5xx; why is its message): the count goes up, and at
+ * cfg.node_degrade_after the node becomes degraded (the scheduler places
+ * nothing there) until a start succeeds or an admin clears it.  The health
+ * check never clears it: an engine that answers /info may still fail every
+ * start.  Fire and forget (one statement). */
+void nodes_launch_result(long long node_id, int ok, const char *why);
+
 struct docker_engine;
 /* The engine client of a node, or NULL when the node is unknown to this
  * process yet (the list loads at the first check, then at every check) or

@@ -145,12 +145,14 @@ static int match(const char *pattern, const char *path, struct route_params *par
 		pp += plen;
 		sp += slen;
 	}
-	/* "/x/{p...}" also matches "/x" and "/x/" with an empty rest */
+	/* "/x/{p...}" also matches "/x" and "/x/" with an empty rest; only
+	 * when the rest capture is all the pattern has left ("/x/{id}/y/{p...}"
+	 * does not match "/x") */
 	if (*sp == '\0' && *pp == '/') {
 		const char *q = pp + 1;
 		size_t ql = strlen(q);
 		if (ql > 5 && q[0] == '{' && memcmp(q + ql - 4, "...}", 4) == 0 &&
-		    params->n < ROUTE_MAX_PARAMS) {
+		    !strchr(q, '/') && params->n < ROUTE_MAX_PARAMS) {
 			char *val = strdup("");
 			if (!val)
 				goto nomatch;

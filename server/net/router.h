@@ -30,6 +30,10 @@ enum route_flags {
 	ROUTE_NO_CSRF = 1 << 1,  /* a mutation exempt from CSRF (login) */
 	ROUTE_RAW_BODY = 1 << 2, /* body is not JSON (CSV, files); handler checks type */
 	ROUTE_PREPARE = 1 << 4,  /* ROUTE_STREAM: on_body(r, NULL, 0) before the body (http.h) */
+	/* open to a caller who must change their password first (/me, logout,
+	 * the change itself); every other route refuses them (403
+	 * password_change_required) */
+	ROUTE_PASSWORD_CHANGE = 1 << 5,
 };
 
 struct route {

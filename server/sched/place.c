@@ -13,8 +13,13 @@
  * scheduler.c fills the input, commits the decisions and stops the victims.
  *
  * Policy choices place.h leaves open:
- *  - Checks run in this order: pool has no schedulable node (NO_NODES), no
- *    node could ever hold it (TOO_BIG), quota (QUOTA), then room.
+ *  - Checks run in this order: no node that is not cordoned could ever hold
+ *    it (CANNOT_RUN), pool has no schedulable node (NO_NODES, or DEGRADED
+ *    when a node carrying it is up and active but degraded), no schedulable
+ *    node could hold it (TOO_BIG: only a down, draining or degraded one
+ *    could), quota (QUOTA), then room.  "Could ever hold" for CANNOT_RUN
+ *    ignores CUDA (REASON_CUDA says that) and counts a node whose cpu or
+ *    memory is not known (0) as holding any amount.
  *  - Slices are picked one at a time: a free slice on a GPU that has a used
  *    slice (counting slices picked earlier in this pass and this request),
  *    else the lowest free slice index; so a request keeps to one GPU.
@@ -76,11 +81,13 @@ struct pool {
 	int64_t id;
 	int first;        /* its first entry in ctx.pn */
 	int n;            /* schedulable nodes carrying it (local index j) */
+	int degraded;     /* degraded nodes carrying it (not in n) */
 	int words;        /* bitmap words per bucket */
 	int maxtotal;     /* most slices of it on one node */
 	int mintotal;     /* fewest slices of it on one node */
 	int64_t mincpu;   /* smallest cpu_total among its nodes */
 	int64_t minmem;   /* smallest mem_total among its nodes */
+	int cfirst, cn;   /* its nodes that are not cordoned, in ctx.cap */
 	uint64_t *bucket; /* (maxtotal + 1) * words: nodes by free slices */
 	uint64_t *res;    /* words: reserved nodes */
 	int unreserved;
@@ -137,6 +144,9 @@ struct ctx {
 	int npn;
 	struct nodex *nx;
 	int *node_pn;
+	struct place_cap *cap;  /* per pool, its nodes that are not cordoned */
+	struct place_cap *cap0; /* every node that is not cordoned (CPU-only) */
+	int ncap0;
 
 	int *sl_order;
 	int *sl_gpu; /* GPU slot per slice, -1 when not on a schedulable node */
@@ -376,6 +386,65 @@ static int pool_ids(struct ctx *c, int64_t *ids)
 	return 0;
 }
 
+/* What "could it ever fit" counts: per pool its nodes that are not
+ * cordoned, schedulable or not, with the pool's slices on each; and every
+ * node that is not cordoned.  Built the first time a request finds no
+ * schedulable node that could hold it (rare: a pass that places everything
+ * never sorts the slices twice).  Returns 0, or -1 when out of memory (the
+ * caller then says TOO_BIG, as if every node might come back). */
+static int index_caps(struct ctx *c)
+{
+	const struct place_input *in = c->in;
+	struct slice_key *keys;
+	int i, nkeys = 0, k = -1;
+
+	if (c->cap)
+		return 0;
+	if (c->nomem)
+		return -1;
+	keys = ctx_alloc(c, (size_t)in->nslices, sizeof(*keys));
+	c->cap0 = ctx_alloc(c, (size_t)in->nnodes, sizeof(*c->cap0));
+	c->cap = ctx_alloc(c, (size_t)in->nslices, sizeof(*c->cap));
+	if (c->nomem) {
+		c->cap = NULL;
+		return -1;
+	}
+	for (i = 0; i < in->nnodes; i++)
+		if (!in->nodes[i].cordoned) {
+			c->cap0[c->ncap0].cpu = in->nodes[i].cpu_total;
+			c->cap0[c->ncap0].mem = in->nodes[i].mem_total;
+			c->ncap0++;
+		}
+	for (i = 0; i < in->nslices; i++) {
+		const struct place_slice *s = &in->slices[i];
+
+		if (s->node < 0 || s->node >= in->nnodes || in->nodes[s->node].cordoned)
+			continue;
+		keys[nkeys].pool = s->pool_id;
+		keys[nkeys].node = s->node;
+		keys[nkeys].gpu = s->gpu;
+		keys[nkeys].idx = i;
+		nkeys++;
+	}
+	qsort(keys, (size_t)nkeys, sizeof(*keys), cmp_slice_pool);
+	for (i = 0; i < nkeys; i++) {
+		if (i == 0 || keys[i].pool != keys[i - 1].pool ||
+		    keys[i].node != keys[i - 1].node) {
+			const struct place_node *nd = &in->nodes[keys[i].node];
+			struct pool *pl = &c->pools[pool_find(c, keys[i].pool)];
+
+			k++;
+			c->cap[k].cpu = nd->cpu_total;
+			c->cap[k].mem = nd->mem_total;
+			if (pl->cn == 0)
+				pl->cfirst = k;
+			pl->cn++;
+		}
+		c->cap[k].slices++;
+	}
+	return 0;
+}
+
 /* Nodes, pools and slices: per (pool, node) its slices and free count, per
  * pool the bucket and reservation bitmaps, per GPU its used slices. */
 static int index_slices(struct ctx *c)
@@ -410,6 +479,11 @@ static int index_slices(struct ctx *c)
 
 		c->sl_gpu[i] = -1;
 		c->sl_used[i] = s->used_by != 0;
+		if (s->node >= 0 && s->node < in->nnodes && in->nodes[s->node].degraded) {
+			int pi = pool_find(c, s->pool_id);
+			if (pi >= 0)
+				c->pools[pi].degraded = 1;
+		}
 		if (s->node < 0 || s->node >= in->nnodes || !in->nodes[s->node].schedulable)
 			continue;
 		keys[nkeys].pool = s->pool_id;
@@ -1015,17 +1089,20 @@ static void say_too_big(const struct ctx *c, const struct pool *pl, const struct
 	int64_t cpu = 0, mem = 0;
 	int j;
 
+	/* some node that is down or draining could hold it: it waits for one */
 	d->reason = REASON_TOO_BIG;
 	if (ever > 0) {
-		snprintf(d->message, sizeof(d->message),
-		         "needs %d nodes that can each hold %d %s of this pool; only %d can ever",
-		         r->nodes, r->slices, plural(r->slices, "slice", "slices"), ever);
+		snprintf(
+		        d->message, sizeof(d->message),
+		        "needs %d nodes that can each hold %d %s of this pool; only %d taking work "
+		        "now can",
+		        r->nodes, r->slices, plural(r->slices, "slice", "slices"), ever);
 		return;
 	}
 	if (pl->maxtotal < r->slices) {
 		snprintf(d->message, sizeof(d->message),
-		         "no node can ever hold %d %s of this pool (largest: %d)", r->slices,
-		         plural(r->slices, "slice", "slices"), pl->maxtotal);
+		         "no node taking work now can hold %d %s of this pool (largest: %d)",
+		         r->slices, plural(r->slices, "slice", "slices"), pl->maxtotal);
 		return;
 	}
 	for (j = 0; j < pl->n; j++) {
@@ -1041,22 +1118,46 @@ static void say_too_big(const struct ctx *c, const struct pool *pl, const struct
 	}
 	if (cpu < r->cpu)
 		snprintf(d->message, sizeof(d->message),
-		         "no node with %d %s of this pool can ever give %lld millicores of cpu "
-		         "(largest: %lld)",
+		         "no node with %d %s of this pool taking work now can give %lld millicores "
+		         "of cpu (largest: %lld)",
 		         r->slices, plural(r->slices, "slice", "slices"), (long long)r->cpu,
 		         (long long)cpu);
 	else if (mem < r->mem)
 		snprintf(d->message, sizeof(d->message),
-		         "no node with %d %s of this pool can ever give %lld MiB of memory "
-		         "(largest: %lld)",
+		         "no node with %d %s of this pool taking work now can give %lld MiB of "
+		         "memory (largest: %lld)",
 		         r->slices, plural(r->slices, "slice", "slices"), (long long)r->mem,
 		         (long long)mem);
 	else
 		snprintf(d->message, sizeof(d->message),
-		         "no node can ever hold %d %s of this pool with %lld millicores of cpu and "
-		         "%lld MiB of memory",
+		         "no node taking work now can hold %d %s of this pool with %lld millicores "
+		         "of cpu and %lld MiB of memory",
 		         r->slices, plural(r->slices, "slice", "slices"), (long long)r->cpu,
 		         (long long)r->mem);
+}
+
+/* CANNOT_RUN when no node that is not cordoned could ever hold r (of pool
+ * pl, or any node for CPU-only work: pl NULL).  Returns 1 when it set d. */
+static int cannot_run(struct ctx *c, const struct pool *pl, const struct place_request *r,
+                      struct place_decision *d)
+{
+	struct place_fit_r f = { r->slices, r->nodes, r->cpu, r->mem, FIT_OK, 0 };
+	char hint[96];
+
+	if (index_caps(c) < 0)
+		return 0;
+	if (pl)
+		place_max_fit(c->cap + pl->cfirst, pl->cn, &f);
+	else
+		place_max_fit(c->cap0, c->ncap0, &f);
+	if (f.fit == FIT_OK || f.fit == FIT_NO_NODES)
+		return 0;
+	d->reason = REASON_CANNOT_RUN;
+	place_fit_say(&f, pl ? "this pool" : "the cluster", d->message, sizeof(d->message), hint,
+	              sizeof(hint));
+	snprintf(d->message + strlen(d->message), sizeof(d->message) - strlen(d->message), "; %s",
+	         hint);
+	return 1;
 }
 
 /* Decides a request without a pool (cpu and memory on one node).  Returns
@@ -1068,7 +1169,7 @@ static int decide_cpu(struct ctx *c, const struct place_request *r, struct place
 	int j, best = -1, sched = 0, ever = 0, reserved_fit = 0;
 
 	if (r->quota_block) {
-		d->reason = REASON_QUOTA;
+		d->reason = r->quota_block == 2 ? REASON_CANNOT_RUN : REASON_QUOTA;
 		snprintf(d->message, sizeof(d->message), "user quota: none for CPU-only work");
 		return 0;
 	}
@@ -1111,13 +1212,25 @@ static int decide_cpu(struct ctx *c, const struct place_request *r, struct place
 		d->node_id = in->nodes[best].id;
 		return 1;
 	}
+	if (ever == 0 && cannot_run(c, NULL, r, d))
+		return 0;
 	if (sched == 0) {
-		d->reason = REASON_NO_NODES;
-		snprintf(d->message, sizeof(d->message), "no node is schedulable");
+		int degraded = 0;
+		for (j = 0; j < in->nnodes; j++)
+			degraded += in->nodes[j].degraded != 0;
+		d->reason = degraded ? REASON_DEGRADED : REASON_NO_NODES;
+		if (degraded)
+			snprintf(d->message, sizeof(d->message),
+			         "no node is schedulable; degraded (engines failing to start "
+			         "containers): %d",
+			         degraded);
+		else
+			snprintf(d->message, sizeof(d->message), "no node is schedulable");
 	} else if (ever == 0) {
 		d->reason = REASON_TOO_BIG;
 		snprintf(d->message, sizeof(d->message),
-		         "no node can ever give %lld millicores of cpu and %lld MiB of memory",
+		         "no node taking work now can give %lld millicores of cpu and %lld MiB of "
+		         "memory",
 		         (long long)r->cpu, (long long)r->mem);
 	} else if (reserved_fit) {
 		d->reason = REASON_RESERVED;
@@ -1149,9 +1262,18 @@ static int decide(struct ctx *c, const struct place_request *r, struct place_dec
 		         r->nodes);
 		return 0;
 	}
+	/* schedulable nodes alone cannot hold it: could any that is not
+	 * cordoned ever? */
+	ever = pl->n > 0 ? ever_count(c, pl, r, r->nodes) : 0;
+	if (ever < r->nodes && cannot_run(c, pl, r, d))
+		return 0;
 	if (pl->n == 0) {
-		d->reason = REASON_NO_NODES;
-		snprintf(d->message, sizeof(d->message), "the pool has no schedulable node");
+		d->reason = pl->degraded ? REASON_DEGRADED : REASON_NO_NODES;
+		snprintf(d->message, sizeof(d->message), "%s",
+		         pl->degraded
+		                 ? "the pool has no schedulable node: its nodes that are up are "
+		                   "degraded (their engines fail to start containers)"
+		                 : "the pool has no schedulable node");
 		return 0;
 	}
 	if (r->cuda_min > 0) {
@@ -1177,7 +1299,6 @@ static int decide(struct ctx *c, const struct place_request *r, struct place_dec
 			return 0;
 		}
 	}
-	ever = ever_count(c, pl, r, r->nodes);
 	if (ever < r->nodes) {
 		say_too_big(c, pl, r, ever, d);
 		return 0;
@@ -1185,7 +1306,7 @@ static int decide(struct ctx *c, const struct place_request *r, struct place_dec
 	need = (int64_t)r->slices * r->nodes;
 	q = quota_slot(c, r->user_id, r->pool_id);
 	if (r->quota_block) {
-		d->reason = REASON_QUOTA;
+		d->reason = r->quota_block == 2 ? REASON_CANNOT_RUN : REASON_QUOTA;
 		snprintf(d->message, sizeof(d->message), "user quota: none for this pool");
 		return 0;
 	}
@@ -1346,6 +1467,119 @@ const char *place_reason_code(enum place_reason r)
 	case REASON_GANG: return "gang";
 	case REASON_RESERVED: return "reserved";
 	case REASON_PREEMPTING: return "preempting";
+	case REASON_CANNOT_RUN: return "cannot_run_as_asked";
+	case REASON_DEGRADED: return "degraded";
 	}
 	return "unknown";
+}
+
+/* ------------------------------------------------------------------------ */
+/* Could it ever fit? */
+
+/* cpu or memory 0: not known, holds any amount */
+static int holds(int64_t have, int64_t want)
+{
+	return have <= 0 || have >= want;
+}
+
+enum place_fit place_max_fit(const struct place_cap *caps, int n, struct place_fit_r *f)
+{
+	int64_t best = -1;
+	int i, count = 0;
+
+	f->most = 0;
+	if (n <= 0)
+		return f->fit = FIT_NO_NODES;
+	for (i = 0; i < n; i++)
+		if (caps[i].slices > best)
+			best = caps[i].slices;
+	if (f->slices > best) {
+		f->most = best;
+		return f->fit = FIT_SLICES;
+	}
+	best = -1;
+	for (i = 0; i < n; i++)
+		if (caps[i].slices >= f->slices)
+			best = caps[i].cpu <= 0     ? INT64_MAX
+			       : best > caps[i].cpu ? best
+			                            : caps[i].cpu;
+	if (f->cpu > best) {
+		f->most = best;
+		return f->fit = FIT_CPU;
+	}
+	best = -1;
+	for (i = 0; i < n; i++)
+		if (caps[i].slices >= f->slices && holds(caps[i].cpu, f->cpu))
+			best = caps[i].mem <= 0     ? INT64_MAX
+			       : best > caps[i].mem ? best
+			                            : caps[i].mem;
+	if (f->mem > best) {
+		f->most = best;
+		return f->fit = FIT_MEM;
+	}
+	for (i = 0; i < n; i++)
+		if (caps[i].slices >= f->slices && holds(caps[i].cpu, f->cpu) &&
+		    holds(caps[i].mem, f->mem))
+			count++;
+	if (count < f->nodes) {
+		f->most = count;
+		return f->fit = FIT_NODES;
+	}
+	return f->fit = FIT_OK;
+}
+
+/* "2 CPU cores", "1.5 CPU cores", "1 CPU core" */
+static void cores(int64_t millis, char *out, size_t len)
+{
+	if (millis % 1000 == 0)
+		snprintf(out, len, "%lld CPU %s", (long long)(millis / 1000),
+		         millis == 1000 ? "core" : "cores");
+	else
+		snprintf(out, len, "%.1f CPU cores", (double)millis / 1000.0);
+}
+
+void place_fit_say(const struct place_fit_r *f, const char *where, char *msg, size_t mlen,
+                   char *hint, size_t hlen)
+{
+	char with[64] = "", c[32];
+	char m[240] = "", h[96] = "";
+
+	if (f->slices > 0)
+		snprintf(with, sizeof(with), " with %d %s", f->slices,
+		         plural(f->slices, "slice", "slices"));
+	switch (f->fit) {
+	case FIT_SLICES:
+		snprintf(m, sizeof(m), "no node in %s has %d slices: the largest has %lld", where,
+		         f->slices, (long long)f->most);
+		snprintf(h, sizeof(h), "ask for at most %lld %s", (long long)f->most,
+		         plural(f->most, "slice", "slices"));
+		break;
+	case FIT_CPU:
+		cores(f->most, c, sizeof(c));
+		snprintf(m, sizeof(m),
+		         "no node in %s%s can ever give %lld millicores of cpu: the largest has %s",
+		         where, with, (long long)f->cpu, c);
+		snprintf(h, sizeof(h), "ask for at most %lld millicores of cpu",
+		         (long long)f->most);
+		break;
+	case FIT_MEM:
+		snprintf(m, sizeof(m),
+		         "no node in %s%s can ever give %lld MiB of memory: the largest has %lld "
+		         "MiB",
+		         where, with, (long long)f->mem, (long long)f->most);
+		snprintf(h, sizeof(h), "ask for at most %lld MiB of memory", (long long)f->most);
+		break;
+	case FIT_NODES:
+		snprintf(m, sizeof(m), "needs %d nodes in %s that can each hold it; only %lld can",
+		         f->nodes, where, (long long)f->most);
+		snprintf(h, sizeof(h), "ask for at most %lld %s", (long long)f->most,
+		         plural(f->most, "node", "nodes"));
+		break;
+	case FIT_OK:
+	case FIT_NO_NODES: break;
+	}
+	if (msg && mlen)
+		snprintf(msg, mlen, "%s", m);
+	if (hint && hlen)
+		snprintf(hint, hlen, "%s", h);
 }

@@ -33,6 +33,13 @@
  *     the request).
  *  6. Every request not placed gets a reason code, a human sentence and its
  *     position among the still-pending requests of its pool (1-based).
+ *  6b. A request that no node could ever hold as asked, counting nodes that
+ *     are down or draining (they may come back) but not cordoned ones
+ *     (taken out, or declared dead), waits with reason CANNOT_RUN and a
+ *     sentence saying what it could ask instead (place_fit_say()); the API
+ *     refuses such a request at submit with the same computation
+ *     (place_max_fit()).  TOO_BIG is left for a request that only a node
+ *     not taking work now (down, draining) could hold.
  *  7. A request without a pool (pool_id 0, slices 0: CPU-only work such as a
  *     TensorBoard) asks for cpu and memory on one node: any schedulable
  *     unreserved node with that much free (best fit: least cpu left after
@@ -57,16 +64,23 @@ enum place_reason {
 	REASON_RESERVED,   /* room exists only on nodes reserved for an earlier request */
 	REASON_PREEMPTING, /* victims named; waits for them to stop */
 	REASON_CUDA,       /* too few nodes of the pool have a driver for its CUDA */
+	REASON_CANNOT_RUN, /* no node, even down or draining, could ever hold it as
+	                    * asked, or it asks more than the user's limit */
+	REASON_DEGRADED,   /* like NO_NODES, but some of its nodes are degraded: up and
+	                    * active, their engines failing to start containers */
 };
 
 struct place_node {
 	int64_t id;
-	int schedulable;  /* up and active (not draining/cordoned/down) */
+	int schedulable;  /* up and active (not draining/cordoned/down), not degraded */
+	int degraded;     /* up and active, but degraded (so not schedulable) */
 	int64_t cpu_free; /* millicores */
 	int64_t mem_free; /* MiB */
 	int64_t cpu_total;
 	int64_t mem_total;
 	int cuda_max; /* newest CUDA its driver supports (12.4 = 12040); 0 = unknown */
+	int cordoned; /* taken out by an admin (or declared dead): its capacity
+	               * does not count even for "could it ever fit" */
 };
 
 struct place_slice {
@@ -93,9 +107,11 @@ struct place_request {
 	int64_t quota_mem;   /* max live MiB of this user in this pool; 0 = none */
 	int cuda_min;        /* CUDA its image needs (12.4 = 12040); 0 = none.  Never
 	                      * placed on a node whose known cuda_max is lower */
-	int quota_block;     /* nonzero: waits with REASON_QUOTA whatever is in use
-	                      * (no quota at all, the pool closed to the role); the
-	                      * caller has the sentence */
+	int quota_block;     /* 1: waits with REASON_QUOTA whatever is in use (no
+	                      * quota at all, the pool closed to the role); 2: asks
+	                      * more than the user's limit allows even with nothing
+	                      * else in use (REASON_CANNOT_RUN).  The caller has the
+	                      * sentence */
 };
 
 /* A running allocation, for quota counting and preemption. */
@@ -126,7 +142,7 @@ struct place_decision {
 	int64_t request_id;
 	enum place_reason reason; /* REASON_NONE when placed */
 	int position;             /* pending only: 1-based within its pool */
-	char message[160];        /* human sentence, e.g.
+	char message[240];        /* human sentence, e.g.
 					 * "no node has 2 free slices of this pool now (most free: 1)" */
 	int nchosen;              /* placed: slices chosen (slices * nodes) */
 	int64_t node_id;          /* placed without slices (pool 0): the node */
@@ -150,5 +166,46 @@ void place_result_free(struct place_result *r);
 
 /* Stable code for a reason ("quota", "capacity", ...). */
 const char *place_reason_code(enum place_reason r);
+
+/* ---- could a request ever fit? ---- */
+
+/* One node as place_max_fit() sees it: the slices of the pool on it (0 for
+ * CPU-only work), its cpu (millicores) and memory (MiB) in all.  0 cpu or
+ * memory: not known yet (never checked), which limits nothing. */
+struct place_cap {
+	int slices;
+	int64_t cpu, mem;
+};
+
+enum place_fit {
+	FIT_OK = 0,   /* at least `nodes` nodes could hold it */
+	FIT_NO_NODES, /* no node at all: nothing to say (an admin may add one) */
+	FIT_SLICES,   /* no node has that many slices of the pool */
+	FIT_CPU,      /* none with the slices has that much cpu */
+	FIT_MEM,      /* none with the slices and cpu has that much memory */
+	FIT_NODES,    /* fewer than `nodes` nodes could hold it (a gang) */
+};
+
+/* A request's shape per node, and what place_max_fit() found. */
+struct place_fit_r {
+	int slices, nodes;
+	int64_t cpu, mem;
+	enum place_fit fit;
+	int64_t most; /* the most the failing dimension allows, the earlier ones
+	               * as asked: slices, millicores, MiB or nodes */
+};
+
+/* Whether a request of f->slices slices, f->cpu millicores and f->mem MiB
+ * on each of f->nodes nodes could ever fit on caps[0..n) (each node whole
+ * and empty), checked in that order: slices, cpu, memory, nodes.  Sets
+ * f->fit and f->most, returns f->fit.  Pure; no allocation. */
+enum place_fit place_max_fit(const struct place_cap *caps, int n, struct place_fit_r *f);
+
+/* What a failed fit says: msg (e.g. "no node in pool 'a100' can ever give
+ * 16000 millicores of cpu: the largest has 2 CPU cores") and hint ("ask for
+ * at most 2000 millicores of cpu"); where names the place ("pool 'a100'",
+ * "this pool", "the cluster").  Either buffer may be NULL. */
+void place_fit_say(const struct place_fit_r *f, const char *where, char *msg, size_t mlen,
+                   char *hint, size_t hlen);
 
 #endif

@@ -63,8 +63,9 @@ struct prev {
 	char code[16];
 	char *reason;
 	int position;
-	char budget[200]; /* set when the user's GPU-hour budget is spent, or
-	                   * when no quota admits the request at all */
+	char budget[240]; /* set when the user's GPU-hour budget is spent, when
+	                   * no quota admits the request at all, or when it asks
+	                   * more than the limit by itself */
 };
 static struct prev *prev;
 
@@ -192,6 +193,8 @@ static void done_generic(PGresult *res, enum rc rc, void *arg)
 			in.nodes[i].cpu_total = in.nodes[i].cpu_free = ll(res, i, 2);
 			in.nodes[i].mem_total = in.nodes[i].mem_free = ll(res, i, 3);
 			in.nodes[i].cuda_max = (int)ll(res, i, 4);
+			in.nodes[i].cordoned = strcmp(db_val(res, i, 5), "t") == 0;
+			in.nodes[i].degraded = strcmp(db_val(res, i, 6), "t") == 0;
 		}
 		break;
 	case S_SLICES:
@@ -236,11 +239,13 @@ static void done_generic(PGresult *res, enum rc rc, void *arg)
 			q->quota_cpu = ll(res, i, 14);
 			q->quota_mem = ll(res, i, 15);
 			q->cuda_min = (int)ll(res, i, 18);
-			if (db_val(res, i, 19)) {
-				/* no quota at all, or the pool is closed to the role */
-				q->quota_block = 1;
+			if (db_val(res, i, 19) || db_val(res, i, 20)) {
+				/* no quota at all, or the pool is closed to the role;
+				 * or more than the limit allows by itself (0020) */
+				q->quota_block = db_val(res, i, 19) ? 1 : 2;
 				snprintf(prev[i].budget, sizeof(prev[i].budget), "%s",
-				         db_val(res, i, 19));
+				         db_val(res, i, 19) ? db_val(res, i, 19)
+				                            : db_val(res, i, 20));
 			} else if (q->pool_id && db_val(res, i, 16) &&
 			           strtod(db_val(res, i, 17), NULL) >=
 			                   strtod(db_val(res, i, 16), NULL)) {
@@ -312,6 +317,11 @@ static const char *message_of(const struct place_decision *d)
 	int i = queue_index(d->request_id);
 
 	if (i >= 0 && d->reason == REASON_QUOTA && prev[i].budget[0])
+		return prev[i].budget;
+	/* over the limit by itself: the limit's sentence, unless no node
+	 * could hold it either (the engine's, checked first) */
+	if (i >= 0 && d->reason == REASON_CANNOT_RUN && in.queue[i].quota_block == 2 &&
+	    strncmp(d->message, "user quota", 10) == 0)
 		return prev[i].budget;
 	return d->message;
 }
@@ -404,9 +414,12 @@ static void next(void)
 		return;
 	case S_PREEMPT:
 		step = S_NODES;
-		query("SELECT id, health = 'up' AND admin_state = 'active',"
+		/* a degraded node (0019) is up and active but gets no work */
+		query("SELECT id, health = 'up' AND admin_state = 'active' AND degraded_since IS "
+		      "NULL,"
 		      " COALESCE(ncpu, 0)::bigint * 1000, COALESCE(memory_bytes, 0) / 1048576,"
-		      " COALESCE(cuda_max, 0)"
+		      " COALESCE(cuda_max, 0), admin_state = 'cordoned',"
+		      " health = 'up' AND admin_state = 'active' AND degraded_since IS NOT NULL"
 		      " FROM nodes ORDER BY id",
 		      0, NULL, done_generic);
 		return;
@@ -431,22 +444,18 @@ static void next(void)
 		      "  WHERE g.user_id = r.user_id AND g.pool_id = r.pool_id"
 		      "  AND g.day > current_date - 7),"
 		      " r.cuda_min,"
-		      /* what no amount of waiting for others would change (0015) */
-		      " CASE WHEN p.id IS NOT NULL AND us.role <> 'admin'"
-		      "  AND NOT (us.role = ANY (p.roles)) THEN"
-		      "  format('pool ''%s'' is not open to the %s role', p.name, us.role)"
-		      "  WHEN q.source = 'none' THEN format('no quota: neither you nor the %s role"
-		      " has a quota %s', us.role, CASE WHEN p.id IS NULL THEN 'for CPU-only work'"
-		      "  ELSE 'in pool ''' || p.name || '''' END)"
-		      "  WHEN q.max_cpu_millis = 0 AND r.cpu_millis > 0 THEN"
-		      "  'user quota: 0 millicores of cpu allowed'"
-		      "  WHEN q.max_mem_mib = 0 AND r.mem_mib > 0 THEN 'user quota: 0 MiB of memory"
-		      " allowed' END"
+		      /* what no amount of waiting for others would change (0015,
+		       * 0020): a block, or more than the limit allows by itself */
+		      " CASE WHEN lim.code = 'forbidden' THEN lim.why END,"
+		      " CASE WHEN lim.code = 'exceeds_quota' THEN lim.why || '; ' || lim.hint END"
 		      " FROM alloc_requests r JOIN users us ON us.id = r.user_id"
 		      " LEFT JOIN pools p ON p.id = r.pool_id"
 		      " LEFT JOIN (SELECT user_id, sum(gpu_seconds) AS secs FROM gpu_usage"
 		      "  WHERE day > current_date - 7 GROUP BY user_id) u ON u.user_id = r.user_id"
 		      " LEFT JOIN LATERAL gc_quota_for(r.user_id, r.pool_id) q ON true"
+		      " LEFT JOIN LATERAL gc_request_limit(r.user_id, r.pool_id,"
+		      "  r.slices::bigint * r.nodes, r.cpu_millis::bigint * r.nodes,"
+		      "  r.mem_mib::bigint * r.nodes) lim ON true"
 		      " WHERE r.state = 'queued' ORDER BY r.id",
 		      0, NULL, done_generic);
 		return;

@@ -27,6 +27,7 @@
 
 #include "base/csv.h"
 #include "storage/paths.h"
+#include "storage/tar.h"
 
 enum rc files_fail(struct files_result *res, int err, const char *path)
 {
@@ -1072,71 +1073,6 @@ struct files_tar {
 	int started;  /* the top folder's own entry written */
 };
 
-static void octal(char *dst, size_t width, uint64_t v)
-{
-	/* width includes the NUL; digits right-aligned, zero-filled */
-	dst[width - 1] = '\0';
-	for (size_t i = width - 1; i > 0; i--) {
-		dst[i - 1] = (char)('0' + (v & 7));
-		v >>= 3;
-	}
-}
-
-static void header(unsigned char *h, const char *name, char type, uint64_t size, mode_t mode,
-                   time_t mtime, const char *link)
-{
-	unsigned sum = 0;
-
-	memset(h, 0, 512);
-	snprintf((char *)h, 100, "%s", name);
-	octal((char *)h + 100, 8, mode & 07777);
-	octal((char *)h + 108, 8, 0);
-	octal((char *)h + 116, 8, 0);
-	octal((char *)h + 124, 12, size);
-	octal((char *)h + 136, 12, (uint64_t)(mtime > 0 ? mtime : 0));
-	memset(h + 148, ' ', 8);
-	h[156] = (unsigned char)type;
-	if (link)
-		snprintf((char *)h + 157, 100, "%s", link);
-	memcpy(h + 257,
-	       "ustar\0"
-	       "00",
-	       8);
-	for (int i = 0; i < 512; i++)
-		sum += h[i];
-	snprintf((char *)h + 148, 8, "%06o", sum);
-	h[155] = ' ';
-}
-
-/* Writes the headers for name (a PAX record first when it is long); needs
- * up to 2048 bytes. */
-static size_t put_header(unsigned char *out, const char *name, char type, uint64_t size,
-                         mode_t mode, time_t mtime, const char *link)
-{
-	size_t n = 0, nl = strlen(name);
-
-	if (nl >= 100) {
-		char rec[1300];
-		int len = (int)nl + 7, total;
-		/* "%d path=%s\n": the length counts its own digits */
-		for (;;) {
-			total = snprintf(NULL, 0, "%d path=%s\n", len, name);
-			if (total == len)
-				break;
-			len = total;
-		}
-		if (total >= (int)sizeof(rec))
-			return 0;
-		snprintf(rec, sizeof(rec), "%d path=%s\n", len, name);
-		header(out, "PaxHeader", 'x', (uint64_t)total, 0644, mtime, NULL);
-		memset(out + 512, 0, ((size_t)total + 511) / 512 * 512);
-		memcpy(out + 512, rec, (size_t)total);
-		n = 512 + ((size_t)total + 511) / 512 * 512;
-	}
-	header(out + n, name, type, size, mode, mtime, link);
-	return n + 512;
-}
-
 struct files_tar *files_tar_new(int dirfd, const char *base)
 {
 	struct files_tar *t = calloc(1, sizeof(*t));
@@ -1167,7 +1103,7 @@ int files_tar_step(struct files_tar *t, unsigned char *buf, size_t cap, size_t *
 		return 1;
 	if (!t->started) {
 		t->started = 1;
-		n += put_header(buf, t->prefix, '5', 0, 0755, time(NULL), NULL);
+		n += tar_put_header(buf, t->prefix, '5', 0, 0755, time(NULL), NULL);
 	}
 	while (n + 4096 <= cap) {
 		if (t->fd >= 0) {
@@ -1243,8 +1179,8 @@ int files_tar_step(struct files_tar *t, unsigned char *buf, size_t cap, size_t *
 					t->prefix[pl] = '/';
 					t->prefix[pl + 1] = '\0';
 				}
-				h = put_header(buf + n, t->prefix, '5', 0, st.st_mode, st.st_mtime,
-				               NULL);
+				h = tar_put_header(buf + n, t->prefix, '5', 0, st.st_mode,
+				                   st.st_mtime, NULL);
 				if (!h)
 					continue; /* name too long to record; so are its children's */
 				n += h;
@@ -1275,9 +1211,9 @@ int files_tar_step(struct files_tar *t, unsigned char *buf, size_t cap, size_t *
 					/* no header (a name too long to record): no
 					 * bytes either, or the content would be read as
 					 * headers the user forged */
-					size_t h = put_header(buf + n, t->prefix, '0',
-					                      (uint64_t)st.st_size, st.st_mode,
-					                      st.st_mtime, NULL);
+					size_t h = tar_put_header(buf + n, t->prefix, '0',
+					                          (uint64_t)st.st_size, st.st_mode,
+					                          st.st_mtime, NULL);
 					if (!h) {
 						close(fd);
 						continue;
@@ -1297,8 +1233,8 @@ int files_tar_step(struct files_tar *t, unsigned char *buf, size_t cap, size_t *
 				if (l <= 0 || l >= 100)
 					continue;
 				target[l] = '\0';
-				n += put_header(buf + n, t->prefix, '2', 0, 0777, st.st_mtime,
-				                target);
+				n += tar_put_header(buf + n, t->prefix, '2', 0, 0777, st.st_mtime,
+				                    target);
 			}
 		}
 	}

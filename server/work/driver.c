@@ -2,7 +2,10 @@
  *
  * Owns: per kind, the cron section, the pass in flight (one at a time) and
  * the kick that came during it; the wake-up subscriptions; the cluster id;
- * the launches in flight and their engine steps.
+ * the launches in flight and their engine steps (the user's account in the
+ * container's /etc/passwd and /etc/group among them), and telling nodes.c
+ * what each launch came to on its node (an engine's own errors, HTTP 5xx,
+ * count towards the node's degraded state; a start resets it).
  * Does not own: what a row means (the kind's decide()), state changes
  * (workload.c), leadership (db/leader.c).
  */
@@ -20,6 +23,8 @@
 #include "db/db.h"
 #include "db/leader.h"
 #include "engine/nodes.h"
+#include "storage/tar.h"
+#include "work/passwd.h"
 
 #define MAX_KINDS 4
 
@@ -159,6 +164,18 @@ static void fail(struct driver_launch *l, const char *why)
 	l->ops->failed(l->arg, why);
 }
 
+/* An engine step failed: when the engine answered with an error of its
+ * own (5xx: "could not find bridge docker0", a declared device file that
+ * is not there), the node is to blame and it counts towards degraded; a
+ * 4xx is about what was asked (the image, the command), and no answer at
+ * all is the health check's business. */
+static void engine_fail(struct driver_launch *l, enum rc rc, int status, const char *why)
+{
+	if (rc == RC_OK && status >= 500)
+		nodes_launch_result(l->node_id, 0, why);
+	fail(l, why);
+}
+
 static void do_create(struct driver_launch *l);
 static void ensure_net(struct driver_launch *l);
 
@@ -221,9 +238,10 @@ static void started(struct docker_call *call, enum rc rc, int status, const char
 	if (rc != RC_OK || (status != 204 && status != 304)) {
 		driver_engine_msg(rc, body, len, err, "the engine could not start the container",
 		                  msg, sizeof(msg));
-		fail(l, msg);
+		engine_fail(l, rc, status, msg);
 		return;
 	}
+	nodes_launch_result(l->node_id, 1, NULL);
 	if (json_array_size(l->app_ports) == 0) {
 		/* nothing published: nothing to read back */
 		inspected(NULL, RC_OK, 200, "{}", 2, "", l);
@@ -236,7 +254,7 @@ static void started(struct docker_call *call, enum rc rc, int status, const char
 		fail(l, "the node's engine is not available");
 }
 
-void driver_launch_start(struct driver_launch *l)
+static void do_start(struct driver_launch *l)
 {
 	struct docker_engine *e = nodes_engine(l->node_id);
 	char path[200];
@@ -246,6 +264,217 @@ void driver_launch_start(struct driver_launch *l)
 	        e ? docker_request(e, "POST", path, NULL, NULL, 0, NULL, 60000, started, l) : NULL;
 	if (!l->call)
 		fail(l, "the node's engine is not available");
+}
+
+/* -- launch: the user's account in the container --
+ *
+ * The container runs as the user's mapped uid, which the image does not
+ * know ("I have no name!" in a shell, tools that look the user up fail).
+ * Before the start, /etc/passwd and /etc/group are read out of the created
+ * container (the Engine API's archive GET: a tar of one file), the user's
+ * lines are added (passwd.c: once, so a container started again keeps
+ * one) and the changed files go back in one archive PUT into /etc.  A file
+ * the image lacks is made; one that is not a regular file (a link) is left
+ * alone.  None of this stops a launch: on an error it is logged and the
+ * container starts as it is. */
+static const char *const etc_names[2] = { "passwd", "group" };
+
+static void etc_clear(struct driver_launch *l)
+{
+	for (int i = 0; i < 2; i++) {
+		free(l->etc[i].text);
+		l->etc[i].text = NULL;
+	}
+}
+
+static void account_done(struct driver_launch *l, const char *why)
+{
+	if (why)
+		log_msg(LOG_WARN, "instances", NULL,
+		        "instance %lld: could not add the user to container %.12s's /etc/passwd"
+		        " and /etc/group: %s; starting it as it is",
+		        l->id, l->cid, why);
+	etc_clear(l);
+	do_start(l);
+}
+
+static void etc_put(struct docker_call *call, enum rc rc, int status, const char *body, size_t len,
+                    const char *err, void *arg)
+{
+	struct driver_launch *l = arg;
+	char msg[300];
+
+	(void)call;
+	l->call = NULL;
+	if (rc != RC_OK || status != 200) {
+		driver_engine_msg(rc, body, len, err, "the engine refused the files", msg,
+		                  sizeof(msg));
+		account_done(l, msg);
+		return;
+	}
+	account_done(l, NULL);
+}
+
+/* The user from the spec: User "uid:gid", home /home/<owner>. */
+static int account_user(const struct driver_launch *l, struct passwd_user *u, char *home,
+                        size_t homelen)
+{
+	const char *s = json_string_value(json_object_get(l->spec, "User"));
+	char *end;
+
+	if (!s)
+		return -1;
+	u->uid = strtoll(s, &end, 10);
+	if (end == s || *end != ':')
+		return -1;
+	s = end + 1;
+	u->gid = strtoll(s, &end, 10);
+	if (end == s || *end)
+		return -1;
+	snprintf(home, homelen, "/home/%s", l->owner);
+	u->name = l->owner;
+	u->home = home;
+	u->shell = "/bin/sh";
+	return 0;
+}
+
+/* Both files read: add the user, put back what changed. */
+static void etc_write(struct driver_launch *l)
+{
+	struct docker_engine *e = nodes_engine(l->node_id);
+	struct passwd_user u;
+	unsigned char *tar = NULL;
+	char home[100], path[200], *edited[2] = { NULL, NULL };
+	const char *why = NULL;
+	size_t cap = 1024, n = 0;
+	long elen[2] = { 0, 0 };
+	int changed[2] = { 0, 0 };
+
+	if (account_user(l, &u, home, sizeof(home)) < 0) {
+		why = "the container's user is not uid:gid";
+		goto out;
+	}
+	for (int i = 0; i < 2; i++) {
+		const struct driver_etc *f = &l->etc[i];
+		if (!f->text)
+			continue;
+		edited[i] = malloc(f->len + PASSWD_GROWTH);
+		if (!edited[i]) {
+			why = "out of memory";
+			goto out;
+		}
+		elen[i] = i == 0 ? passwd_add_user(f->text, f->len, &u, edited[i],
+		                                   f->len + PASSWD_GROWTH, &changed[i])
+		                 : passwd_add_group(f->text, f->len, &u, edited[i],
+		                                    f->len + PASSWD_GROWTH, &changed[i]);
+		if (elen[i] < 0) {
+			why = i == 0 ? "the image's /etc/passwd has both the user's names for "
+			               "other uids"
+			             : "the image's /etc/group has both the user's names for other "
+			               "gids";
+			goto out;
+		}
+		if (changed[i])
+			cap += tar_file_size((size_t)elen[i]);
+	}
+	if (!changed[0] && !changed[1])
+		goto out; /* there already (started before) */
+	tar = malloc(cap);
+	if (!tar) {
+		why = "out of memory";
+		goto out;
+	}
+	for (int i = 0; i < 2; i++)
+		if (changed[i])
+			n += tar_put_file(tar + n, etc_names[i], edited[i], (size_t)elen[i],
+			                  l->etc[i].mode, l->etc[i].uid, l->etc[i].gid, time(NULL));
+	memset(tar + n, 0, 1024);
+	n += 1024;
+	log_msg(LOG_INFO, "instances", NULL,
+	        "instance %lld: adding user '%s' (uid %lld) to container %.12s's%s%s", l->id,
+	        l->owner, u.uid, l->cid, changed[0] ? " /etc/passwd" : "",
+	        changed[1] ? " /etc/group" : "");
+	snprintf(path, sizeof(path), "/containers/%s/archive?path=/etc", l->cid);
+	l->call = e ? docker_request(e, "PUT", path, "application/x-tar", (const char *)tar, n,
+	                             NULL, 30000, etc_put, l)
+	            : NULL;
+	if (!l->call)
+		why = "the node's engine is not available";
+out:
+	free(edited[0]);
+	free(edited[1]);
+	free(tar);
+	if (!l->call)
+		account_done(l, why);
+}
+
+static void etc_read(struct driver_launch *l, int i);
+
+/* One file's archive: its text, a new file when the image lacks it. */
+static void etc_got(struct docker_call *call, enum rc rc, int status, const char *body, size_t len,
+                    const char *err, void *arg)
+{
+	struct driver_launch *l = arg;
+	int i = l->etc_at;
+	struct driver_etc *f = &l->etc[i];
+	struct tar_entry te;
+	char msg[300];
+	long r;
+
+	(void)call;
+	l->call = NULL;
+	if (rc == RC_OK && status == 404) {
+		/* the image has none: a new file with root in it */
+		const char *base = i == 0 ? "root:x:0:0:root:/root:/bin/sh\n" : "root:x:0:\n";
+		f->text = strdup(base);
+		f->len = strlen(base);
+		f->mode = 0644;
+	} else if (rc == RC_OK && status == 200) {
+		r = tar_next((const unsigned char *)body, len, &te);
+		if (r > 0 && (te.type == '0' || te.type == '\0')) {
+			f->mode = te.mode ? te.mode : 0644;
+			f->text = malloc(te.size + 1);
+			if (f->text) {
+				memcpy(f->text, body + te.data_off, te.size);
+				f->text[te.size] = '\0';
+			}
+			f->len = te.size;
+			f->uid = te.uid;
+			f->gid = te.gid;
+		} else {
+			log_msg(LOG_WARN, "instances", NULL,
+			        "instance %lld: container %.12s's /etc/%s %s; left as it is", l->id,
+			        l->cid, etc_names[i],
+			        r > 0 ? "is not a regular file" : "came in an unreadable archive");
+		}
+	} else {
+		driver_engine_msg(rc, body, len, err, "could not read the file", msg, sizeof(msg));
+		account_done(l, msg);
+		return;
+	}
+	if (i == 0)
+		etc_read(l, 1);
+	else
+		etc_write(l);
+}
+
+static void etc_read(struct driver_launch *l, int i)
+{
+	struct docker_engine *e = nodes_engine(l->node_id);
+	char path[200];
+
+	l->etc_at = i;
+	snprintf(path, sizeof(path), "/containers/%s/archive?path=/etc/%s", l->cid, etc_names[i]);
+	l->call = e ? docker_request(e, "GET", path, NULL, NULL, 0, NULL, 30000, etc_got, l) : NULL;
+	if (!l->call)
+		account_done(l, "the node's engine is not available");
+}
+
+void driver_launch_start(struct driver_launch *l)
+{
+	etc_clear(l);
+	memset(l->etc, 0, sizeof(l->etc));
+	etc_read(l, 0);
 }
 
 static void removed_for_recreate(struct docker_call *call, enum rc rc, int status, const char *body,
@@ -341,7 +570,7 @@ static void created(struct docker_call *call, enum rc rc, int status, const char
 	if (rc != RC_OK || status != 201) {
 		driver_engine_msg(rc, body, len, err, "the engine refused to create the container",
 		                  msg, sizeof(msg));
-		fail(l, msg);
+		engine_fail(l, rc, status, msg);
 		return;
 	}
 	j = json_loadb(body, len, 0, NULL);
@@ -403,6 +632,9 @@ static void net_ensured(struct docker_call *call, enum rc rc, int status, const 
 		driver_engine_msg(rc, body, len, err, "error", m, sizeof(m));
 		snprintf(msg, sizeof(msg), "could not create network '%s' on the node: %s", l->net,
 		         m);
+		/* once for the node, not once per launch that waited on it */
+		if (rc == RC_OK && status >= 500)
+			nodes_launch_result(l->node_id, 0, msg);
 	}
 	for (x = launches; x; x = next) {
 		next = x->next;
@@ -469,11 +701,13 @@ void driver_launch_cancel(struct driver_launch *l)
 		docker_cancel(l->call);
 	l->call = NULL;
 	unlink_launch(l);
+	etc_clear(l);
 }
 
 void driver_launch_release(struct driver_launch *l)
 {
 	unlink_launch(l);
+	etc_clear(l);
 	json_decref(l->spec);
 	json_decref(l->app_ports);
 	l->spec = l->app_ports = NULL;

@@ -13,8 +13,9 @@
  * The engine steps of a launch are written once here too (the launcher
  * below): the user's network on the node, the hardened create with the
  * deterministic name (a 409 inspects the container there and reuses it
- * when its gpucloud.sig matches, else replaces it once), start, and the
- * published ports read back.  A kind keeps its database writes and calls
+ * when its gpucloud.sig matches, else replaces it once), the user's
+ * account in the container's /etc/passwd and /etc/group (passwd.c), start,
+ * and the published ports read back.  A kind keeps its database writes and calls
  * the launcher between them.
  *
  * Stop with a grace and remove, the two engine calls every kind makes at
@@ -86,6 +87,15 @@ struct driver_launch {
 	int netwait;           /* waits for another launch's create of net */
 	int netretried;        /* re-made the network once (the reconciler raced) */
 	int linked;
+	/* the account files read out of the container before its start:
+	 * passwd, group (driver.c) */
+	struct driver_etc {
+		char *text; /* owned; NULL when not read or left alone */
+		size_t len;
+		unsigned mode;
+		long long uid, gid;
+	} etc[2];
+	int etc_at; /* the one being read */
 	struct docker_call *call;
 	struct driver_launch *next;
 };
@@ -93,7 +103,8 @@ struct driver_launch {
 /* Starts the engine steps (network, create...); the outcome comes through
  * l->ops. */
 void driver_launch_begin(struct driver_launch *l);
-/* Goes on after ops->created: start, read the ports back. */
+/* Goes on after ops->created: the user's account in the container, start,
+ * read the ports back. */
 void driver_launch_start(struct driver_launch *l);
 /* Stops the launch without a callback (cancels its engine call). */
 void driver_launch_cancel(struct driver_launch *l);

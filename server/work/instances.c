@@ -405,6 +405,7 @@ static int build_spec(struct op *o, const PGresult *res, char *err, size_t errle
 	else
 		in.env = env;
 	in.app_token = db_val(res, 0, 12);
+	in.jupyter = spec_jupyter(db_val(res, 0, 19), ports);
 	in.binds = binds;
 	in.gpus = sg;
 	in.app_ports = ports;
@@ -435,7 +436,7 @@ out:
  * 4 reference, 5 cmd (instance's, else the image's default), 6 app_ports,
  * 7 env, 8 cpu_millis, 9 mem_mib, 10 shm_mib, 11 kind, 12 app_token,
  * 13 GPUs [{uuid, idx, devices, mig}], 14 node url, 15 target node,
- * 16 old node, 17 state, 18 request state. */
+ * 16 old node, 17 state, 18 request state, 19 the image's framework. */
 static void launch_row(PGresult *res, enum rc rc, void *arg)
 {
 	struct op *o = arg;
@@ -510,7 +511,7 @@ static void op_launch(long long id)
 	         "   GROUP BY s.gpu_id, s.mig_id) x"
 	         "  JOIN gpus g ON g.id = x.gpu_id LEFT JOIN gpu_mig m ON m.id = x.mig_id),"
 	         "  '[]')::text,"
-	         " n.url, t.node_id, i.node_id, i.state, r.state"
+	         " n.url, t.node_id, i.node_id, i.state, r.state, im.framework"
 	         " FROM instances i JOIN users u ON u.id = i.user_id"
 	         " LEFT JOIN images im ON im.id = i.image_id"
 	         " LEFT JOIN alloc_requests r ON r.id = i.request_id"

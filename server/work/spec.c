@@ -8,6 +8,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 /* Names only the platform sets, from any source. */
 static int platform_only(const char *k)
@@ -15,6 +16,22 @@ static int platform_only(const char *k)
 	return strncmp(k, "NVIDIA_", 7) == 0 || strcmp(k, "CUDA_VISIBLE_DEVICES") == 0 ||
 	       strcmp(k, "GPUCLOUD_APP_TOKEN") == 0 || strcmp(k, "GPUCLOUD_INSTANCE_ID") == 0 ||
 	       strcmp(k, "HOME") == 0 || strcmp(k, "USER") == 0;
+}
+
+int spec_jupyter(const char *framework, const json_t *app_ports)
+{
+	size_t i;
+	json_t *v;
+
+	if (framework && strcasecmp(framework, "jupyter") == 0)
+		return 1;
+	json_array_foreach((json_t *)app_ports, i, v)
+	{
+		const char *n = json_string_value(json_object_get(v, "name"));
+		if (n && strcmp(n, "jupyter") == 0)
+			return 1;
+	}
+	return 0;
 }
 
 int spec_env_reserved(const char *k)
@@ -116,7 +133,7 @@ json_t *spec_build(const struct spec_input *in, char *sig_out, size_t sig_len)
 		json_object_foreach((json_t *)srcs[s], k, v)
 		{
 			if ((s == 0 ? spec_env_reserved(k) : platform_only(k)) ||
-			    !json_is_string(v))
+			    (in->jupyter && strcmp(k, "JUPYTER_TOKEN") == 0) || !json_is_string(v))
 				continue;
 			add_env(env, k, json_string_value(v));
 		}
@@ -125,6 +142,10 @@ json_t *spec_build(const struct spec_input *in, char *sig_out, size_t sig_len)
 	/* containers made before per-user networks are not reused */
 	append(sig, sizeof(sig), "|net=", in->network);
 	add_env(env, "GPUCLOUD_APP_TOKEN", in->app_token ? in->app_token : "");
+	/* Jupyter reads its token from JUPYTER_TOKEN: the proxy's token signs
+	 * the browser in, whatever command the image runs */
+	if (in->jupyter)
+		add_env(env, "JUPYTER_TOKEN", in->app_token ? in->app_token : "");
 	snprintf(buf, sizeof(buf), "%lld", in->id);
 	/* a job's id is another number space: jobs.c sets GPUCLOUD_JOB_ID */
 	if (!in->kind || strcmp(in->kind, "job") != 0)

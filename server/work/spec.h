@@ -48,6 +48,7 @@ struct spec_input {
 	const json_t *env;
 	const json_t *platform_env;
 	const char *app_token; /* GPUCLOUD_APP_TOKEN */
+	int jupyter;           /* also JUPYTER_TOKEN = app_token (spec_jupyter()) */
 	const json_t *binds;   /* HostConfig.Binds, exactly as storage_binds() made them */
 	const struct spec_gpu *gpus;
 	int ngpus;
@@ -63,6 +64,13 @@ struct spec_input {
  * container was made for (image, GPUs, network), so that a retried create
  * can tell whether the container it finds by name may be reused. */
 json_t *spec_build(const struct spec_input *in, char *sig, size_t siglen);
+
+/* 1 when an image is a Jupyter: its framework is "jupyter" (any case) or
+ * it has an app port named "jupyter".  Such a container gets JUPYTER_TOKEN
+ * set to its app token, the token the proxy sends with every request
+ * ("Authorization: token ..."), so Jupyter run with the image's own
+ * command opens signed in; the user's env cannot set JUPYTER_TOKEN then. */
+int spec_jupyter(const char *framework, const json_t *app_ports);
 
 /* 1 when the user's env may not set k (the platform sets it). */
 int spec_env_reserved(const char *k);

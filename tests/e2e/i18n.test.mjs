@@ -119,6 +119,27 @@ test('server errors: the server’s words in English, the code’s sentence else
   setLanguage('en');
 });
 
+test('a refusal with numbers (never_fits, exceeds_quota) reads in the interface’s language', () => {
+  const err = {
+    code: 'never_fits', message: "no node in pool 'a100' with 1 slice can ever give 16000 millicores of cpu: the largest has 2 CPU cores",
+    hint: 'ask for at most 2000 millicores of cpu', details: [{ what: 'cpu_millis', most: 2000, asked: 16000, pool: 'a100' }],
+  };
+  const server = `${err.message} — ${err.hint}`;
+  setLanguage('en');
+  assert.deepEqual(errorParts(err), { text: server, detail: '' }, 'English: the server’s own words');
+  setLanguage('zh-CN');
+  assert.deepEqual(errorParts(err), { text: '池“a100”中没有节点能提供 16 个 CPU 核：最大的节点只有 2 个。请最多申请 2 个。', detail: server });
+  const mem = errorParts({ code: 'exceeds_quota', message: 'x', details: [{ what: 'mem_mib', most: 16384, asked: 20480, pool: null }] });
+  assert.equal(mem.text, '您在集群的配额同时最多允许 16 GiB 内存，此请求需要 20 GiB。请最多申请 16 GiB，或请管理员提高配额。');
+  // every detail the server sends has a sentence in every language
+  for (const code of ['never_fits', 'exceeds_quota'])
+    for (const what of code === 'never_fits' ? ['slices', 'cpu_millis', 'mem_mib', 'nodes'] : ['slices', 'cpu_millis', 'mem_mib', 'gpu_hours'])
+      assert.ok(`error.${code}.${what}` in en, `error.${code}.${what}`);
+  // a detail without a sentence: the code's sentence, as before
+  assert.equal(errorParts({ code: 'never_fits', message: 'm', details: [{ what: 'gpus_of_mars', most: 1, asked: 2 }] }).text, DICTIONARIES['zh-CN']['error.code.never_fits']);
+  setLanguage('en');
+});
+
 test('t() fills placeholders and falls back to the key', () => {
   setLanguage('en');
   assert.equal(t('home.welcome', { name: 'Ada' }), 'Welcome, Ada');

@@ -6,7 +6,11 @@
 // registry's words); in Administration → Images adds a catalog image, pulls
 // it to both nodes and watches each node go to Ready (docker image inspect
 // agrees), then pulls an image through the wrong-key registry and sees each
-// node fail with the registry's message.
+// node fail with the registry's message.  Then: a reference the registry
+// lacks is refused (and added unchecked, marked Unverified); the registry is
+// browsed (repository → tags, newest first) and a tag added in one click;
+// its row says a newer tag exists and adds it in one click; the Jupyter
+// preset fills the form; the page in Chinese.
 //
 // Needs the world (var/world/env); fails without it, never skips.
 import { describe, it, before, after } from 'node:test';
@@ -41,6 +45,21 @@ function pushTestImage() {
   dk(1, 'push', '-q', ref);
   dk(1, 'rmi', ref);
   return ref;
+}
+
+// One tiny image pushed under every tag given, in a repository of its own.
+function pushSeries(repo, tags) {
+  const dir = mkdtempSync(join(tmpdir(), 'gcser-'));
+  writeFileSync(join(dir, 'hello.txt'), `series ${repo}\n`);
+  const tar = execFileSync('tar', ['-C', dir, '-cf', '-', 'hello.txt']);
+  rmSync(dir, { recursive: true, force: true });
+  const first = `${REG}/${repo}:${tags[0]}`;
+  execFileSync('docker', ['-H', sock(1), 'import', '-', first], { input: tar, stdio: ['pipe', 'pipe', 'pipe'] });
+  for (const t of tags) {
+    if (t !== tags[0]) dk(1, 'tag', first, `${REG}/${repo}:${t}`);
+    dk(1, 'push', '-q', `${REG}/${repo}:${t}`);
+  }
+  for (const t of tags) dk(1, 'rmi', `${REG}/${repo}:${t}`);
 }
 
 describe('registries and the image catalog in the browser', () => {
@@ -164,7 +183,8 @@ describe('registries and the image catalog in the browser', () => {
   it('a pull through the wrong key shows the registry\'s message on each node', async () => {
     const ref2 = pushTestImage();
     const wrong = (await api.get('/api/v1/registries')).json.items.find((r) => r.name === 'wrong');
-    const c = await api.post('/api/v1/images', { reference: ref2, registry_id: wrong.id, display_name: 'Wrong key' });
+    // added unchecked: the registry would refuse the key at once (409)
+    const c = await api.post('/api/v1/images', { reference: ref2, registry_id: wrong.id, display_name: 'Wrong key', verify: false });
     assert.equal(c.status, 201, c.text);
     const row = page.locator(`[data-table=images] tr[data-image="${ref2}"]`);
     await row.waitFor({ timeout: 15000 });
@@ -178,6 +198,78 @@ describe('registries and the image catalog in the browser', () => {
     assert.match(err, /unauthorized: authentication required/);
     assert.ok(!present(1, ref2) && !present(2, ref2), 'nothing cached');
     assert.ok(!(await page.content()).includes(KEY));
+    assert.deepEqual(pageErrors, []);
+  });
+
+  it('checks references, browses the registry, adds a tag and a newer tag in one click each', async () => {
+    const repo = `itest/e2e-series-${process.pid}-${Date.now()}`;
+    pushSeries(repo, ['24.08-py3', '24.09-py3']);
+    await page.goto(`${srv.base}/#/admin/images`);
+    await page.getByRole('heading', { name: 'Image catalog', level: 1 }).waitFor();
+    // a tag the registry lacks is refused with the registry's answer
+    await page.locator('[data-action=open-create-image]').click();
+    let d = dialog();
+    await d.getByLabel('Image reference', { exact: true }).fill(`${REG}/${repo}:99.0-py3`);
+    await d.locator('[data-action=save-image]').click();
+    const alert = d.locator('[role=alert]');
+    await alert.waitFor();
+    assert.match(await alert.textContent(), /not found in registry/);
+    // the Jupyter preset fills the framework and the app port
+    await d.locator('[data-action=preset-jupyter]').click();
+    assert.equal(await d.getByLabel('Framework', { exact: true }).inputValue(), 'jupyter');
+    assert.equal(await d.getByLabel('App ports', { exact: true }).inputValue(), 'jupyter:8888');
+    await shot(page, 'images-form-jupyter');
+    // unchecked, it is added and marked unverified
+    await d.locator('#image-verify').uncheck();
+    await submitAndClose(d, 'save-image');
+    const ghost = page.locator(`[data-table=images] tr[data-image="${REG}/${repo}:99.0-py3"]`);
+    await ghost.locator('[data-field=unverified]').waitFor();
+    assert.equal((await ghost.locator('[data-field=unverified]').textContent()).trim(), 'Unverified');
+
+    // browse: registry → repository → tags, newest first; add 24.08 in one click
+    await page.locator('[data-action=browse-registry]').click();
+    d = dialog();
+    await d.locator('#browse-registry').selectOption({ label: `world (${REG})` });
+    await d.locator(`[data-repository="${repo}"]`).click();
+    await d.locator('[data-table=tags] tr[data-tag]').first().waitFor();
+    assert.deepEqual(await d.locator('[data-table=tags] tr[data-tag]').evaluateAll((rs) => rs.map((r) => r.dataset.tag)), ['24.09-py3', '24.08-py3']);
+    await shot(page, 'images-browse');
+    await d.locator('[data-table=tags] tr[data-tag="24.08-py3"] [data-action=add-tag]').click();
+    await d.locator('[data-table=tags] tr[data-tag="24.08-py3"] [data-in-catalog]').waitFor();
+    await d.locator('.actions').getByRole('button', { name: 'Close' }).click();
+
+    // its row says a newer tag exists; one click adds it
+    const row = page.locator(`[data-table=images] tr[data-image="${REG}/${repo}:24.08-py3"]`);
+    await row.locator('[data-newer="24.09-py3"]').waitFor({ timeout: 15000 });
+    assert.match(await row.locator('[data-newer]').textContent(), /Newer tag available: 24\.09-py3/);
+    await shot(page, 'images-newer');
+    await row.locator('[data-action=add-newer]').click();
+    const added = page.locator(`[data-table=images] tr[data-image="${REG}/${repo}:24.09-py3"]`);
+    await added.waitFor({ timeout: 15000 });
+    assert.equal(await added.locator('[data-field=unverified]').count(), 0, 'checked against the registry: verified');
+    await row.locator('[data-newer]').waitFor({ state: 'detached', timeout: 15000 });
+
+    // the same page in Chinese
+    const zh = await browser.newContext({ locale: 'zh-CN', viewport: { width: 1360, height: 900 } });
+    try {
+      const p = await zh.newPage();
+      p.on('pageerror', (e) => pageErrors.push(e.message));
+      await p.goto(`${srv.base}/#/login`);
+      await p.locator('input[name=username]').fill('admin');
+      await p.locator('input[name=password]').fill(ADMIN_PASSWORD);
+      await p.locator('[data-action=login]').click();
+      await p.locator('[data-nav="admin-images"]').click();
+      await p.locator(`[data-table=images] tr[data-image="${REG}/${repo}:99.0-py3"] [data-field=unverified]`).waitFor();
+      assert.equal((await p.locator(`[data-table=images] tr[data-image="${REG}/${repo}:99.0-py3"] [data-field=unverified]`).textContent()).trim(), '未验证');
+      assert.equal((await p.locator('[data-action=browse-registry]').textContent()).trim(), '浏览仓库');
+      await shot(p, 'images-zh');
+      await p.locator('[data-action=open-create-image]').click();
+      await p.locator('dialog[open] [data-action=preset-jupyter]').waitFor();
+      assert.equal((await p.locator('dialog[open] [data-action=preset-jupyter]').textContent()).trim(), 'Jupyter 预设');
+      await shot(p, 'images-form-zh');
+    } finally {
+      await zh.close();
+    }
     assert.deepEqual(pageErrors, []);
   });
 });

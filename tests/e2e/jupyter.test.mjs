@@ -2,16 +2,14 @@
 // the world's Jupyter image, on a real engine) through the proxy on its own
 // origin, creates a notebook, runs print(6*7) and sees 42 (the kernel's
 // websocket goes through the proxy's tunnel), then opens the web terminal,
-// runs a command and sees its output.  Also: the app origin never gets the
+// runs a command and sees its output under a prompt that names the user.  The
+// image runs its own command: a catalog entry with framework 'jupyter' opens
+// signed in with no token argument (the platform sets JUPYTER_TOKEN).  Also: the app origin never gets the
 // API's cookie, and signing in from an app's link leads back to the app.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { launch, shot } from './browser.mjs';
 import { world, mkUser, waitState, cleanup, env } from '../integration/instances_lib.mjs';
-
-const JUPYTER_CMD = ['sh', '-c',
-  'exec python3 -m notebook --ip=0.0.0.0 --port=8888 --no-browser --NotebookApp.token="$GPUCLOUD_APP_TOKEN" ' +
-  '--NotebookApp.password= --NotebookApp.base_url=/ --notebook-dir="$HOME"'];
 
 describe('Jupyter through the proxy, and the web terminal', () => {
   let w, alice, inst, route, browser, context, page, origin;
@@ -24,7 +22,9 @@ describe('Jupyter through the proxy, and the web terminal', () => {
     origin = `http://localhost:${w.srv.port}`;
     const img = await w.admin.post('/api/v1/images', {
       reference: env.GPUCLOUD_WORLD_JUPYTER_IMAGE, registry_id: w.registry.id, display_name: 'Jupyter',
-      framework: 'jupyter', description: 'Jupyter Notebook (Debian)', default_cmd: JUPYTER_CMD,
+      // the image's own command (no token argument): the platform gives a
+      // Jupyter entry JUPYTER_TOKEN = the token the proxy sends
+      framework: 'jupyter', description: 'Jupyter Notebook (Debian)',
       app_ports: [{ name: 'jupyter', port: 8888 }],
     });
     assert.equal(img.status, 201, img.text);
@@ -121,6 +121,11 @@ describe('Jupyter through the proxy, and the web terminal', () => {
     await page.waitForFunction((want) => document.querySelector('[data-terminal] .xterm-rows')?.textContent.includes(want),
       `hello-42-${uid}`, { timeout: 15000 });
     assert.match(await rows.textContent(), new RegExp(`hello-42-${uid}`));
+    // bash's prompt names the user (the container's /etc/passwd has the uid),
+    // not "I have no name!", and the shell starts in the user's home
+    const prompt = await rows.textContent();
+    assert.doesNotMatch(prompt, /I have no name!/);
+    assert.match(prompt, /alice@[\w.-]+:~\$/);
     await shot(page, 'jupyter-terminal');
     assert.deepEqual(pageErrors, []);
   });

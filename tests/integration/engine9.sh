@@ -8,6 +8,10 @@
 # the world engines' per-user networks apart (netiso.test.mjs) until those
 # networks are made again.  Its published ports still work on loopback
 # through docker-proxy, and its containers need no way out.
+# Like the world's engines it has address pools, so it runs with
+# --live-restore (else each restart would delete the host's docker0: see
+# deploy/lib.sh); `stop` kills its containers first, as an engine without
+# live restore stops them on the way out.
 #   engine9.sh start DIR   start (or keep) it; prints unix://DIR/node9.sock
 #   engine9.sh stop DIR    stop dockerd (containers stop with it)
 #   engine9.sh down DIR    stop, remove its bridge, rules and DIR
@@ -26,7 +30,7 @@ start() {
 		setsid dockerd --pidfile "$pidfile" --data-root "$dir/data" --exec-root "$execroot" \
 			-H "unix://$sock" --bridge "$br" --iptables=false --default-address-pool "base=10.249.0.0/16,size=24" \
 			--containerd-namespace gcw-node9 --containerd-plugins-namespace gcw-node9-plugins \
-			--add-runtime "nvidia=$(command -v runc)" --shutdown-timeout 2 \
+			--add-runtime "nvidia=$(command -v runc)" --shutdown-timeout 2 --live-restore \
 			</dev/null >>"$dir/node9.log" 2>&1 &
 	fi
 	for _ in $(seq 1 300); do answers && { echo "unix://$sock"; return 0; }; sleep 0.1; done
@@ -36,9 +40,14 @@ start() {
 }
 
 stop() {
-	local pid
+	local pid ids
 	pid=$(cat "$pidfile" 2>/dev/null || true)
 	[[ -n $pid ]] || return 0
+	if answers; then
+		ids=$(timeout 20 docker -H "unix://$sock" ps -q 2>/dev/null || true)
+		# shellcheck disable=SC2086 # one id per word
+		[[ -z $ids ]] || timeout 30 docker -H "unix://$sock" kill $ids >/dev/null 2>&1 || true
+	fi
 	kill -TERM "$pid" 2>/dev/null || true
 	for _ in $(seq 1 300); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
 	kill -KILL "$pid" 2>/dev/null || true

@@ -103,6 +103,8 @@ describe('container hardening', () => {
     // it runs as that uid, not root
     const id = docker(env.GPUCLOUD_WORLD_DOCKER1, 'exec', run.container_name, 'id', '-u');
     assert.equal(id, String(uid));
+    // ... which has a name, a group and a home there (issue 12: no "I have no name!")
+    assert.equal(docker(env.GPUCLOUD_WORLD_DOCKER1, 'exec', run.container_name, 'sh', '-c', 'echo "$(id -un) $(id -gn) $HOME"'), 'dave dave /home/dave');
     assert.equal((await dave.c.del(`/api/v1/instances/${inst.id}`)).status, 202);
     await waitState(dave.c, inst.id, 'deleted');
   });

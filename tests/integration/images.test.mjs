@@ -248,9 +248,16 @@ describe('registries and images', () => {
 
   it('a wrong key fails with the registry\'s message and caches nothing', async () => {
     const ref = pushTestImage();
-    const c = await w.admin.post('/api/v1/images', { reference: ref, registry_id: bad.id });
+    // the registry refuses the key when the image is added (409); added
+    // unchecked, the pull shows the registry's words
+    const refused = await w.admin.post('/api/v1/images', { reference: ref, registry_id: bad.id });
+    assert.equal(refused.status, 409, refused.text);
+    assertErrorShape(refused.json, 'conflict');
+    assert.match(refused.json.error.message, /refused the credentials of registry 'wrong-key'/);
+    const c = await w.admin.post('/api/v1/images', { reference: ref, registry_id: bad.id, verify: false });
     assert.equal(c.status, 201, c.text);
     assert.equal(c.json.registry, 'wrong-key');
+    assert.equal(c.json.verified, false);
     const p = await w.admin.post(`/api/v1/images/${c.json.id}/pull`, {});
     assert.equal(p.status, 202, p.text);
     const done = await settled(w, c.json.id, [w.n1.id, w.n2.id]);
@@ -311,9 +318,10 @@ describe('registries and images', () => {
   it('catalog: visibility by role, personal images by owner', async () => {
     const s = await mkUser(w, 'visstudent', 'student');
     const t = await mkUser(w, 'visteacher', 'teacher');
-    const restricted = await w.admin.post('/api/v1/images', { reference: 'nvcr.io/nvidia/tensorflow:24.08-tf2-py3', visibility: 'restricted', roles: ['teacher'], classes: [3], groups: [4] });
+    const restricted = await w.admin.post('/api/v1/images', { reference: pushTestImage(), visibility: 'restricted', roles: ['teacher'], classes: [3], groups: [4] });
     assert.equal(restricted.status, 201, restricted.text);
-    assert.equal(restricted.json.registry_id, null);
+    assert.equal(restricted.json.registry_id, good.id);
+    assert.equal(restricted.json.verified, true);
     assert.deepEqual(restricted.json.roles, ['teacher']);
     assert.deepEqual(restricted.json.classes, [3]);
     const sees = async (c, id) => (await c.get('/api/v1/images')).json.items.some((i) => i.id === id);
@@ -386,7 +394,8 @@ describe('registries and images', () => {
     const busy = await w.admin.del(`/api/v1/images/${img1.id}`);
     assert.equal(busy.status, 409, busy.text);
     sql(w.srv, `UPDATE instances SET state = 'deleted' WHERE name = 'uses-it'`);
-    const tmp = await w.admin.post('/api/v1/images', { reference: 'a/b:gone' });
+    const tmp = await w.admin.post('/api/v1/images', { reference: 'a/b:gone', verify: false });
+    assert.equal(tmp.status, 201, tmp.text);
     assert.equal((await w.admin.del(`/api/v1/images/${tmp.json.id}`)).status, 204);
     assert.equal((await w.admin.del(`/api/v1/images/${tmp.json.id}`)).status, 404);
   });

@@ -396,6 +396,7 @@ describe('jobs', () => {
       ['exam priority for a student', { ...base, priority: 'exam' }, 403],
       ['unknown image', { ...base, image_id: 999999 }, 404],
       ['unknown pool', { ...base, pool: 'nope', slices: 1 }, 404],
+      ['more slices than any node has', { ...base, pool: 'a100', slices: 5 }, 422],
     ];
     for (const [what, body, status] of cases) {
       const r = await alice.c.post('/api/v1/jobs', body);

@@ -290,15 +290,27 @@ describe('scheduler: one request, its grants, release and accounting', () => {
     assert.equal((await new Client(w.srv.base).post('/api/v1/allocations', { pool: 'a100', slices: 1 })).status, 401);
   });
 
-  it('leaves a request too big for any node queued with reason too_big', async () => {
-    const q = await askOk(s1.c, { pool: 'a100', slices: 5 });
-    const a = await until(s1.c, q.id, (x) => x.reason_code === 'too_big', 5000, 'reason too_big');
-    assert.equal(a.state, 'queued');
-    assert.match(a.reason, /5 slices/);
-    const cpu = await askOk(s1.c, { pool: 'a100', slices: 1, cpu_millis: 1000000000 });
-    const b = await until(s1.c, cpu.id, (x) => x.reason_code === 'too_big', 5000, 'reason too_big (cpu)');
-    assert.match(b.reason, /cpu/);
-    for (const id of [q.id, cpu.id]) assert.equal((await s1.c.del(`/api/v1/allocations/${id}`)).json.state, 'cancelled');
+  it('refuses a request no node could ever hold (never_fits), saying what it could ask instead', async () => {
+    const before = sql(w.srv, 'SELECT count(*) FROM alloc_requests');
+    const q = await ask(s1.c, { pool: 'a100', slices: 5 });
+    assert.equal(q.status, 422, q.text);
+    assertErrorShape(q.json, 'never_fits');
+    assert.equal(q.json.error.message, "no node in pool 'a100' has 5 slices: the largest has 4");
+    assert.equal(q.json.error.hint, 'ask for at most 4 slices');
+    assert.deepEqual(q.json.error.details, [{ what: 'slices', most: 4, asked: 5, pool: 'a100' }]);
+    const ncpu = Number(sql(w.srv, "SELECT max(ncpu) FROM nodes"));
+    const cpu = await ask(s1.c, { pool: 'a100', slices: 1, cpu_millis: ncpu * 1000 + 1000 });
+    assert.equal(cpu.status, 422, cpu.text);
+    assertErrorShape(cpu.json, 'never_fits');
+    assert.match(cpu.json.error.message, new RegExp(`no node in pool 'a100' with 1 slice can ever give ${ncpu * 1000 + 1000} millicores of cpu: the largest has ${ncpu} CPU cores?$`));
+    assert.equal(cpu.json.error.hint, `ask for at most ${ncpu * 1000} millicores of cpu`);
+    const mem = await ask(s1.c, { pool: 'a100', slices: 1, mem_mib: 1 << 30 });
+    assert.equal(mem.status, 422, mem.text);
+    assert.equal(mem.json.error.details[0].what, 'mem_mib');
+    // exactly the largest node is fine (it queues)
+    const fits = await askOk(s1.c, { pool: 'a100', slices: 4, cpu_millis: ncpu * 1000 });
+    assert.equal((await s1.c.del(`/api/v1/allocations/${fits.id}`)).status, 200);
+    assert.equal(sql(w.srv, 'SELECT count(*) FROM alloc_requests'), String(Number(before) + 1), 'only the one that fits was queued');
   });
 });
 
@@ -481,11 +493,13 @@ describe('scheduler: quotas', () => {
     assert.deepEqual(me.quotas, { a100: { max_slices: 1, max_cpu_millis: null, max_mem_mib: null, gpu_hours_per_week: null, max_runtime_s: null } });
     assert.equal(me.usage.a100.slices_in_use, 1);
     assert.equal(typeof me.usage.a100.gpu_seconds_7d, 'number');
-    // a request bigger than the quota says how much it needs
-    const c = await askOk(st.c, { pool: 'a100', slices: 2 });
-    const c2 = await until(st.c, c.id, (x) => x.reason_code === 'quota', 5000, 'reason quota');
-    assert.match(c2.reason, /quota/i);
-    assert.equal((await st.c.del(`/api/v1/allocations/${c.id}`)).json.state, 'cancelled');
+    // a request bigger than the quota by itself is refused at once, with the limit
+    const c = await ask(st.c, { pool: 'a100', slices: 2 });
+    assert.equal(c.status, 422, c.text);
+    assertErrorShape(c.json, 'exceeds_quota');
+    assert.equal(c.json.error.message, "quota: you may hold 1 slice of pool 'a100' at once; this asks 2");
+    assert.equal(c.json.error.hint, 'ask for at most 1 slice, or have an admin raise the quota');
+    assert.deepEqual(c.json.error.details, [{ what: 'slices', most: 1, asked: 2, pool: 'a100' }]);
 
     assert.equal((await st.c.del(`/api/v1/allocations/${a.id}`)).json.state, 'released');
     await allocated(st.c, b.id);
@@ -494,10 +508,18 @@ describe('scheduler: quotas', () => {
     const d = await askOk(st.c, { pool: 'a100', slices: 2 });
     await allocated(st.c, d.id);
     assert.equal((await st.c.get('/api/v1/me')).json.usage.a100.slices_in_use, 3);
+    // a request queued before the quota is lowered under it can never run as asked
+    const f = await askOk(st.c, { pool: 'a100', slices: 1 });
+    await until(st.c, f.id, (x) => x.reason_code === 'quota', 5000, 'reason quota (3 of 3)');
     assert.equal((await w.admin.req('PUT', '/api/v1/quotas', { user_id: st.id, pool: 'a100', max_slices: 0 })).status, 200);
-    const e = await askOk(st.c, { pool: 'a100', slices: 1 });
-    const e2 = await until(st.c, e.id, (x) => x.reason_code === 'quota', 5000, 'reason quota (0)');
-    assert.equal(e2.state, 'queued');
+    const f2 = await until(st.c, f.id, (x) => x.reason_code === 'cannot_run_as_asked', 5000, 'reason cannot_run_as_asked (quota 0)');
+    assert.equal(f2.state, 'queued');
+    assert.equal(f2.reason, "quota: you may hold 0 slices of pool 'a100' at once; this asks 1; an admin raises the quota");
+    assert.equal((await st.c.del(`/api/v1/allocations/${f.id}`)).json.state, 'cancelled');
+    const e = await ask(st.c, { pool: 'a100', slices: 1 });
+    assert.equal(e.status, 422, e.text);
+    assertErrorShape(e.json, 'exceeds_quota');
+    assert.equal(e.json.error.hint, 'an admin raises the quota');
     // a lowered quota does not take running allocations away
     assert.equal((await getAlloc(st.c, d.id)).state, 'allocated');
     assert.equal((await getAlloc(st.c, b.id)).state, 'allocated');
@@ -531,12 +553,12 @@ describe('scheduler: gangs', () => {
     assert.equal(new Set(a.grants.map((g) => g.slice_id)).size, 4);
     assert.equal(sql(w.srv, `SELECT count(DISTINCT node_id) FROM allocations WHERE request_id = ${g1.id} AND released_at IS NULL`), '2');
 
-    // 3 nodes from a pool of 2 can never be met
-    const g3 = await askOk(st.c, { pool: 'big', slices: 1, nodes: 3 });
-    const t = await until(st.c, g3.id, (x) => ['too_big', 'gang'].includes(x.reason_code), 5000, 'reason too_big/gang');
-    assert.equal(t.state, 'queued');
-    assert.equal(t.reason_code, 'too_big');
-    assert.match(t.reason, /3 nodes/);
+    // 3 nodes from a pool of 2 can never be met: refused at once
+    const g3 = await ask(st.c, { pool: 'big', slices: 1, nodes: 3 });
+    assert.equal(g3.status, 422, g3.text);
+    assertErrorShape(g3.json, 'never_fits');
+    assert.equal(g3.json.error.message, "needs 3 nodes in pool 'big' that can each hold it; only 2 can");
+    assert.equal(g3.json.error.hint, 'ask for at most 2 nodes');
 
     // a second 2×2 takes the rest
     const g2 = await askOk(st.c, { pool: 'big', slices: 2, nodes: 2 });
@@ -553,7 +575,6 @@ describe('scheduler: gangs', () => {
     assert.equal((await st.c.del(`/api/v1/allocations/${g1.id}`)).json.state, 'released');
     const c = await allocated(st.c, g4.id);
     assert.deepEqual(perNode(c), { node1: 1, node2: 1 });
-    assert.equal((await getAlloc(st.c, g3.id)).state, 'queued');
   });
 });
 
@@ -744,8 +765,8 @@ describe('scheduler: default deny, pool access by role, leases', () => {
     assert.equal(global('admin').max_slices, null, 'admins are not limited');
     // the seeded role default gives no GPUs: refused with the reason, nothing queued
     const r0 = await ask(st.c, { pool: 'a100', slices: 1 });
-    assert.equal(r0.status, 403, r0.text);
-    assertErrorShape(r0.json, 'forbidden');
+    assert.equal(r0.status, 422, r0.text);
+    assertErrorShape(r0.json, 'exceeds_quota');
     assert.match(r0.json.error.message, /student role may hold 0 slices of pool 'a100'/);
     // no default at all for the role: no quota
     const del = await w.admin.del('/api/v1/quotas/defaults?role=student');
@@ -770,7 +791,8 @@ describe('scheduler: default deny, pool access by role, leases', () => {
     const a = await askOk(st.c, { pool: 'a100', slices: 1 });
     await allocated(st.c, a.id);
     const big = await ask(st.c, { pool: 'a100', slices: 3 });
-    assert.equal(big.status, 403, big.text);
+    assert.equal(big.status, 422, big.text);
+    assertErrorShape(big.json, 'exceeds_quota');
     assert.match(big.json.error.message, /may hold 2 slices/);
     const b = await askOk(st.c, { pool: 'a100', slices: 2 });
     const held = await until(st.c, b.id, (x) => x.reason_code === 'quota', 5000, 'reason quota');

@@ -2,7 +2,7 @@
 // (the world's busybox image): who may open it (owner only, same-origin
 // only, a websocket only, a running instance only), input and output through
 // docker exec with a TTY, resize, ping/pong, close, and closing when the
-// instance stops.
+// instance stops.  The shell's user has a name (the prompt shows it).
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
@@ -112,6 +112,12 @@ describe('web terminal', () => {
     c.write(frame(1, 'echo "hi-$((2+3))"; stty size; id -u\n'));
     const text = await output(c, /hi-5[\s\S]*40 100[\s\S]*\d+/);
     assert.match(text, new RegExp(`${200000 + Number(alice.id)}`), 'the shell runs as the instance user');
+    // who has a name (the container's /etc/passwd names the uid): the
+    // prompt's \u says it (busybox's ash prints "[]" for an unknown uid,
+    // bash "I have no name!"), and the home is the user's
+    c.write(frame(1, "PS1='[\\u:\\w]\\$ '; id -un\n"));
+    const named = await output(c, /\[alice:~\]\$ /);
+    assert.doesNotMatch(named, /I have no name|\[:/);
     // fragmented input (text + continuation) arrives whole
     c.write(frame(1, 'echo fr', false));
     c.write(frame(0, 'ag-ok\n'));

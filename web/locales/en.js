@@ -15,6 +15,7 @@ import nodes from './en/nodes.js';
 import pools from './en/pools.js';
 import images from './en/images.js';
 import jobs from './en/jobs.js';
+import quotas from './en/quotas.js';
 import errors from './en/errors.js';
 
-export default merge(shell, errors, auth, home, instances, jobs, files, cluster, users, nodes, pools, images);
+export default merge(shell, errors, auth, home, instances, jobs, files, cluster, users, nodes, pools, images, quotas);

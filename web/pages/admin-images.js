@@ -6,6 +6,15 @@
 // class"); every node shows its state with a progress bar while pulling and
 // the registry's message when it failed. The list is polled every second
 // while something is pulling, else every few seconds.
+//
+// A new entry's reference is checked against its registry (unless the admin
+// unticks the check: then it stays hidden from users until a pull succeeds,
+// shown here as "Unverified"). "Browse registry" lists a registry's
+// repositories and their tags, newest first, each added in one click; a
+// catalog image whose repository has a newer tag of the same series
+// ("24.09-py3" after "24.08-py3") says so, with a button that adds it. The
+// Jupyter preset fills framework "jupyter" and the app port jupyter:8888:
+// such an entry opens signed in with the image's own command.
 import { api } from '../api.js';
 import { t } from '../i18n.js';
 import { h, field, messageBox, busy, confirmDialog, openDialog, emptyRow, toast, icon, toastError } from '../ui.js';
@@ -50,6 +59,7 @@ export function render(main) {
       pulling = items.some((i) => i.nodes.some((n) => n.state === 'pulling'));
       show(items);
       listMsg.clear();
+      checkNewer(items);
     } catch (err) {
       if (mine !== seq || !main.isConnected) return;
       listMsg.error(err);
@@ -62,15 +72,55 @@ export function render(main) {
     try { registries = (await api.get('/registries'))?.items || []; } catch { registries = []; }
   }
 
+  // newer tags, asked once per image per visit: id → { tag, reference } | null
+  const newer = new Map();
+  let lastItems = [];
+  async function checkNewer(items) {
+    for (const i of items) {
+      if (newer.has(i.id)) continue;
+      newer.set(i.id, null);
+      try {
+        const r = await api.get(`/images/${i.id}/newer`);
+        const first = (r?.newer || []).find((x) => !x.in_catalog);
+        if (first && main.isConnected) {
+          newer.set(i.id, first);
+          rows.delete(i.id);
+          show(lastItems);
+        }
+      } catch { /* the registry cannot say: no badge */ }
+    }
+  }
+
+  async function addNewer(img, tag) {
+    const payload = {
+      reference: tag.reference, framework: img.framework, description: img.description,
+      display_name: img.display_name && img.display_name !== img.reference
+        ? img.display_name.replace(img.reference.split(':').pop(), tag.tag) : tag.reference,
+      visibility: img.visibility, roles: img.roles, app_ports: img.app_ports,
+    };
+    if (img.registry_id) payload.registry_id = img.registry_id;
+    if (img.default_cmd) payload.default_cmd = img.default_cmd;
+    try {
+      const saved = await api.post('/images', payload);
+      toast(t('images.created', { name: saved?.display_name || saved?.reference || '' }));
+      newer.delete(img.id);
+      rows.delete(img.id);
+      changed();
+    } catch (err) {
+      toastError(err);
+    }
+  }
+
   const rows = new Map(); // id → { tr, key }
   function show(items) {
+    lastItems = items;
     if (!items.length) {
       rows.clear();
       tbody.replaceChildren(h('tr', { class: 'empty', 'data-empty': 'images' }, h('td', { colspan: COLS }, t('images.none'))));
       return;
     }
     const want = items.map((i) => {
-      const key = JSON.stringify(i);
+      const key = JSON.stringify(i) + JSON.stringify(newer.get(i.id) || null);
       const have = rows.get(i.id);
       if (have && have.key === key) return have.tr;
       const tr = row(i);
@@ -81,10 +131,17 @@ export function render(main) {
   }
 
   function row(i) {
+    const nw = newer.get(i.id);
     return h('tr', { 'data-image': i.reference, 'data-id': i.id },
       h('td', null, h('strong', null, i.display_name || i.reference),
+        i.verified === false ? [' ', h('span', { class: 'badge badge-warn', 'data-field': 'unverified', title: t('images.unverifiedHelp') }, t('images.unverified'))] : null,
         h('div', { class: 'cell-sub mono' }, i.reference),
-        i.description ? h('div', { class: 'cell-sub muted' }, i.description) : null),
+        i.verified === false ? h('div', { class: 'cell-sub muted' }, t('images.unverifiedHelp')) : null,
+        i.description ? h('div', { class: 'cell-sub muted' }, i.description) : null,
+        nw ? h('div', { class: 'cell-sub', 'data-newer': nw.tag },
+          h('span', { class: 'badge badge-on' }, t('images.newerTag', { tag: nw.tag })), ' ',
+          h('button', { type: 'button', class: 'btn btn-small', 'data-action': 'add-newer', onclick: (e) => { e.currentTarget.disabled = true; addNewer(i, nw); } },
+            icon('plus', 14), t('images.addTag', { tag: nw.tag }))) : null),
       h('td', null, i.framework || '—',
         h('div', { class: 'cell-sub', 'data-field': 'cuda' },
           i.cuda_version ? t('images.cudaCell', { v: i.cuda_version }) : h('span', { class: 'muted' }, t('images.cudaUnknown')),
@@ -128,12 +185,23 @@ export function render(main) {
           h('legend', null, t('images.visibleRoles')),
           roleBoxes.map((b) => h('label', { class: 'check', for: b.id }, b, ' ', t(`role.${b.value}`))),
           h('p', { class: 'field-help' }, t('images.classesLater')));
+        const verify = h('input', { id: 'image-verify', type: 'checkbox', checked: true });
+        const preset = h('button', { type: 'button', class: 'btn btn-small', 'data-action': 'preset-jupyter',
+          onclick: () => {
+            fw.value = 'jupyter';
+            const have = ports.value.split(',').map((x) => x.trim()).filter(Boolean);
+            if (!have.some((x) => x.startsWith('jupyter:'))) ports.value = ['jupyter:8888', ...have].join(', ');
+            if (!name.value.trim()) name.value = 'Jupyter';
+          } }, t('images.presetJupyter'));
         const syncVis = () => { rolesSet.hidden = everyone.checked; };
         everyone.addEventListener('change', syncVis);
         syncVis();
         const form = h('form', { class: 'form', 'data-form': img ? 'edit-image' : 'create-image', novalidate: true },
+          img ? null : h('div', { class: 'field field-preset', 'data-presets': '' }, preset, h('p', { class: 'field-help' }, t('images.presetJupyterHelp'))),
           field(t('images.reference'), ref, img ? t('images.referenceFixed') : t('images.referenceHelp')),
           field(t('images.registry'), reg),
+          img ? null : h('div', { class: 'field checks' }, h('label', { class: 'check', for: verify.id }, verify, ' ', t('images.verify')),
+            h('p', { class: 'field-help' }, t('images.verifyHelp'))),
           h('div', { class: 'form-inline-wide' },
             field(t('images.displayName'), name),
             field(t('images.framework'), fw),
@@ -160,6 +228,7 @@ export function render(main) {
             if (!REF_RE.test(payload.reference)) { msg.error(t('images.referenceInvalid')); ref.focus(); return; }
             if (reg.value) payload.registry_id = Number(reg.value);
             if (!payload.display_name) delete payload.display_name;
+            if (!verify.checked) payload.verify = false;
           }
           const c = cuda.value.trim();
           if (c && !CUDA_RE.test(c)) { msg.error(t('images.cudaInvalid')); cuda.focus(); return; }
@@ -236,6 +305,80 @@ export function render(main) {
     });
   }
 
+  // ---- browse a registry: repositories → tags → add ----
+
+  function browseDialog() {
+    return openDialog({
+      title: t('images.browseTitle'),
+      wide: true,
+      build: (close) => {
+        const msg = messageBox();
+        const pick = h('select', { id: 'browse-registry' },
+          h('option', { value: '' }, t('images.browsePick')),
+          ...registries.map((r) => h('option', { value: r.id }, `${r.name} (${r.server})`)));
+        const repoList = h('ul', { class: 'browse-list', 'data-list': 'repositories' });
+        const tagList = h('div', { 'data-list': 'tags' });
+        let regId = null;
+        async function showRepos() {
+          msg.clear();
+          repoList.replaceChildren();
+          tagList.replaceChildren();
+          regId = pick.value ? Number(pick.value) : null;
+          if (!regId) return;
+          repoList.append(h('li', { class: 'muted' }, t('common.loading')));
+          try {
+            const r = await api.get(`/registries/${regId}/repositories`);
+            const items = r?.items || [];
+            repoList.replaceChildren(...(items.length ? items.map((name) => h('li', null,
+              h('button', { type: 'button', class: 'btn btn-small btn-link mono', 'data-repository': name, onclick: () => showTags(name) }, name)))
+              : [h('li', { class: 'muted' }, t('images.browseNoRepos'))]));
+          } catch (err) {
+            repoList.replaceChildren();
+            msg.error(err);
+          }
+        }
+        async function showTags(repo) {
+          msg.clear();
+          tagList.replaceChildren(h('p', { class: 'muted' }, t('common.loading')));
+          try {
+            const r = await api.get(`/registries/${regId}/tags/${repo}`);
+            const items = r?.items || [];
+            tagList.replaceChildren(h('h3', { class: 'mono' }, repo),
+              items.length ? h('table', { class: 'table', 'data-table': 'tags' }, h('tbody', null, items.map((tg) => h('tr', { 'data-tag': tg.tag },
+                h('td', { class: 'mono' }, tg.tag),
+                h('td', { class: 'cell-sub mono muted' }, tg.reference),
+                h('td', { class: 'cell-actions' }, tg.in_catalog
+                  ? h('span', { class: 'badge badge-on', 'data-in-catalog': '' }, t('images.inCatalog'))
+                  : h('button', { type: 'button', class: 'btn btn-small btn-primary', 'data-action': 'add-tag', onclick: (e) => addTag(e.currentTarget, repo, tg) },
+                    icon('plus', 14), t('images.addThis'))))))) : h('p', { class: 'muted' }, t('images.browseNoTags')));
+          } catch (err) {
+            tagList.replaceChildren();
+            msg.error(err);
+          }
+        }
+        async function addTag(btn, repo, tg) {
+          btn.disabled = true;
+          msg.clear();
+          try {
+            const saved = await api.post('/images', { reference: tg.reference, registry_id: regId, display_name: `${repo.split('/').pop()} ${tg.tag}` });
+            toast(t('images.created', { name: saved?.display_name || saved?.reference || '' }));
+            btn.replaceWith(h('span', { class: 'badge badge-on', 'data-in-catalog': '' }, t('images.inCatalog')));
+            changed();
+          } catch (err) {
+            btn.disabled = false;
+            msg.error(err);
+          }
+        }
+        pick.addEventListener('change', showRepos);
+        return h('div', { class: 'form', 'data-form': 'browse-registry' },
+          field(t('images.registry'), pick, registries.length ? t('images.browseHelp') : t('registries.none')),
+          msg.el,
+          h('div', { class: 'browse' }, h('div', null, h('h3', null, t('images.repositories')), repoList), tagList),
+          h('div', { class: 'actions' }, h('button', { type: 'button', class: 'btn', onclick: () => close() }, t('common.close'))));
+      },
+    });
+  }
+
   async function remove(img) {
     const ok = await confirmDialog({
       title: t('images.deleteTitle'),
@@ -259,6 +402,7 @@ export function render(main) {
         h('p', { class: 'muted' }, t('images.intro'))),
       h('div', { class: 'toolbar' },
         h('a', { class: 'btn', href: '#/admin/registries', 'data-action': 'view-registries' }, t('images.viewRegistries')),
+        h('button', { type: 'button', class: 'btn', 'data-action': 'browse-registry', onclick: async () => { await loadRefs(); browseDialog(); } }, t('images.browse')),
         h('button', { type: 'button', class: 'btn btn-primary', 'data-action': 'open-create-image', onclick: async () => { await loadRefs(); dialog(); } }, icon('plus', 16), t('images.create')))),
     h('div', { class: 'card card-flush' },
       listMsg.el,

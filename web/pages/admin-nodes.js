@@ -247,7 +247,7 @@ function createRow(page, n) {
     },
   }, t('nodes.details'));
   const cells = h('td', { class: 'cell-actions' }, toggle, h('span', { class: 'menu-slot' }));
-  const r = { node: n, tr, detail, detailCell, toggle, actionsCell: cells, rowKey: '', menuKey: '', detailKey: '' };
+  const r = { page, node: n, tr, detail, detailCell, toggle, actionsCell: cells, rowKey: '', menuKey: '', detailKey: '' };
   update(page, r, n);
   return r;
 }
@@ -262,7 +262,7 @@ function update(page, r, n) {
     r.rowKey = rowKey;
     fillRow(r);
   }
-  const menuKey = `${n.name}|${n.admin_state}`;
+  const menuKey = `${n.name}|${n.admin_state}|${n.degraded}`;
   if (menuKey !== r.menuKey) {
     r.menuKey = menuKey;
     r.actionsCell.querySelector('.menu-slot').replaceChildren(rowMenu(page, r));
@@ -283,6 +283,11 @@ function fillRow(r) {
   const stateCell = h('td', { class: 'nowrap' }, stateBadge(n.state));
   if (n.admin_state && n.admin_state !== 'active' && n.state !== n.admin_state) stateCell.append(stateBadge(n.admin_state));
   if (n.last_error && n.state !== 'up') stateCell.title = n.last_error;
+  // degraded: the engine's words under the badge (it answers, so last_error is empty)
+  if (n.degraded) {
+    stateCell.title = n.start_error;
+    stateCell.append(h('div', { class: 'cell-sub node-degraded-msg', 'data-degraded': '' }, n.start_error));
+  }
   const cells = [
     h('td', null, h('strong', { class: 'mono' }, n.name),
       Object.keys(n.labels || {}).length ? h('div', { class: 'cell-sub' }, labelBadges(n.labels)) : null),
@@ -319,6 +324,7 @@ function rowMenu(page, r) {
       stateItem('active', t('nodes.activate')),
       stateItem('draining', t('nodes.drain')),
       stateItem('cordoned', t('nodes.cordon')),
+      n.degraded ? menuItem({ label: t('nodes.clearDegraded'), action: 'clear-degraded', onclick: () => clearDegraded(page, r) }) : null,
       menuItem({ label: t('nodes.edit'), action: 'edit', onclick: () => editDialog(page, r) }),
       menuItem({ label: t('nodes.remove'), action: 'remove', danger: true, onclick: () => removeNode(page, r) }),
     ],
@@ -345,6 +351,8 @@ function fillDetail(r, force = false) {
     [t('nodes.connection'), n.tls ? t('nodes.connTls') : n.url?.startsWith('unix://') ? t('nodes.connUnix') : '—', 'tls'],
     [t('nodes.lastSeen'), n.last_seen_at ? h('time', { datetime: n.last_seen_at }, formatDate(n.last_seen_at)) : t('nodes.never'), 'last_seen_at'],
     n.down_since ? [t('nodes.downSince'), h('time', { datetime: n.down_since }, formatDate(n.down_since)), 'down_since'] : null,
+    n.degraded_since ? [t('nodes.degradedSince'), h('time', { datetime: n.degraded_since }, formatDate(n.degraded_since)), 'degraded_since'] : null,
+    n.start_failures ? [t('nodes.startFailures'), formatNumber(n.start_failures), 'start_failures'] : null,
     [t('nodes.created'), h('time', { datetime: n.created_at }, formatDate(n.created_at)), 'created_at'],
     [t('nodes.labels'), h('span', null, labelBadges(n.labels)), 'labels'],
   ].filter(Boolean);
@@ -373,6 +381,10 @@ function fillDetail(r, force = false) {
     : h('p', { class: 'muted', 'data-empty': 'gpus' }, t('nodes.noGpus'));
   r.detailCell.replaceChildren(h('div', { class: 'node-detail' },
     n.last_error ? h('div', { class: 'msg msg-error', 'data-last-error': '' }, h('strong', null, t('nodes.lastError')), ' ', n.last_error) : null,
+    n.degraded ? h('div', { class: 'msg msg-error', 'data-degraded-note': '' },
+      h('p', null, h('strong', null, t('nodes.degradedTitle')), ' ', t('nodes.degradedHelp', { n: n.start_failures })),
+      h('p', null, t('nodes.degradedMessage'), ' ', h('span', { class: 'mono', 'data-start-error': '' }, n.start_error)),
+      h('button', { type: 'button', class: 'btn btn-small', 'data-action': 'clear-degraded', onclick: () => clearDegraded(r.page, r) }, t('nodes.clearDegraded'))) : null,
     flags,
     h('div', { class: 'node-detail-grid' },
       h('section', { 'aria-label': t('nodes.engine') },
@@ -391,6 +403,17 @@ async function setState(page, r, state) {
   try {
     const updated = await api.patch(`/nodes/${encodeURIComponent(n.id)}`, { state });
     toast(t(`nodes.stateDone.${state}`, { name: n.name }));
+    page.changed(updated);
+  } catch (err) {
+    toastError(err);
+  }
+}
+
+async function clearDegraded(page, r) {
+  const n = r.node;
+  try {
+    const updated = await api.post(`/nodes/${encodeURIComponent(n.id)}/clear-degraded`);
+    toast(t('nodes.clearedDegraded', { name: n.name }));
     page.changed(updated);
   } catch (err) {
     toastError(err);

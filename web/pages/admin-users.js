@@ -1,6 +1,10 @@
 // pages/admin-users.js — Administration → Users: search (server-side q),
-// "Load more" pagination, create, enable/disable, password reset, CSV import.
-// Generated passwords come back from the server once and are shown once.
+// "Load more" pagination, active or deleted accounts, create, edit (name,
+// email, role, forced password change), enable/disable, password reset,
+// delete (the history stays), CSV import with a check first (dry run) and
+// every problem listed by line. Generated passwords come back from the
+// server once and are shown once, with a CSV and a printable sheet made
+// here in the browser.
 import { api } from '../api.js';
 import { t, formatDate, formatDay } from '../i18n.js';
 import { h, field, messageBox, busy, confirmDialog, openDialog, secretBox, emptyRow, toast, icon, dropdown, menuItem, toastError } from '../ui.js';
@@ -12,6 +16,7 @@ const CSV_EXAMPLE = 'username,display_name,email,role,password\nalice,Alice Liu,
 
 export function render(main, ctx) {
   let query = '';
+  let view = 'active';   // or 'deleted'
   let cursor = null;
   let seq = 0;   // the newest list request; older replies are dropped
 
@@ -25,12 +30,12 @@ export function render(main, ctx) {
     if (reset) cursor = null;
     more.disabled = true;
     try {
-      const reply = await api.get('/users', { query: { limit: PAGE_SIZE, cursor, q: query } });
+      const reply = await api.get('/users', { query: { limit: PAGE_SIZE, cursor, q: query, deleted: view === 'deleted' ? 'true' : null } });
       if (mine !== seq) return;
       const items = reply?.items || [];
       if (reset) tbody.replaceChildren();
       tbody.append(...items.map(userRow));
-      if (!tbody.children.length) tbody.append(emptyRow(COLS, query ? t('users.noMatch', { q: query }) : t('users.none')));
+      if (!tbody.children.length) tbody.append(emptyRow(COLS, query ? t('users.noMatch', { q: query }) : view === 'deleted' ? t('users.noneDeleted') : t('users.none')));
       cursor = reply?.next_cursor || null;
       more.hidden = !cursor;
       count.textContent = t('users.shown', { n: tbody.querySelectorAll('tr[data-user]').length });
@@ -45,9 +50,14 @@ export function render(main, ctx) {
   }
 
   function statusBadge(u) {
-    return u.disabled
-      ? h('span', { class: 'badge badge-off', 'data-status': 'disabled' }, t('users.disabled'))
-      : h('span', { class: 'badge badge-on', 'data-status': 'active' }, t('users.active'));
+    const main = u.deleted_at
+      ? h('span', { class: 'badge badge-off', 'data-status': 'deleted', title: formatDate(u.deleted_at) }, t('users.deleted'))
+      : u.disabled
+        ? h('span', { class: 'badge badge-off', 'data-status': 'disabled' }, t('users.disabled'))
+        : h('span', { class: 'badge badge-on', 'data-status': 'active' }, t('users.active'));
+    return u.must_change_password && !u.deleted_at
+      ? [main, ' ', h('span', { class: 'badge badge-warn', 'data-must-change': '' }, t('users.mustChange'))]
+      : main;
   }
 
   function userRow(u) {
@@ -58,12 +68,13 @@ export function render(main, ctx) {
 
   function fillRow(tr, u) {
     const isSelf = ctx.user && u.id === ctx.user.id;
-    const actions = dropdown({
+    const actions = u.deleted_at ? h('span', { class: 'muted' }, '—') : dropdown({
       className: 'btn-icon btn-more',
       label: t('users.actionsFor', { name: u.username }),
       attrs: { 'data-action': 'row-menu' },
       content: '⋯',
       items: [
+        menuItem({ label: t('users.edit'), action: 'edit', onclick: () => editDialog(tr, u) }),
         menuItem({
           label: u.disabled ? t('users.enable') : t('users.disable'),
           action: u.disabled ? 'enable' : 'disable',
@@ -72,7 +83,12 @@ export function render(main, ctx) {
           title: isSelf ? t('users.notSelf') : null,
           onclick: () => setDisabled(tr, u, !u.disabled),
         }),
-        menuItem({ label: t('users.resetPassword'), action: 'reset-password', onclick: () => resetPassword(u) }),
+        menuItem({ label: t('users.resetPassword'), action: 'reset-password', onclick: () => resetPassword(tr, u) }),
+        menuItem({
+          label: t('users.delete'), action: 'delete', danger: true, disabled: isSelf,
+          title: isSelf ? t('users.notSelfDelete') : null,
+          onclick: () => deleteUser(tr, u),
+        }),
       ],
     });
     tr.replaceChildren(
@@ -102,7 +118,69 @@ export function render(main, ctx) {
     }
   }
 
-  async function resetPassword(u) {
+  async function deleteUser(tr, u) {
+    const ok = await confirmDialog({
+      title: t('users.deleteTitle'), message: t('users.deleteConfirm', { name: u.username }),
+      confirmLabel: t('users.delete'), danger: true,
+    });
+    if (!ok) return;
+    try {
+      await api.del(`/users/${encodeURIComponent(u.id)}`);
+      tr.remove();
+      if (!tbody.children.length) tbody.append(emptyRow(COLS, t('users.none')));
+      count.textContent = t('users.shown', { n: tbody.querySelectorAll('tr[data-user]').length });
+      toast(t('users.deletedDone', { name: u.username }));
+    } catch (err) {
+      toastError(err);
+    }
+  }
+
+  function editDialog(tr, u) {
+    const isSelf = ctx.user && u.id === ctx.user.id;
+    return openDialog({
+      title: t('users.editTitle', { name: u.username }),
+      build: (close) => {
+        const msg = messageBox();
+        const displayName = h('input', { id: 'edit-display-name', type: 'text', autocomplete: 'off', value: u.display_name || '' });
+        const email = h('input', { id: 'edit-email', type: 'email', autocomplete: 'off', value: u.email || '' });
+        const role = h('select', { id: 'edit-role', disabled: isSelf }, ROLE_NAMES.map((r) => h('option', { value: r, selected: r === u.role }, t(`role.${r}`))));
+        const mustChange = h('input', { id: 'edit-must-change', type: 'checkbox', checked: !!u.must_change_password });
+        const form = h('form', { class: 'form', 'data-form': 'edit-user', novalidate: true },
+          h('p', { class: 'muted' }, h('span', { class: 'mono' }, u.username)),
+          field(t('user.displayName'), displayName),
+          field(t('user.email'), email),
+          field(t('user.role'), role, isSelf ? t('users.notSelfRole') : t('users.roleHelp')),
+          h('div', { class: 'field' }, h('label', { class: 'check', for: mustChange.id }, mustChange, ' ', t('users.mustChangeLabel'))),
+          msg.el,
+          h('div', { class: 'actions' },
+            h('button', { type: 'button', class: 'btn', onclick: () => close() }, t('common.cancel')),
+            h('button', { type: 'submit', class: 'btn btn-primary', 'data-action': 'save-user' }, t('users.save'))));
+        form.addEventListener('submit', async (e) => {
+          e.preventDefault();
+          msg.clear();
+          const payload = {};
+          if (displayName.value.trim() !== (u.display_name || '')) payload.display_name = displayName.value.trim();
+          if (email.value.trim() !== (u.email || '')) payload.email = email.value.trim();
+          if (!isSelf && role.value !== u.role) payload.role = role.value;
+          if (mustChange.checked !== !!u.must_change_password) payload.must_change_password = mustChange.checked;
+          if (!Object.keys(payload).length) { close(); return; }
+          await busy(form, async () => {
+            try {
+              const updated = await api.patch(`/users/${encodeURIComponent(u.id)}`, payload);
+              fillRow(tr, updated);
+              toast(t('users.savedDone', { name: u.username }));
+              close(updated);
+            } catch (err) {
+              msg.error(err);
+            }
+          });
+        });
+        return form;
+      },
+    });
+  }
+
+  async function resetPassword(tr, u) {
     const ok = await confirmDialog({
       title: t('users.resetTitle'), message: t('users.resetConfirm', { name: u.username }),
       confirmLabel: t('users.resetPassword'),
@@ -115,6 +193,7 @@ export function render(main, ctx) {
       toastError(err);
       return;
     }
+    fillRow(tr, { ...u, must_change_password: true });
     await openDialog({
       title: t('users.resetDoneTitle', { name: u.username }),
       build: (close) => [
@@ -136,6 +215,7 @@ export function render(main, ctx) {
         const email = h('input', { id: 'new-email', type: 'email', autocomplete: 'off' });
         const role = h('select', { id: 'new-role' }, ROLE_NAMES.map((r) => h('option', { value: r, selected: r === 'student' }, t(`role.${r}`))));
         const password = h('input', { id: 'new-password', type: 'password', autocomplete: 'new-password', minlength: 8 });
+        const mustChange = h('input', { id: 'new-must-change', type: 'checkbox' });
         const body = h('div');
         const form = h('form', { class: 'form', 'data-form': 'create-user', novalidate: true },
           field(t('user.username'), username),
@@ -143,6 +223,7 @@ export function render(main, ctx) {
           field(t('user.email'), email),
           field(t('user.role'), role),
           field(t('users.initialPassword'), password, t('users.passwordHelp')),
+          h('div', { class: 'field' }, h('label', { class: 'check', for: mustChange.id }, mustChange, ' ', t('users.mustChangeLabel'))),
           msg.el,
           h('div', { class: 'actions' },
             h('button', { type: 'button', class: 'btn', onclick: () => close() }, t('common.cancel')),
@@ -156,6 +237,7 @@ export function render(main, ctx) {
           if (displayName.value.trim()) payload.display_name = displayName.value.trim();
           if (email.value.trim()) payload.email = email.value.trim();
           if (password.value) payload.password = password.value;
+          if (mustChange.checked) payload.must_change_password = true;
           await busy(form, async () => {
             try {
               const reply = await api.post('/users', payload);
@@ -204,16 +286,21 @@ export function render(main, ctx) {
           msg.el,
           h('div', { class: 'actions' },
             h('button', { type: 'button', class: 'btn', onclick: () => close() }, t('common.cancel')),
+            h('button', { type: 'button', class: 'btn', 'data-action': 'check-import', onclick: () => run(true) }, t('users.importCheck')),
             h('button', { type: 'submit', class: 'btn btn-primary', 'data-action': 'import' }, icon('upload', 16), t('users.importRun'))));
-        form.addEventListener('submit', async (e) => {
-          e.preventDefault();
+        // dry: only check the file (nothing is created)
+        async function run(dry) {
           msg.clear();
           body.querySelector('[data-import-errors]')?.remove();
-          const csv = text.value.trim();
-          if (!csv) { msg.error(t('users.importEmpty')); text.focus(); return; }
+          const csv = text.value.replace(/\s+$/, '');
+          if (!csv.trim()) { msg.error(t('users.importEmpty')); text.focus(); return; }
           await busy(form, async () => {
             try {
-              const reply = await api.post('/users/import', csv + '\n', { contentType: 'text/csv' });
+              const reply = await api.post('/users/import', csv + '\n', { contentType: 'text/csv', query: dry ? { dry_run: 'true' } : null });
+              if (dry) {
+                msg.success(t('users.importChecked', { count: reply?.users?.length || 0 }));
+                return;
+              }
               const created = reply?.created || [];
               load(true);
               body.replaceChildren(importResult(created, close));
@@ -222,14 +309,15 @@ export function render(main, ctx) {
               msg.error(err);
               if (err.details?.length) {
                 form.insertBefore(h('div', { class: 'import-errors', 'data-import-errors': '' },
-                  h('h3', null, t('users.importErrors')),
+                  h('h3', null, dry ? t('users.importErrorsChecked', { count: err.details.length }) : t('users.importErrors', { count: err.details.length })),
                   h('ul', null, err.details.map((d) => h('li', { 'data-line': d.line },
-                    d.line != null ? h('strong', null, t('users.importLine', { line: d.line })) : null, ' ', d.message)))),
+                    d.line != null ? h('strong', null, t('users.importLine', { line: d.line })) : null, ' ', h('span', { lang: 'en' }, d.message))))),
                 msg.el.nextSibling);
               }
             }
           });
-        });
+        }
+        form.addEventListener('submit', (e) => { e.preventDefault(); run(false); });
         body.append(form);
         return body;
       },
@@ -240,6 +328,7 @@ export function render(main, ctx) {
     const withPasswords = created.some((c) => c.password);
     return h('div', { 'data-import-result': '' },
       h('p', { role: 'status' }, t('users.importDone', { count: created.length })),
+      h('p', null, t('users.importMustChange')),
       withPasswords ? h('p', { class: 'warning' }, t('users.importPasswordsOnce')) : null,
       h('div', { class: 'table-wrap' }, h('table', { class: 'table' },
         h('thead', null, h('tr', null,
@@ -250,18 +339,54 @@ export function render(main, ctx) {
           h('td', { class: 'mono', 'data-password': '' }, c.password || t('users.passwordGiven'))))))),
       h('div', { class: 'actions' },
         withPasswords ? h('button', { type: 'button', class: 'btn', 'data-action': 'download-csv', onclick: () => downloadCsv(created) }, t('users.downloadCsv')) : null,
+        withPasswords ? h('button', { type: 'button', class: 'btn', 'data-action': 'download-sheet', onclick: () => downloadSheet(created) }, t('users.downloadSheet')) : null,
         h('button', { type: 'button', class: 'btn btn-primary', 'data-action': 'done', onclick: () => close() }, t('common.done'))));
   }
 
-  function downloadCsv(created) {
-    const quote = (s) => (/[",\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s);
-    const csv = 'username,password\n' + created.map((c) => `${quote(c.username)},${quote(c.password || '')}`).join('\n') + '\n';
-    const url = URL.createObjectURL(new Blob([csv], { type: 'text/csv' }));
-    const a = h('a', { href: url, download: 'gpucloud-new-users.csv' });
+  function save(name, type, content) {
+    const url = URL.createObjectURL(new Blob([content], { type }));
+    const a = h('a', { href: url, download: name });
     document.body.append(a);
     a.click();
     a.remove();
     setTimeout(() => URL.revokeObjectURL(url), 1000);
+  }
+
+  // Only the accounts with a generated password: a given one the admin knows.
+  function downloadCsv(created) {
+    const quote = (s) => (/[",\r\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s);
+    const rows = created.filter((c) => c.password);
+    const csv = 'username,display_name,password\n' + rows.map((c) => [c.username, c.display_name || '', c.password].map(quote).join(',')).join('\n') + '\n';
+    save('gpucloud-new-users.csv', 'text/csv', csv);
+  }
+
+  // A printable sheet, one slip per account to cut and hand out: a document
+  // of its own (opened from the downloads, it is printed as it is).
+  function downloadSheet(created) {
+    const esc = (s) => String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+    const site = location.origin + location.pathname;
+    const slips = created.filter((c) => c.password).map((c) => `<section class="slip">
+<h2>${esc(c.display_name || c.username)}</h2>
+<dl><dt>${esc(t('users.sheetSite'))}</dt><dd>${esc(site)}</dd>
+<dt>${esc(t('user.username'))}</dt><dd class="v">${esc(c.username)}</dd>
+<dt>${esc(t('users.sheetPassword'))}</dt><dd class="v">${esc(c.password)}</dd></dl>
+<p>${esc(t('users.sheetNote'))}</p></section>`).join('\n');
+    const html = `<!doctype html>
+<html lang="${esc(document.documentElement.lang || 'en')}"><head><meta charset="utf-8">
+<title>${esc(t('users.sheetTitle'))}</title>
+<style>
+body { font: 14px/1.4 system-ui, "Noto Sans CJK SC", "WenQuanYi Micro Hei", sans-serif; margin: 2em; }
+.slip { border: 1px dashed #888; padding: 1em 1.2em; margin: 0 0 1em; break-inside: avoid; }
+.slip h2 { font-size: 1.1em; margin: 0 0 .5em; }
+dl { display: grid; grid-template-columns: max-content 1fr; gap: .2em 1em; margin: 0 0 .5em; }
+dt { color: #555; } dd { margin: 0; } .v { font: 1.1em ui-monospace, monospace; }
+p { margin: 0; color: #333; font-size: .9em; }
+</style></head><body>
+<h1>${esc(t('users.sheetTitle'))}</h1>
+${slips}
+</body></html>
+`;
+    save('gpucloud-new-users.html', 'text/html', html);
   }
 
   let debounce = null;
@@ -276,6 +401,11 @@ export function render(main, ctx) {
     },
   });
 
+  const viewSelect = h('select', {
+    id: 'user-view', 'data-user-view': '',
+    onchange: () => { view = viewSelect.value; load(true); },
+  }, h('option', { value: 'active' }, t('users.viewActive')), h('option', { value: 'deleted' }, t('users.viewDeleted')));
+
   main.append(h('section', { class: 'page' },
     h('div', { class: 'page-head page-head-row' },
       h('h1', null, t('users.title')),
@@ -284,6 +414,9 @@ export function render(main, ctx) {
         h('button', { type: 'button', class: 'btn btn-primary', 'data-action': 'open-create', onclick: createDialog }, icon('plus', 16), t('users.create')))),
     h('div', { class: 'card card-flush' },
       h('div', { class: 'card-toolbar' },
+        h('div', { class: 'toolbar' },
+          h('label', { for: viewSelect.id, class: 'visually-hidden' }, t('users.view')),
+          viewSelect),
         h('div', { class: 'search' },
           h('label', { for: search.id, class: 'visually-hidden' }, t('users.search')),
           h('span', { class: 'search-icon', 'aria-hidden': 'true' }, icon('search', 16)),

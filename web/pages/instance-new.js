@@ -1,11 +1,17 @@
 // pages/instance-new.js — "New instance": pick an image (cards of the images
 // I may run: the catalog's visible ones and my saved ones), a pool (with its
-// free slices now) or none, and resources with sliders bounded by my quota
-// in that pool; a note says when the request will have to wait. Creating
-// goes to the instance's page, which shows the queue reason while it waits.
+// free slices now; pools I may not use are shown but not offered) or none,
+// and resources with sliders bounded by the limits in force for me there
+// (GET /me/limits) and by the largest node that could take it; a note says
+// when the request will have to wait. Creating goes to the instance's page,
+// which shows the queue reason while it waits; a request that could never
+// run is refused, and the form says why (in the interface's language, with
+// the numbers: errorParts). Free slices are those some request could use
+// (usableFree).
 import { api } from '../api.js';
 import { t, formatNumber } from '../i18n.js';
 import { h, field, messageBox, busy, uid } from '../ui.js';
+import { usableFree } from '../parts/pool.js';
 
 const NAME_RE = /^[a-z0-9][a-z0-9._-]{0,62}$/;
 
@@ -47,38 +53,57 @@ export function render(main, ctx) {
   const shm = slider({ name: 'shm', min: 64, max: 16384, step: 64, value: 256, format: (v) => t('inst.new.mib', { n: formatNumber(v) }) });
   const waitNote = h('p', { class: 'callout', 'data-field': 'wait-note', hidden: true });
 
-  // The pool and quota decide the sliders' limits and the waiting note.
+  // The limits in force for me (GET /me/limits) and the largest node that
+  // could take the work decide the sliders' ends and the waiting note.
+  let limits = null;
+  const limitFor = (p) => (p ? (limits?.pools || []).find((x) => x.pool === p.name) : limits?.cpu_only) || {};
+  const num = (v) => typeof v === 'number';
+  // the smallest of the limits that are numbers, else fallback
+  const capOf = (fallback, ...vs) => (vs.some(num) ? Math.min(...vs.filter(num)) : fallback);
+
   function poolChanged() {
     const p = pools.find((x) => x.name === poolSelect.value);
     slices.el.hidden = !p;
-    const q = p ? (ctx.quotas || {})[p.name] || {} : {};
-    const used = p ? ((ctx.usage || {})[p.name] || {}).slices_in_use || 0 : 0;
+    const q = limitFor(p);
     if (p) {
-      const cap = Math.max(1, Math.min(p.slices || 1, typeof q.max_slices === 'number' ? q.max_slices : 64));
+      const cap = Math.max(1, capOf(64, p.slices, q.max_slices));
       slices.set({
         max: cap,
-        help: typeof q.max_slices === 'number'
-          ? t('inst.new.quotaSlices', { max: formatNumber(q.max_slices), used: formatNumber(used) })
+        help: num(q.max_slices)
+          ? t('inst.new.quotaSlices', { max: formatNumber(q.max_slices), used: formatNumber(q.slices_in_use || 0) })
           : t('inst.new.noQuota'),
       });
     }
-    cpu.set({ max: typeof q.max_cpu_millis === 'number' ? Math.max(100, q.max_cpu_millis) : 16000, help: typeof q.max_cpu_millis === 'number' ? t('inst.new.quotaCpu', { n: (q.max_cpu_millis / 1000).toFixed(1) }) : '' });
-    mem.set({ max: typeof q.max_mem_mib === 'number' ? Math.max(256, q.max_mem_mib) : 65536, help: typeof q.max_mem_mib === 'number' ? t('inst.new.quotaMem', { n: formatNumber(q.max_mem_mib) }) : '' });
+    const cpuCap = capOf(16000, q.max_cpu_millis, q.node_cpu_millis);
+    const memCap = capOf(65536, q.max_mem_mib, q.node_mem_mib);
+    const cpuHelp = [num(q.max_cpu_millis) ? t('inst.new.quotaCpu', { n: formatNumber(q.max_cpu_millis / 1000) }) : '',
+      num(q.node_cpu_millis) ? t('inst.new.nodeCpu', { n: formatNumber(q.node_cpu_millis / 1000) }) : ''].filter(Boolean).join(' ');
+    const memHelp = [num(q.max_mem_mib) ? t('inst.new.quotaMem', { n: formatNumber(q.max_mem_mib) }) : '',
+      num(q.node_mem_mib) ? t('inst.new.nodeMem', { n: formatNumber(q.node_mem_mib) }) : ''].filter(Boolean).join(' ');
+    cpu.set({ max: Math.max(100, Math.floor(cpuCap / 100) * 100), help: cpuHelp });
+    mem.set({ max: Math.max(256, Math.floor(memCap / 256) * 256), help: memHelp });
+    shm.set({ max: Math.max(64, Math.min(16384, Math.floor(Number(mem.input.max) / 64) * 64)) });
     updateNote();
   }
 
   function updateNote() {
     const p = pools.find((x) => x.name === poolSelect.value);
-    const q = p ? (ctx.quotas || {})[p.name] || {} : {};
-    const used = p ? ((ctx.usage || {})[p.name] || {}).slices_in_use || 0 : 0;
+    const q = limitFor(p);
     const want = Number(slices.input.value);
+    const cpuWant = Number(cpu.input.value), memWant = Number(mem.input.value);
     let note = '';
-    if (p && typeof q.max_slices === 'number' && used + want > q.max_slices) note = t('inst.new.waitQuota');
-    else if (p && (p.free_slices || 0) < want) note = t('inst.new.waitFree', { free: formatNumber(p.free_slices || 0) });
+    if (p && num(q.max_slices) && q.max_slices === 0) note = t('inst.new.noAccess', { pool: p.name });
+    else if (!p && (q.max_cpu_millis === 0 || q.max_mem_mib === 0)) note = t('inst.new.noCpuQuota');
+    else if (p && num(q.max_slices) && (q.slices_in_use || 0) + want > q.max_slices) note = t('inst.new.waitQuota');
+    else if ((num(q.max_cpu_millis) && (q.cpu_millis_in_use || 0) + cpuWant > q.max_cpu_millis)
+      || (num(q.max_mem_mib) && (q.mem_mib_in_use || 0) + memWant > q.max_mem_mib)) note = t('inst.new.waitQuota');
+    else if (p && usableFree(p) < want) note = t('inst.new.waitFree', { free: formatNumber(usableFree(p)) });
     waitNote.textContent = note;
     waitNote.hidden = !note;
   }
   slices.input.addEventListener('input', updateNote);
+  cpu.input.addEventListener('input', updateNote);
+  mem.input.addEventListener('input', updateNote);
   poolSelect.addEventListener('change', poolChanged);
 
   function imageCard(img) {
@@ -97,15 +122,23 @@ export function render(main, ctx) {
 
   async function load() {
     try {
-      const [imgs, pls] = await Promise.all([api.get('/images'), api.get('/pools')]);
+      const [imgs, pls, lim] = await Promise.all([api.get('/images'), api.get('/pools'), api.get('/me/limits')]);
       if (!main.isConnected) return;
+      limits = lim;
       images = imgs.items || [];
       pools = pls.items || [];
       cards.replaceChildren(...(images.length ? images.map(imageCard) : [h('p', { class: 'muted', 'data-empty': 'images' }, t('inst.new.noImages'))]));
       if (images.length) { cards.querySelector('input').checked = true; chosen = images[0]; }
       poolSelect.replaceChildren(h('option', { value: '' }, t('inst.new.noGpu')),
-        ...pools.map((p) => h('option', { value: p.name, 'data-free': p.free_slices }, t('inst.new.poolOption', { name: p.name, free: formatNumber(p.free_slices || 0), total: formatNumber(p.slices || 0) }))));
-      if (pools.length) poolSelect.value = pools[0].name;
+        ...pools.map((p) => {
+          const q = limitFor(p);
+          // closed to my role, or no slice for me at all: shown, not offered
+          const shut = q.open === false || q.max_slices === 0;
+          return h('option', { value: p.name, 'data-free': usableFree(p), disabled: shut, 'data-shut': shut ? '' : null },
+            t(shut ? 'inst.new.poolOptionShut' : 'inst.new.poolOption', { name: p.name, free: formatNumber(usableFree(p)), total: formatNumber(p.slices || 0) }));
+        }));
+      const usable = pools.find((p) => { const q = limitFor(p); return q.open !== false && q.max_slices !== 0; });
+      poolSelect.value = usable ? usable.name : '';
       poolChanged();
     } catch (err) {
       msg.error(err);

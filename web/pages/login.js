@@ -50,7 +50,7 @@ export function render(ctx, { notice } = {}) {
     await busy(form, async () => {
       try {
         const reply = await api.post('/auth/login', { username: username.value.trim(), password: password.value }, { authRedirect: false });
-        await ctx.loggedIn(reply);
+        await ctx.loggedIn(reply, { password: password.value });
       } catch (err) {
         if (err.status === 429 || err.code === 'throttled') {
           if (err.retryAfter > 0) retryAfter = err.retryAfter;

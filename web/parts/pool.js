@@ -51,19 +51,30 @@ function segment(cls, n, total) {
   return el;
 }
 
-// One bar over all the pool's slices: free, in use, and on nodes that are
-// not taking work (down, draining, cordoned). As a meter it reads free out of
-// schedulable.
+// Free slices some request could use: a node whose CPU or memory is all
+// in use has none, however many of its slices are free (the API's
+// usable_free_slices; free_slices when a server does not send it).
+export function usableFree(pool) {
+  const free = Math.max(0, pool.free_slices || 0);
+  return typeof pool.usable_free_slices === 'number' ? Math.max(0, Math.min(free, pool.usable_free_slices)) : free;
+}
+
+// One bar over all the pool's slices: free and usable, free but not usable
+// (its node's CPU or memory is all in use), in use, and on nodes that are not
+// taking work (down, draining, cordoned). As a meter it reads usable free
+// out of schedulable.
 export function capacityMeter(pool, label) {
   const total = Math.max(0, pool.slices || 0);
   const sched = Math.max(0, Math.min(total, pool.schedulable_slices || 0));
   const free = Math.max(0, Math.min(sched, pool.free_slices || 0));
+  const usable = Math.min(free, usableFree(pool));
   return h('div', {
     class: 'capacity', role: 'meter', 'aria-label': label,
-    'aria-valuemin': 0, 'aria-valuemax': sched, 'aria-valuenow': free,
-    'aria-valuetext': t('pools.meterText', { free: formatNumber(free), sched: formatNumber(sched), total: formatNumber(total) }),
+    'aria-valuemin': 0, 'aria-valuemax': sched, 'aria-valuenow': usable,
+    'aria-valuetext': t('pools.meterText', { free: formatNumber(usable), sched: formatNumber(sched), total: formatNumber(total) }),
   },
-  segment('capacity-free', free, total),
+  segment('capacity-free', usable, total),
+  segment('capacity-stuck', free - usable, total),
   segment('capacity-used', sched - free, total),
   segment('capacity-off', total - sched, total));
 }

@@ -6,12 +6,8 @@
 #include "harness.h"
 
 static const struct jfield spec[] = {
-	{"name", J_STRING, 1, 8},
-	{"n", J_INT, 0, 0},
-	{"ok", J_BOOL, 0, 0},
-	{"tags", J_STRINGS, 0, 2},
-	{"o", J_OBJECT, 0, 0},
-	{NULL, 0, 0, 0},
+	{ "name", J_STRING, 1, 8 },  { "n", J_INT, 0, 0 },    { "ok", J_BOOL, 0, 0 },
+	{ "tags", J_STRINGS, 0, 2 }, { "o", J_OBJECT, 0, 0 }, { NULL, 0, 0, 0 },
 };
 
 static int rejects(const char *s, const char *needle)
@@ -171,7 +167,8 @@ TEST(named_columns)
 	CHECK_STR("SELECT " DB_COLS_SQL(T_COLS) " FROM t",
 	          "SELECT t.id, t.name, to_char((t.at) AT TIME ZONE 'UTC',"
 	          " 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') FROM t");
-	CHECK(USER_CREATED_AT == 6 && API_USER_NCOLS == 7);
+	CHECK(USER_CREATED_AT == 6 && USER_MUST_CHANGE == 7 && USER_DELETED_AT == 8 &&
+	      API_USER_NCOLS == 9);
 }
 
 int main(void)

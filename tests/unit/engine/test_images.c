@@ -33,8 +33,8 @@ static char *slurp(const char *path, size_t *len)
 
 /* Feeds buf in pieces of `step` bytes, as curl would, keeping what a call
  * did not consume; records the percent after each piece. */
-static int feed_cut(struct images_progress *p, const char *buf, size_t len, size_t step,
-                    int *pcts, int maxp)
+static int feed_cut(struct images_progress *p, const char *buf, size_t len, size_t step, int *pcts,
+                    int maxp)
 {
 	char *pend = malloc(len + 1);
 	size_t have = 0, off = 0;
@@ -202,6 +202,8 @@ TEST(test_references)
 	CHECK(!images_ref_valid("/x"));
 	CHECK(!images_ref_valid("x?y"));
 	CHECK(!images_ref_valid("a@b@c"));
+	CHECK(!images_ref_valid("bn.hea/:-0sre")); /* an empty repository (the registry fuzzer) */
+	CHECK(!images_ref_valid("x/@sha256:00"));
 	CHECK(images_ref_split("127.0.0.1:5055/nvidia/busybox:1.36", repo, sizeof(repo), tag,
 	                       sizeof(tag)) == 0);
 	CHECK_STR(repo, "127.0.0.1:5055/nvidia/busybox");

@@ -2,16 +2,20 @@
 #include "net/router.c"
 #include "harness.h"
 
-static void h(struct http_req *r) { (void)r; }
+static void h(struct http_req *r)
+{
+	(void)r;
+}
 
 static const struct route table[] = {
-	{HTTP_GET, "/api/v1/users", h, ROLES_ALL, 0, 0, NULL},
-	{HTTP_POST, "/api/v1/users", h, ROLE_ADMIN, 0, 0, NULL},
-	{HTTP_POST, "/api/v1/users/import", h, ROLE_ADMIN, 0, 0, NULL},
-	{HTTP_GET, "/api/v1/users/{id}", h, ROLE_ADMIN, 0, 0, NULL},
-	{HTTP_POST, "/api/v1/users/{id}/password", h, ROLE_ADMIN, 0, 0, NULL},
-	{HTTP_GET, "/api/v1/files/{area}/{path...}", h, ROLES_ALL, 0, 0, NULL},
-	{0, NULL, NULL, 0, 0, 0, NULL},
+	{ HTTP_GET, "/api/v1/users", h, ROLES_ALL, 0, 0, NULL },
+	{ HTTP_POST, "/api/v1/users", h, ROLE_ADMIN, 0, 0, NULL },
+	{ HTTP_POST, "/api/v1/users/import", h, ROLE_ADMIN, 0, 0, NULL },
+	{ HTTP_GET, "/api/v1/users/{id}", h, ROLE_ADMIN, 0, 0, NULL },
+	{ HTTP_POST, "/api/v1/users/{id}/password", h, ROLE_ADMIN, 0, 0, NULL },
+	{ HTTP_GET, "/api/v1/files/{area}/{path...}", h, ROLES_ALL, 0, 0, NULL },
+	{ HTTP_GET, "/api/v1/regs/{id}/tags/{repository...}", h, ROLE_ADMIN, 0, 0, NULL },
+	{ 0, NULL, NULL, 0, 0, 0, NULL },
 };
 
 TEST(literal_and_methods)
@@ -88,6 +92,30 @@ TEST(rest_capture)
 	router_params_free(&p);
 }
 
+/* A rest capture after other segments: it may be empty, but the segments
+ * before it must be there ("/regs" once matched, as if it were
+ * "/regs/{id}/tags/"). */
+TEST(rest_capture_deep)
+{
+	struct route_params p;
+	enum rc why;
+	const struct route *rt;
+
+	rt = router_match(HTTP_GET, "/api/v1/regs/3/tags/nvidia/pytorch", &p, &why);
+	CHECK(rt == &table[6]);
+	CHECK_STR(router_param(&p, "id"), "3");
+	CHECK_STR(router_param(&p, "repository"), "nvidia/pytorch");
+	router_params_free(&p);
+	rt = router_match(HTTP_GET, "/api/v1/regs/3/tags", &p, &why);
+	CHECK(rt == &table[6]);
+	CHECK_STR(router_param(&p, "repository"), "");
+	router_params_free(&p);
+	CHECK(router_match(HTTP_GET, "/api/v1/regs", &p, &why) == NULL && why == RC_NOTFOUND);
+	CHECK(router_match(HTTP_GET, "/api/v1/regs/3", &p, &why) == NULL && why == RC_NOTFOUND);
+	CHECK(router_match(HTTP_GET, "/api/v1/regs/3/tag", &p, &why) == NULL);
+	CHECK(p.n == 0);
+}
+
 TEST(decode)
 {
 	char out[16];
@@ -102,7 +130,8 @@ TEST(decode)
 	CHECK(router_decode("%4", 2, out, sizeof(out), 0) == -1);
 	CHECK(router_decode("%g0", 3, out, sizeof(out), 0) == -1);
 	CHECK(router_decode("%00", 3, out, sizeof(out), 0) == -1);
-	CHECK(router_decode("0123456789abcdef", 16, out, sizeof(out), 0) == -1); /* no room for NUL */
+	CHECK(router_decode("0123456789abcdef", 16, out, sizeof(out), 0) ==
+	      -1); /* no room for NUL */
 	CHECK(router_decode("", 0, out, sizeof(out), 0) == 0);
 	CHECK(router_decode("x", 1, out, 0, 0) == -1);
 }
@@ -119,7 +148,7 @@ TEST(each)
 {
 	counted = 0;
 	router_each(count, NULL);
-	CHECK(counted == 6);
+	CHECK(counted == 7);
 }
 
 int main(void)
@@ -129,6 +158,7 @@ int main(void)
 	RUN(captures);
 	RUN(bad_captures);
 	RUN(rest_capture);
+	RUN(rest_capture_deep);
 	RUN(decode);
 	RUN(each);
 	return harness_done("test_router");

@@ -277,7 +277,7 @@ TEST(test_quota_cpu_mem)
 	CHECK(dec(res, 3)->reason == REASON_QUOTA);
 	CHECK_STR(dec(res, 3)->message,
 	          "user quota: 0 of 500 MiB of memory of this pool in use; this needs 1000");
-	CHECK(dec(res, 4)->reason == REASON_QUOTA || dec(res, 4)->reason == REASON_TOO_BIG);
+	CHECK(dec(res, 4)->reason == REASON_CANNOT_RUN); /* 2 nodes of 1 */
 	place_result_free(res);
 }
 
@@ -379,10 +379,10 @@ TEST(test_gang_all_or_nothing)
 	res = run();
 	d = dec(res, 1);
 	CHECK(res->placed == 0);
-	/* three nodes could ever hold it: fewer than 4 is TOO_BIG */
-	CHECK(d->reason == REASON_TOO_BIG);
-	CHECK_STR(d->message,
-	          "needs 4 nodes that can each hold 2 slices of this pool; only 3 can ever");
+	/* three nodes could ever hold it: fewer than 4 can never run */
+	CHECK(d->reason == REASON_CANNOT_RUN);
+	CHECK_STR(d->message, "needs 4 nodes in this pool that can each hold it; only 3 can; ask "
+	                      "for at most 3 nodes");
 	place_result_free(res);
 
 	node(POOL_A, 8, 1);
@@ -446,10 +446,10 @@ TEST(test_cpu_mem)
 	request(2, 11, POOL_A, PRIO_NORMAL, 2, 1)->mem = 600000;
 	res = run();
 	CHECK(slice_node(dec(res, 1)->chosen[0]) == b);
-	CHECK(dec(res, 2)->reason == REASON_TOO_BIG);
+	CHECK(dec(res, 2)->reason == REASON_CANNOT_RUN);
 	CHECK_STR(dec(res, 2)->message,
-	          "no node with 2 slices of this pool can ever give 600000 MiB "
-	          "of memory (largest: 512000)");
+	          "no node in this pool with 2 slices can ever give 600000 MiB of memory: the "
+	          "largest has 512000 MiB; ask for at most 512000 MiB of memory");
 	place_result_free(res);
 
 	reset();
@@ -501,7 +501,10 @@ TEST(test_cpu_only)
 	CHECK_STR(dec(res, 3)->message,
 	          "no node has 2500 millicores of cpu and 1000 MiB of memory free now");
 	CHECK(dec(res, 3)->position == 1);
-	CHECK(dec(res, 4)->reason == REASON_TOO_BIG);
+	CHECK(dec(res, 4)->reason == REASON_CANNOT_RUN);
+	CHECK_STR(dec(res, 4)->message,
+	          "no node in the cluster can ever give 100000 millicores of cpu: the largest "
+	          "has 64 CPU cores; ask for at most 64000 millicores of cpu");
 	CHECK(dec(res, 5)->reason == REASON_QUOTA);
 	CHECK(dec(res, 6)->reason == REASON_QUOTA);
 	CHECK(res->placed == 2);
@@ -528,15 +531,129 @@ TEST(test_too_big)
 	request(2, 10, POOL_A, PRIO_NORMAL, 2, 1)->cpu = 100000;
 	request(3, 10, POOL_A, PRIO_NORMAL, 8, 2);
 	res = run();
+	CHECK(dec(res, 1)->reason == REASON_CANNOT_RUN);
+	CHECK_STR(dec(res, 1)->message,
+	          "no node in this pool has 9 slices: the largest has 8; ask for at most 8 slices");
+	CHECK(dec(res, 2)->reason == REASON_CANNOT_RUN);
+	CHECK_STR(dec(res, 2)->message,
+	          "no node in this pool with 2 slices can ever give 100000 millicores of cpu: the "
+	          "largest has 64 CPU cores; ask for at most 64000 millicores of cpu");
+	CHECK(dec(res, 3)->reason == REASON_CANNOT_RUN);
+	CHECK_STR(dec(res, 3)->message, "needs 2 nodes in this pool that can each hold it; only 1 "
+	                                "can; ask for at most 1 node");
+	CHECK_STR(place_reason_code(REASON_CANNOT_RUN), "cannot_run_as_asked");
+	CHECK(res->placed == 0);
+	CHECK(dec(res, 1)->position == 1 && dec(res, 3)->position == 3);
+	place_result_free(res);
+
+	/* the big node is down (it may come back): too big for now, not for
+	 * ever; cordoned (declared dead), it counts no more */
+	reset();
+	node(POOL_A, 8, 1);
+	node(POOL_A, 4, 1);
+	w.nodes[0].schedulable = 0;
+	request(1, 10, POOL_A, PRIO_NORMAL, 6, 1);
+	request(2, 10, 0, PRIO_NORMAL, 0, 1)->cpu = 100000;
+	res = run();
 	CHECK(dec(res, 1)->reason == REASON_TOO_BIG);
-	CHECK_STR(dec(res, 1)->message, "no node can ever hold 9 slices of this pool (largest: 8)");
-	CHECK(dec(res, 2)->reason == REASON_TOO_BIG);
-	CHECK_STR(dec(res, 2)->message, "no node with 2 slices of this pool can ever give 100000 "
-	                                "millicores of cpu (largest: 64000)");
-	CHECK(dec(res, 3)->reason == REASON_TOO_BIG);
-	CHECK_STR(dec(res, 3)->message,
-	          "needs 2 nodes that can each hold 8 slices of this pool; only 1 can ever");
+	CHECK_STR(dec(res, 1)->message,
+	          "no node taking work now can hold 6 slices of this pool (largest: 4)");
+	CHECK(dec(res, 2)->reason == REASON_CANNOT_RUN);
 	CHECK_STR(place_reason_code(REASON_TOO_BIG), "too_big");
+	place_result_free(res);
+	w.nodes[0].cordoned = 1;
+	res = run();
+	CHECK(dec(res, 1)->reason == REASON_CANNOT_RUN);
+	CHECK_STR(dec(res, 1)->message,
+	          "no node in this pool has 6 slices: the largest has 4; ask for at most 4 slices");
+	place_result_free(res);
+
+	/* a node whose cpu and memory are not known yet limits nothing: it may
+	 * be big enough (too big for now) */
+	w.nodes[0].cordoned = 0;
+	w.nodes[0].cpu_total = w.nodes[0].mem_total = 0;
+	res = run();
+	CHECK(dec(res, 1)->reason == REASON_TOO_BIG);
+	CHECK(dec(res, 2)->reason == REASON_TOO_BIG);
+	place_result_free(res);
+
+	/* every node of the pool cordoned: nothing to compare with, it waits
+	 * for a node (an admin may add one) */
+	w.nodes[0].cordoned = w.nodes[1].cordoned = 1;
+	w.nodes[1].schedulable = 0;
+	res = run();
+	CHECK(dec(res, 1)->reason == REASON_NO_NODES);
+	place_result_free(res);
+}
+
+/* The pure "could it ever fit" computation: the first dimension that no
+ * node could give, and the most it could be with the others as asked. */
+TEST(test_max_fit)
+{
+	struct place_cap caps[] = {
+		{ 8, 2000, 16384 }, /* many slices, little cpu */
+		{ 2, 64000, 4096 }, /* much cpu, little memory */
+		{ 4, 16000, 65536 },
+	};
+	struct place_fit_r f = { 9, 1, 100, 100, FIT_OK, 0 };
+	char msg[240], hint[96];
+
+	CHECK(place_max_fit(caps, 3, &f) == FIT_SLICES && f.most == 8);
+	place_fit_say(&f, "pool 'a100'", msg, sizeof(msg), hint, sizeof(hint));
+	CHECK_STR(msg, "no node in pool 'a100' has 9 slices: the largest has 8");
+	CHECK_STR(hint, "ask for at most 8 slices");
+	/* 5 slices: only the 8-slice node, with 2 cores */
+	f = (struct place_fit_r){ 5, 1, 16000, 100, FIT_OK, 0 };
+	CHECK(place_max_fit(caps, 3, &f) == FIT_CPU && f.most == 2000);
+	place_fit_say(&f, "pool 'a100'", msg, sizeof(msg), hint, sizeof(hint));
+	CHECK_STR(msg, "no node in pool 'a100' with 5 slices can ever give 16000 millicores of "
+	               "cpu: the largest has 2 CPU cores");
+	CHECK_STR(hint, "ask for at most 2000 millicores of cpu");
+	/* 2 slices and 32 cores: only the 2-slice node, with 4 GiB */
+	f = (struct place_fit_r){ 2, 1, 32000, 8192, FIT_OK, 0 };
+	CHECK(place_max_fit(caps, 3, &f) == FIT_MEM && f.most == 4096);
+	/* 2 slices, 4 cores, 8 GiB: nodes 0 and 2 hold it (any one each) */
+	f = (struct place_fit_r){ 2, 2, 1500, 8192, FIT_OK, 0 };
+	CHECK(place_max_fit(caps, 3, &f) == FIT_OK);
+	f.nodes = 4;
+	CHECK(place_max_fit(caps, 3, &f) == FIT_NODES && f.most == 2);
+	place_fit_say(&f, "pool 'a100'", msg, sizeof(msg), NULL, 0);
+	CHECK_STR(msg, "needs 4 nodes in pool 'a100' that can each hold it; only 2 can");
+	/* CPU-only work (no slices) and a fractional core count */
+	struct place_cap small[] = { { 0, 1500, 2048 }, { 0, 1000, 1024 } };
+	f = (struct place_fit_r){ 0, 1, 16000, 64, FIT_OK, 0 };
+	CHECK(place_max_fit(small, 2, &f) == FIT_CPU && f.most == 1500);
+	place_fit_say(&f, "the cluster", msg, sizeof(msg), hint, sizeof(hint));
+	CHECK_STR(msg, "no node in the cluster can ever give 16000 millicores of cpu: the largest "
+	               "has 1.5 CPU cores");
+	/* exactly the largest fits; no node at all has nothing to say */
+	f = (struct place_fit_r){ 0, 1, 1500, 2048, FIT_OK, 0 };
+	CHECK(place_max_fit(small, 2, &f) == FIT_OK);
+	CHECK(place_max_fit(small, 0, &f) == FIT_NO_NODES);
+	/* unknown cpu or memory (0) limits nothing */
+	small[1].cpu = 0;
+	f = (struct place_fit_r){ 0, 1, 16000, 64, FIT_OK, 0 };
+	CHECK(place_max_fit(small, 2, &f) == FIT_OK);
+	small[1].mem = 0;
+	f = (struct place_fit_r){ 0, 2, 1000, 1 << 30, FIT_OK, 0 };
+	CHECK(place_max_fit(small, 2, &f) == FIT_NODES && f.most == 1);
+}
+
+/* A request over the user's own limit by itself can never run as asked:
+ * the caller says so (quota_block 2). */
+TEST(test_quota_never)
+{
+	struct place_result *res;
+
+	reset();
+	node(POOL_A, 4, 1);
+	request(1, 10, POOL_A, PRIO_NORMAL, 1, 1)->quota_block = 2;
+	request(2, 10, 0, PRIO_NORMAL, 0, 1)->quota_block = 2;
+	request(3, 10, POOL_A, PRIO_NORMAL, 1, 1)->quota_block = 1;
+	res = run();
+	CHECK(dec(res, 1)->reason == REASON_CANNOT_RUN);
+	CHECK(dec(res, 2)->reason == REASON_CANNOT_RUN);
+	CHECK(dec(res, 3)->reason == REASON_QUOTA);
 	CHECK(res->placed == 0);
 	place_result_free(res);
 }
@@ -557,6 +674,39 @@ TEST(test_no_nodes)
 	CHECK_STR(dec(res, 1)->message, "the pool has no schedulable node");
 	CHECK(dec(res, 2)->reason == REASON_NO_NODES);
 	CHECK(dec(res, 1)->position == 1 && dec(res, 2)->position == 1);
+	place_result_free(res);
+}
+
+/* A degraded node (up, active, its engine failing to start containers) is
+ * not schedulable; the pool says why (0019).  Capacity elsewhere wins. */
+TEST(test_degraded)
+{
+	struct place_result *res;
+	int a, b;
+
+	reset();
+	a = node(POOL_A, 8, 1);
+	b = node(POOL_A, 8, 1);
+	w.nodes[a].schedulable = 0;
+	w.nodes[b].schedulable = 0;
+	w.nodes[b].degraded = 1;
+	request(1, 10, POOL_A, PRIO_NORMAL, 1, 1);
+	request(2, 11, 0, PRIO_NORMAL, 0, 1); /* CPU only: any node */
+	res = run();
+	CHECK(dec(res, 1)->reason == REASON_DEGRADED);
+	CHECK_STR(place_reason_code(dec(res, 1)->reason), "degraded");
+	CHECK(strstr(dec(res, 1)->message, "degraded") != NULL);
+	CHECK(dec(res, 2)->reason == REASON_DEGRADED);
+	CHECK(strstr(dec(res, 2)->message, "): 1") != NULL);
+	place_result_free(res);
+
+	/* the other node is schedulable again: placed there, never on b */
+	w.nodes[a].schedulable = 1;
+	res = run();
+	CHECK(dec(res, 1)->reason == REASON_NONE);
+	CHECK(dec(res, 1)->nchosen == 1);
+	CHECK(slice_node(dec(res, 1)->chosen[0]) == a);
+	CHECK(dec(res, 2)->reason == REASON_NONE && dec(res, 2)->node_id == w.nodes[a].id);
 	place_result_free(res);
 }
 
@@ -972,7 +1122,10 @@ int main(void)
 	RUN(test_cpu_mem);
 	RUN(test_cpu_only);
 	RUN(test_too_big);
+	RUN(test_max_fit);
+	RUN(test_quota_never);
 	RUN(test_no_nodes);
+	RUN(test_degraded);
 	RUN(test_backfill);
 	RUN(test_scavenger_no_reservation);
 	RUN(test_preempt_youngest_minimal);

@@ -238,6 +238,45 @@ TEST(env_reserved)
 	json_decref(plat);
 }
 
+/* A Jupyter image gets JUPYTER_TOKEN = the app token (the proxy's), so it
+ * opens signed in with its own command; the user cannot override it there,
+ * and other images get no JUPYTER_TOKEN from the platform. */
+TEST(jupyter_token)
+{
+	struct spec_input in;
+	json_t *env = J("{\"JUPYTER_TOKEN\":\"mine\",\"FOO\":\"bar\"}");
+	json_t *ports = J("[{\"name\":\"tensorboard\",\"port\":6006},"
+	                  "{\"name\":\"jupyter\",\"port\":8888}]");
+	json_t *other = J("[{\"name\":\"jupyterlab\",\"port\":8888}]");
+	json_t *spec;
+	const char *v = NULL;
+
+	CHECK(spec_jupyter("jupyter", NULL));
+	CHECK(spec_jupyter("Jupyter", other));
+	CHECK(spec_jupyter("pytorch", ports));
+	CHECK(spec_jupyter(NULL, ports));
+	CHECK(!spec_jupyter("pytorch", other));
+	CHECK(!spec_jupyter("", NULL));
+	CHECK(!spec_jupyter(NULL, NULL));
+	base_input(&in);
+	in.env = env;
+	in.jupyter = 1;
+	spec = spec_build(&in, NULL, 0);
+	CHECK(env_count(spec, "JUPYTER_TOKEN=", &v) == 1);
+	CHECK_STR(v, "tok");
+	CHECK(env_count(spec, "FOO=", &v) == 1);
+	json_decref(spec);
+	base_input(&in);
+	in.env = env;
+	spec = spec_build(&in, NULL, 0);
+	CHECK(env_count(spec, "JUPYTER_TOKEN=", &v) == 1);
+	CHECK_STR(v, "mine"); /* not a Jupyter: the user's own variable */
+	json_decref(spec);
+	json_decref(env);
+	json_decref(ports);
+	json_decref(other);
+}
+
 TEST(binds_and_ports)
 {
 	struct spec_input in;
@@ -319,6 +358,7 @@ int main(void)
 	RUN(declared_devices);
 	RUN(discovered_devices);
 	RUN(env_reserved);
+	RUN(jupyter_token);
 	RUN(binds_and_ports);
 	RUN(labels);
 	RUN(publish_host);

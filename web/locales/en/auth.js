@@ -57,4 +57,11 @@ export default {
   'tokens.revokeTitle': 'Revoke token',
   'tokens.revokeConfirm': 'Revoke the token “{name}”? Scripts using it will stop working at once.',
   'tokens.revoked': 'Token “{name}” revoked.',
+
+  'firstPassword.title': 'Choose a new password',
+  'firstPassword.intro': 'Your password was set by an administrator. Choose your own password to go on.',
+  'firstPassword.submit': 'Set password and continue',
+  'firstPassword.same': 'Choose a password different from the one you were given.',
+  'firstPassword.logout': 'Sign out',
+  'firstPassword.done': 'Your password has been changed.',
 };

@@ -19,4 +19,9 @@ export default {
   'cluster.legendFree': 'Free',
   'cluster.legendUsed': 'In use',
   'cluster.legendOff': 'Unavailable (node not up)',
+  'cluster.stuck': '{n} more free on nodes whose CPU or memory is all in use: no request can use them now',
+  'cluster.cpuFull': 'CPU all in use',
+  'cluster.memFull': 'memory all in use',
+  'cluster.gpuStuck': 'free, but its node’s CPU or memory is all in use',
+  'cluster.legendStuck': 'Free, but not usable (node’s CPU or memory all in use)',
 };

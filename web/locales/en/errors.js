@@ -24,4 +24,18 @@ export default {
   'error.code.range_not_satisfiable': 'The requested part of the file does not exist.',
   'error.code.not_implemented': 'The server cannot do this (not implemented).',
   'error.code.bad_response': 'The server sent a reply that could not be read.',
+  'error.code.password_change_required': 'You must choose a new password before going on.',
+  'error.code.exceeds_quota': 'This asks for more than your quota allows, even with nothing else running. Ask for less, or ask an administrator to raise the quota.',
+  'error.code.never_fits': 'No node could ever hold this as asked. Ask for less.',
+  // A refusal the server explains with numbers (details: what, most, asked).
+  'error.where.pool': 'pool “{pool}”',
+  'error.where.cluster': 'the cluster',
+  'error.never_fits.slices': 'No node in {where} has {asked} slices: the largest has {most}. Ask for at most {most}.',
+  'error.never_fits.cpu_millis': 'No node in {where} can give {asked} CPU cores: the largest has {most}. Ask for at most {most}.',
+  'error.never_fits.mem_mib': 'No node in {where} can give {asked} of memory: the largest has {most}. Ask for at most {most}.',
+  'error.never_fits.nodes': 'Only {most} nodes in {where} could hold this; it asks for {asked}. Ask for at most {most} nodes.',
+  'error.exceeds_quota.slices': 'Your quota in {where} allows {most} slices at once; this asks for {asked}. Ask for at most {most}, or ask an administrator to raise it.',
+  'error.exceeds_quota.cpu_millis': 'Your quota in {where} allows {most} CPU cores at once; this asks for {asked}. Ask for at most {most}, or ask an administrator to raise it.',
+  'error.exceeds_quota.mem_mib': 'Your quota in {where} allows {most} of memory at once; this asks for {asked}. Ask for at most {most}, or ask an administrator to raise it.',
+  'error.exceeds_quota.gpu_hours': 'Your quota in {where} allows no GPU-hours a week. Ask an administrator to raise it.',
 };

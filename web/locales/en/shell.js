@@ -17,6 +17,7 @@ export default {
   'nav.nodes': 'Nodes',
   'nav.pools': 'Pools',
   'nav.registries': 'Registries',
+  'nav.quotas': 'Quotas',
   'nav.images': 'Images',
   'nav.instances': 'Instances',
   'nav.files': 'Files',

@@ -57,4 +57,11 @@ export default {
   'tokens.revokeTitle': '吊销令牌',
   'tokens.revokeConfirm': '确定吊销令牌“{name}”？使用它的脚本将立即失效。',
   'tokens.revoked': '令牌“{name}”已吊销。',
+
+  'firstPassword.title': '设置新密码',
+  'firstPassword.intro': '您的密码由管理员设置。请先设置您自己的密码再继续。',
+  'firstPassword.submit': '设置密码并继续',
+  'firstPassword.same': '新密码不能与收到的密码相同。',
+  'firstPassword.logout': '退出登录',
+  'firstPassword.done': '密码已修改。',
 };

@@ -19,4 +19,9 @@ export default {
   'cluster.legendFree': '空闲',
   'cluster.legendUsed': '使用中',
   'cluster.legendOff': '不可用（节点未在线）',
+  'cluster.stuck': '另有 {n} 个空闲切片所在节点的 CPU 或内存已全部占用：目前没有请求能使用它们',
+  'cluster.cpuFull': 'CPU 已全部占用',
+  'cluster.memFull': '内存已全部占用',
+  'cluster.gpuStuck': '空闲，但所在节点的 CPU 或内存已全部占用',
+  'cluster.legendStuck': '空闲但不可用（节点 CPU 或内存已全部占用）',
 };

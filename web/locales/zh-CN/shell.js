@@ -17,6 +17,7 @@ export default {
   'nav.nodes': '节点',
   'nav.pools': 'GPU 池',
   'nav.registries': '镜像仓库',
+  'nav.quotas': '配额',
   'nav.images': '镜像目录',
   'nav.instances': '实例',
   'nav.files': '文件',
