@@ -56,6 +56,7 @@ function parseRetryAfter(value) {
 //   body: an object (sent as JSON), a string (sent as is, with opts.contentType), or undefined
 //   opts.query: object of query parameters (undefined/null/'' values are left out)
 //   opts.authRedirect: false to handle 401 yourself (login, first /me)
+//   opts.headers: extra request headers (e.g. Idempotency-Key)
 // Resolves to the parsed JSON body, or null for an empty reply (204).
 export async function request(method, path, body, opts = {}) {
   let url = BASE + path;
@@ -78,6 +79,7 @@ export async function request(method, path, body, opts = {}) {
       headers['Content-Type'] = 'application/json';
     }
   }
+  if (opts.headers) Object.assign(headers, opts.headers);
   if (method !== 'GET' && method !== 'HEAD' && csrfToken) headers['X-CSRF-Token'] = csrfToken;
 
   let res;

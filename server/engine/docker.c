@@ -58,7 +58,9 @@ struct demux {
 	size_t hlen; /* header bytes gathered so far */
 	size_t left; /* payload bytes still due in the current frame */
 	int stream;
-	int raw; /* the data is not framed after all: the rest is stream 0 */
+	int raw;   /* the data is not framed after all: the rest is stream 0 */
+	int marks; /* mark each frame's first piece (DOCKER_FRAME_START) */
+	int fresh; /* the current frame's first piece is still due */
 };
 
 /* Receives one piece of payload; returns 0 to go on, -1 to stop. */
@@ -162,8 +164,10 @@ static int demux_feed(struct demux *d, const char *p, size_t n, demux_emit emit,
 			return emit(arg, 0, p, n);
 		if (d->left > 0) {
 			k = n < d->left ? n : d->left;
-			if (emit(arg, d->stream, p, k) < 0)
+			if (emit(arg, d->stream | (d->marks && d->fresh ? DOCKER_FRAME_START : 0),
+			         p, k) < 0)
 				return -1;
+			d->fresh = 0;
 			d->left -= k;
 			p += k;
 			n -= k;
@@ -191,6 +195,7 @@ static int demux_feed(struct demux *d, const char *p, size_t n, demux_emit emit,
 		d->hlen = 0;
 		d->stream = stream;
 		d->left = payload;
+		d->fresh = 1;
 	}
 	return 0;
 }
@@ -824,7 +829,8 @@ static struct docker_call *start(struct docker_engine *e, const char *method, co
 	c->cb = cb;
 	c->on_data = on_data;
 	c->arg = arg;
-	c->demux_on = demux;
+	c->demux_on = demux != 0;
+	c->dm.marks = demux == DOCKER_DEMUX_FRAMES;
 	c->timeout_ms = timeout_ms > 0 ? timeout_ms : 0;
 	snprintf(c->what, sizeof(c->what), "%s %s", method, path);
 	c->done = event_new(base, -1, 0, on_deliver, c);

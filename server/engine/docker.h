@@ -67,7 +67,12 @@ struct docker_call *docker_request(struct docker_engine *e, const char *method, 
 
 /* The same, with the response body handed to on_data as it arrives.
  * demux: 1 to split 8-byte-framed container streams (logs/attach without a
- * TTY), 0 for raw bodies. */
+ * TTY), 0 for raw bodies, DOCKER_DEMUX_FRAMES to split them and mark the
+ * first piece of each frame (on_data's stream is then ORed with
+ * DOCKER_FRAME_START): a logs stream sends one frame per log message, so
+ * the mark says where a message begins. */
+#define DOCKER_DEMUX_FRAMES 2
+#define DOCKER_FRAME_START  0x100
 struct docker_call *docker_stream(struct docker_engine *e, const char *method, const char *path,
                                   const char *ctype, const char *body, size_t len,
                                   const char *const *headers, int timeout_ms, int demux,

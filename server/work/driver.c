@@ -712,3 +712,29 @@ void driver_launch_release(struct driver_launch *l)
 	json_decref(l->app_ports);
 	l->spec = l->app_ports = NULL;
 }
+
+/* ---- the end of a container ---- */
+
+struct docker_call *driver_container_stop(long long node_id, const char *name, int grace,
+                                          docker_cb cb, void *arg)
+{
+	struct docker_engine *e = node_id ? nodes_engine(node_id) : NULL;
+	char path[200];
+
+	if (!e)
+		return NULL;
+	snprintf(path, sizeof(path), "/containers/%s/stop?t=%d", name, grace);
+	return docker_request(e, "POST", path, NULL, NULL, 0, NULL, (grace + 30) * 1000, cb, arg);
+}
+
+struct docker_call *driver_container_remove(long long node_id, const char *name, docker_cb cb,
+                                            void *arg)
+{
+	struct docker_engine *e = node_id ? nodes_engine(node_id) : NULL;
+	char path[200];
+
+	if (!e)
+		return NULL;
+	snprintf(path, sizeof(path), "/containers/%s?force=1&v=1", name);
+	return docker_request(e, "DELETE", path, NULL, NULL, 0, NULL, 60000, cb, arg);
+}

@@ -18,9 +18,9 @@
  * and the published ports read back.  A kind keeps its database writes and calls
  * the launcher between them.
  *
- * Left for the next kind (jobs): the pull step (images_ensure beside the
- * kind's "pulling" write), stop with a grace and remove are still in
- * instances.c, each a few lines around one engine call.
+ * Stop with a grace and remove, the two engine calls every kind makes at
+ * the end of a container, are here too (driver_container_stop/_remove);
+ * the pull step is images_ensure() beside the kind's own state write.
  */
 #ifndef GPUCLOUD_DRIVER_H
 #define GPUCLOUD_DRIVER_H
@@ -114,6 +114,20 @@ void driver_launch_release(struct driver_launch *l);
 /* The engine's message from an error body, or err, or fallback, into out. */
 void driver_engine_msg(enum rc rc, const char *body, size_t len, const char *err,
                        const char *fallback, char *out, size_t outlen);
+
+/* ---- the end of a container ---- */
+
+/* POST /containers/<name>/stop?t=grace on node_id (SIGTERM, grace seconds,
+ * SIGKILL); cb as docker_request's, with a timeout of grace + 30 s.
+ * Returns the call (cancel with docker_cancel) or NULL when the node has
+ * no engine client or the call could not start (cb never fires). */
+struct docker_call *driver_container_stop(long long node_id, const char *name, int grace,
+                                          docker_cb cb, void *arg);
+
+/* DELETE /containers/<name>?force=1&v=1 on node_id (kills it first); cb,
+ * return value as driver_container_stop's.  A 404 means it was gone. */
+struct docker_call *driver_container_remove(long long node_id, const char *name, docker_cb cb,
+                                            void *arg);
 
 /* Forgets the kinds (their sections go with the cron). */
 void driver_shutdown(void);

@@ -16,8 +16,8 @@
  * the state in the database: a create with the deterministic name that
  * answers 409 inspects the existing container and reuses it when it is the
  * same instance with the same GPUs.
- * Does not own: the API (api_instances.c), the loop and the launcher
- * (driver.c), the spec (spec.c), the state machine (workload.c), listing
+ * Does not own: the API (api_instances.c), the loop, the launcher and the
+ * stop and remove calls (driver.c), the spec (spec.c), the state machine (workload.c), listing
  * engines against records (reconcile.c) or idle policy (reclaim.c).
  */
 #include "work/instances.h"
@@ -562,9 +562,6 @@ static void stopped(struct docker_call *call, enum rc rc, int status, const char
 static void stopping_set(int changed, void *arg)
 {
 	struct op *o = arg;
-	struct docker_engine *e = o->node_id ? nodes_engine(o->node_id) : NULL;
-	char path[200];
-
 	if (changed <= 0) {
 		op_free(o);
 		return;
@@ -573,13 +570,7 @@ static void stopping_set(int changed, void *arg)
 		stop_end(o, WL_STOPPED, NULL);
 		return;
 	}
-	if (!e) {
-		stop_end(o, WL_LOST, "the node's engine is not available");
-		return;
-	}
-	snprintf(path, sizeof(path), "/containers/%s/stop?t=%d", o->name, o->grace);
-	o->call = docker_request(e, "POST", path, NULL, NULL, 0, NULL, (o->grace + 30) * 1000,
-	                         stopped, o);
+	o->call = driver_container_stop(o->node_id, o->name, o->grace, stopped, o);
 	if (!o->call)
 		stop_end(o, WL_LOST, "the node's engine is not available");
 }
@@ -622,15 +613,11 @@ static void deleted(struct docker_call *call, enum rc rc, int status, const char
 static void op_delete(long long id, long long node_id)
 {
 	struct op *o = op_new(id, OP_DELETE);
-	struct docker_engine *e = node_id ? nodes_engine(node_id) : NULL;
-	char path[200];
 
 	if (!o)
 		return;
 	o->node_id = node_id;
-	snprintf(path, sizeof(path), "/containers/%s?force=1&v=1", o->name);
-	o->call = e ? docker_request(e, "DELETE", path, NULL, NULL, 0, NULL, 60000, deleted, o)
-	            : NULL;
+	o->call = driver_container_remove(node_id, o->name, deleted, o);
 	if (!o->call)
 		deleted(NULL, node_id ? RC_UNAVAILABLE : RC_OK, node_id ? 0 : 404, "", 0,
 		        "no engine", o);

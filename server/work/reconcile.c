@@ -2,7 +2,7 @@
  *
  * Owns: the per-node listing of our containers, the comparison with the
  * instance records, removing orphans and settling records whose container
- * exited or vanished, and removing our per-user networks (labelled
+ * exited or vanished, removing job containers whose job is not live there, and removing our per-user networks (labelled
  * gpucloud.cluster with our id, never another cluster's) that no container
  * of ours refers to.  Instances with an operation in flight in this
  * process are skipped: the operation owns them until it ends.
@@ -26,6 +26,7 @@
 #include "engine/docker.h"
 #include "engine/nodes.h"
 #include "work/instances.h"
+#include "work/jobs.h"
 #include "work/workload.h"
 
 #define MAX_NODES 256
@@ -143,7 +144,7 @@ static void nets_listed(struct docker_call *call, enum rc rc, int status, const 
 		if (!name || !id || !cl || strcmp(cl, instances_cluster_id()) != 0 ||
 		    strspn(id, "0123456789abcdef") != strlen(id) || json_object_get(k->used, name))
 			continue;
-		if (instances_launching(k->node_id))
+		if (instances_launching(k->node_id) || jobs_launching(k->node_id))
 			break; /* a launch may be about to use it: next round */
 		log_msg(LOG_INFO, "reconcile", NULL, "node '%s': removing empty network %s",
 		        k->node, name);
@@ -368,11 +369,86 @@ out:
 	one_done();
 }
 
+/* -- job containers: a job's container lives while its job starts, runs
+ * or stops on that node; the driver removes it at the end, and this
+ * removes one the end could not (its engine was away) or that no job
+ * owns.  Jobs with an operation in this process are left to it. */
+struct job_check {
+	long long node_id;
+	char node[72];
+	json_t *containers; /* [{id, cid, name}] */
+};
+
+static void jobs_compared(PGresult *res, enum rc rc, void *arg)
+{
+	struct job_check *k = arg;
+	struct docker_engine *e = nodes_engine(k->node_id);
+	size_t i;
+	json_t *c;
+	char path[200];
+
+	if (rc == RC_OK && e)
+		json_array_foreach(k->containers, i, c)
+		{
+			long long id = json_integer_value(json_object_get(c, "id"));
+			int live = 0;
+			for (int r = 0; r < PQntuples(res); r++)
+				if (strtoll(db_val(res, r, 0), NULL, 10) == id)
+					live = 1;
+			if (live || jobs_op_busy(id))
+				continue;
+			log_msg(LOG_INFO, "reconcile", NULL,
+			        "node '%s': removing container %s (job %lld has ended or is not "
+			        "here)",
+			        k->node, json_string_value(json_object_get(c, "name")), id);
+			snprintf(path, sizeof(path), "/containers/%s?force=1&v=1",
+			         json_string_value(json_object_get(c, "cid")));
+			docker_request(e, "DELETE", path, NULL, NULL, 0, NULL, 60000, ignore_call,
+			               NULL);
+		}
+	json_decref(k->containers);
+	free(k);
+	one_done();
+}
+
+/* Reads which of the node's job containers (stolen) have a live job there. */
+static void check_jobs(struct round_node *n, json_t *containers)
+{
+	struct job_check *k;
+	json_t *ids, *c;
+	size_t i;
+	char *doc, nid[24];
+	const char *p[2];
+
+	if (json_array_size(containers) == 0 || !(k = calloc(1, sizeof(*k)))) {
+		json_decref(containers);
+		return;
+	}
+	k->node_id = n->id;
+	snprintf(k->node, sizeof(k->node), "%s", n->name);
+	k->containers = containers;
+	ids = json_array();
+	json_array_foreach(containers, i, c) json_array_append(ids, json_object_get(c, "id"));
+	doc = json_dumps(ids, JSON_COMPACT);
+	json_decref(ids);
+	snprintf(nid, sizeof(nid), "%lld", n->id);
+	p[0] = doc ? doc : "[]";
+	p[1] = nid;
+	pending++;
+	/* read after the listing: the driver records a job's node (starting)
+	 * before it creates the container */
+	db_query("SELECT j.id FROM jobs j"
+	         " WHERE j.id IN (SELECT x::bigint FROM jsonb_array_elements_text($1::jsonb) x)"
+	         " AND j.node_id = $2 AND j.state IN ('starting', 'running', 'stopping')",
+	         2, p, jobs_compared, k);
+	free(doc);
+}
+
 static void listed(struct docker_call *call, enum rc rc, int status, const char *body, size_t len,
                    const char *err, void *arg)
 {
 	struct round_node *n = arg;
-	json_t *list, *c, *ids, *used;
+	json_t *list, *c, *ids, *used, *jobs;
 	size_t i;
 	char *idsdoc, nid[24];
 	const char *p[2];
@@ -391,6 +467,7 @@ static void listed(struct docker_call *call, enum rc rc, int status, const char 
 	}
 	mark(n->id, 0);
 	n->containers = json_array();
+	jobs = json_array();
 	ids = json_array();
 	used = json_object();
 	json_array_foreach(list, i, c)
@@ -411,9 +488,17 @@ static void listed(struct docker_call *call, enum rc rc, int status, const char 
 		const char *cid = json_string_value(json_object_get(c, "Id"));
 		const char *st = json_string_value(json_object_get(c, "State"));
 		long long iid;
+		if (kind && id && cid && strcmp(kind, "job") == 0 &&
+		    strspn(cid, "0123456789abcdef") == strlen(cid) && strtoll(id, NULL, 10) > 0) {
+			json_array_append_new(jobs,
+			                      json_pack("{s:I, s:s, s:s}", "id",
+			                                (json_int_t)strtoll(id, NULL, 10), "cid",
+			                                cid, "name", name ? name : cid));
+			continue;
+		}
 		if (!kind || !id || !cid || !st ||
 		    (strcmp(kind, "instance") != 0 && strcmp(kind, "tensorboard") != 0))
-			continue; /* jobs and others are not ours to judge */
+			continue; /* others are not ours to judge */
 		iid = strtoll(id, NULL, 10);
 		if (iid <= 0 || strspn(cid, "0123456789abcdef") != strlen(cid))
 			continue;
@@ -426,6 +511,7 @@ static void listed(struct docker_call *call, enum rc rc, int status, const char 
 		json_array_append_new(ids, json_integer(iid));
 	}
 	json_decref(list);
+	check_jobs(n, jobs);
 	idsdoc = json_dumps(ids, JSON_COMPACT);
 	json_decref(ids);
 	snprintf(nid, sizeof(nid), "%lld", n->id);

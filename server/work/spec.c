@@ -147,7 +147,9 @@ json_t *spec_build(const struct spec_input *in, char *sig_out, size_t sig_len)
 	if (in->jupyter)
 		add_env(env, "JUPYTER_TOKEN", in->app_token ? in->app_token : "");
 	snprintf(buf, sizeof(buf), "%lld", in->id);
-	add_env(env, "GPUCLOUD_INSTANCE_ID", buf);
+	/* a job's id is another number space: jobs.c sets GPUCLOUD_JOB_ID */
+	if (!in->kind || strcmp(in->kind, "job") != 0)
+		add_env(env, "GPUCLOUD_INSTANCE_ID", buf);
 	snprintf(buf, sizeof(buf), "/home/%s", in->owner);
 	add_env(env, "HOME", buf);
 	add_env(env, "USER", in->owner);
@@ -193,7 +195,10 @@ json_t *spec_build(const struct spec_input *in, char *sig_out, size_t sig_len)
 		                    json_pack("[{s:s, s:o, s:[[s]]}]", "Driver", "nvidia",
 		                              "DeviceIDs", ids, "Capabilities", "gpu"));
 	}
-	snprintf(buf, sizeof(buf), "/home/%s", in->owner);
+	if (in->workdir)
+		snprintf(buf, sizeof(buf), "%s", in->workdir);
+	else
+		snprintf(buf, sizeof(buf), "/home/%s", in->owner);
 	spec = json_pack("{s:s, s:o, s:s, s:s, s:o, s:o, s:o, s:s}", "Image", in->image, "Env", env,
 	                 "User", user, "WorkingDir", buf, "Labels", labels, "ExposedPorts", exposed,
 	                 "HostConfig", hc, "Hostname", in->name);

@@ -34,7 +34,7 @@ struct spec_gpu {
 struct spec_input {
 	const char *cluster; /* gpucloud.cluster */
 	const char *kind;    /* gpucloud.kind: "instance", "tensorboard", ... */
-	long long id;        /* gpucloud.id and GPUCLOUD_INSTANCE_ID */
+	long long id;        /* gpucloud.id and GPUCLOUD_INSTANCE_ID (not for jobs) */
 	const char *name;    /* the container's name, also its hostname */
 	const char *owner;   /* the user's name: gpucloud.owner, HOME, USER */
 	long long uid;       /* the container runs as uid:uid (storage_uid) */
@@ -55,6 +55,7 @@ struct spec_input {
 	const json_t *app_ports; /* [{"name", "port"}] published on host */
 	const char *host;        /* address app ports are published on */
 	const char *network;     /* the user's network (NetworkMode) */
+	const char *workdir;     /* the working directory; NULL: /home/<owner> */
 	long long cpu_millis, mem_mib, shm_mib, pids_limit;
 };
 

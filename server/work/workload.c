@@ -17,24 +17,31 @@
 #include "db/db.h"
 
 static const char *const names[WL__COUNT] = {
-	[WL_QUEUED] = "queued",   [WL_PULLING] = "pulling",   [WL_CREATING] = "creating",
-	[WL_RUNNING] = "running", [WL_STOPPING] = "stopping", [WL_STOPPED] = "stopped",
-	[WL_FAILED] = "failed",   [WL_LOST] = "lost",         [WL_DELETED] = "deleted",
+	[WL_QUEUED] = "queued",     [WL_PULLING] = "pulling",     [WL_CREATING] = "creating",
+	[WL_RUNNING] = "running",   [WL_STOPPING] = "stopping",   [WL_STOPPED] = "stopped",
+	[WL_FAILED] = "failed",     [WL_LOST] = "lost",           [WL_DELETED] = "deleted",
+	[WL_STARTING] = "starting", [WL_SUCCEEDED] = "succeeded", [WL_CANCELLED] = "cancelled",
 };
 
 /* edges[from]: the states that may follow it */
 #define B(s) WL_BIT(WL_##s)
 static const unsigned edges[WL__COUNT] = {
-	[WL_QUEUED] = B(QUEUED) | B(PULLING) | B(STOPPED) | B(FAILED) | B(LOST) | B(DELETED),
+	[WL_QUEUED] = B(QUEUED) | B(PULLING) | B(STOPPED) | B(FAILED) | B(LOST) | B(DELETED) |
+	              B(STARTING) | B(CANCELLED),
 	[WL_PULLING] = B(PULLING) | B(CREATING) | B(STOPPING) | B(FAILED) | B(LOST) | B(DELETED),
 	[WL_CREATING] = B(PULLING) | B(CREATING) | B(RUNNING) | B(STOPPING) | B(FAILED) | B(LOST) |
 	                B(DELETED),
-	[WL_RUNNING] = B(STOPPING) | B(STOPPED) | B(FAILED) | B(LOST) | B(DELETED),
-	[WL_STOPPING] = B(STOPPING) | B(STOPPED) | B(FAILED) | B(LOST) | B(DELETED),
+	[WL_RUNNING] = B(STOPPING) | B(STOPPED) | B(FAILED) | B(LOST) | B(DELETED) | B(SUCCEEDED),
+	[WL_STOPPING] = B(STOPPING) | B(STOPPED) | B(FAILED) | B(LOST) | B(DELETED) | B(CANCELLED) |
+	                B(SUCCEEDED),
 	[WL_STOPPED] = B(QUEUED) | B(DELETED),
 	[WL_FAILED] = B(QUEUED) | B(DELETED),
 	[WL_LOST] = B(QUEUED) | B(DELETED),
 	[WL_DELETED] = 0,
+	/* jobs: a start may be cancelled, fail or lose its node */
+	[WL_STARTING] = B(STARTING) | B(RUNNING) | B(STOPPING) | B(FAILED) | B(LOST) | B(CANCELLED),
+	[WL_SUCCEEDED] = 0,
+	[WL_CANCELLED] = 0,
 };
 #undef B
 
@@ -58,7 +65,11 @@ int workload_edge_ok(enum workload_state from, enum workload_state to)
 	return (edges[from] & WL_BIT(to)) != 0;
 }
 
+#define NOUN(k)   ((k) == WL_KIND_JOB ? "job" : "instance")
+#define MODULE(k) ((k) == WL_KIND_JOB ? "jobs" : "instances")
+
 struct set_ctx {
+	enum workload_kind kind;
 	long long id;
 	enum workload_state to;
 	char reason[300];
@@ -76,29 +87,62 @@ static void set_done(PGresult *res, enum rc rc, void *arg)
 		const char *was = db_val(res, 0, 0);
 		changed = (int)strtol(db_val(res, 0, 1), NULL, 10);
 		if (changed && !(was && strcmp(was, to) == 0))
-			log_msg(LOG_INFO, "instances", NULL, "instance %lld: %s → %s%s%s", c->id,
-			        was ? was : "?", to, c->reason[0] ? ": " : "", c->reason);
+			log_msg(LOG_INFO, MODULE(c->kind), NULL, "%s %lld: %s → %s%s%s",
+			        NOUN(c->kind), c->id, was ? was : "?", to, c->reason[0] ? ": " : "",
+			        c->reason);
 	} else {
-		log_msg(LOG_WARN, "instances", NULL, "instance %lld: could not record %s (%s)",
-		        c->id, to, rc_code(rc));
+		log_msg(LOG_WARN, MODULE(c->kind), NULL, "%s %lld: could not record %s (%s)",
+		        NOUN(c->kind), c->id, to, rc_code(rc));
 	}
 	if (c->cb)
 		c->cb(changed, c->arg);
 	free(c);
 }
 
+/* A job's change: its columns (started_at with running, finished_at with
+ * a final state, the reason code), the request released when asked.
+ * p: the parameters workload_set_state() made. */
+static void set_job(const struct workload_change *ch, const char **p, struct set_ctx *c)
+{
+	const char *q[9] = { p[0], p[1], p[2], p[3], p[4], p[8], p[9], p[10], p[11] };
+	const char *all[10];
+
+	memcpy(all, q, sizeof(q));
+	all[9] = ch->reason_code;
+	db_query(
+	        "WITH o AS (SELECT state FROM jobs WHERE id = $1 FOR UPDATE),"
+	        " i AS (UPDATE jobs SET state = $2, reason = COALESCE($3, reason),"
+	        "  reason_code = COALESCE($10, reason_code), updated_at = now(),"
+	        "  started_at = CASE WHEN $2 = 'running' THEN COALESCE(started_at, now())"
+	        "   ELSE started_at END,"
+	        "  finished_at = CASE WHEN $2 IN ('succeeded', 'failed', 'cancelled', 'lost')"
+	        "   THEN now() ELSE finished_at END,"
+	        "  container_id = CASE WHEN $6::boolean THEN NULL ELSE container_id END,"
+	        "  exit_code = CASE WHEN $7::int IS NOT NULL THEN $7::int ELSE exit_code END,"
+	        "  node_id = CASE WHEN $8::bigint IS NOT NULL THEN $8::bigint ELSE node_id END,"
+	        "  container_name = CASE WHEN $8::bigint IS NOT NULL THEN $9"
+	        "   ELSE container_name END"
+	        "  WHERE id = $1 AND state = ANY($4::text[]) RETURNING id, request_id, reason),"
+	        " x AS (SELECT gc_release_request(request_id, reason) AS s FROM i"
+	        "  WHERE $5::boolean AND request_id IS NOT NULL)"
+	        " SELECT (SELECT state FROM o), (SELECT count(*) FROM i), (SELECT count(*) FROM x)",
+	        10, all, set_done, c);
+	if (ch->flags & WL_RELEASE)
+		events_publish(EV_ALLOC_CHANGED);
+}
+
 void workload_set_state(const struct workload_change *ch, workload_set_cb cb, void *arg)
 {
 	struct set_ctx *c;
-	char ids[24], fromv[160], code[16], node[24];
+	char ids[24], fromv[240], code[16], node[24];
 	const char *p[12];
 	size_t n = 0;
 
 	for (int s = 0; s < WL__COUNT; s++)
 		if ((ch->from & WL_BIT(s)) && !workload_edge_ok((enum workload_state)s, ch->to)) {
 			/* a bug, not input: refuse rather than corrupt the record */
-			log_msg(LOG_ERROR, "instances", NULL,
-			        "instance %lld: refused transition %s → %s", ch->id,
+			log_msg(LOG_ERROR, MODULE(ch->kind), NULL,
+			        "%s %lld: refused transition %s → %s", NOUN(ch->kind), ch->id,
 			        workload_state_name((enum workload_state)s),
 			        workload_state_name(ch->to));
 			if (cb)
@@ -112,6 +156,7 @@ void workload_set_state(const struct workload_change *ch, workload_set_cb cb, vo
 			cb(-1, arg);
 		return;
 	}
+	c->kind = ch->kind;
 	c->id = ch->id;
 	c->to = ch->to;
 	snprintf(c->reason, sizeof(c->reason), "%s", ch->reason ? ch->reason : "");
@@ -142,6 +187,10 @@ void workload_set_state(const struct workload_change *ch, workload_set_cb cb, vo
 	p[10] = ch->flags & WL_PLACE ? node : NULL;
 	p[11] = ch->flags & WL_PLACE ? ch->container_name : NULL;
 #undef FLAG
+	if (ch->kind == WL_KIND_JOB) {
+		set_job(ch, p, c);
+		return;
+	}
 	db_query(
 	        "WITH o AS (SELECT state FROM instances WHERE id = $1 FOR UPDATE),"
 	        " i AS (UPDATE instances SET state = $2, reason = COALESCE($3, reason),"

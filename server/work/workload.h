@@ -1,11 +1,14 @@
-/* workload.h — the one state machine of every workload (instances and
- * TensorBoards today, jobs next): states as an enum, the edges between
- * them in one table, and the one function that changes a state.
+/* workload.h — the one state machine of every workload (instances,
+ * TensorBoards and jobs): states as an enum, the edges between them in one
+ * table, and the one function that changes a state.
  *
- * States: queued → pulling → creating → running → stopping → stopped, and
- * failed (with a reason), lost (the container vanished), deleted (the row
- * is kept for accounting).  The database stores the state's name
- * (instances.state); the names below are exactly those.
+ * Instances: queued → pulling → creating → running → stopping → stopped,
+ * and failed (with a reason), lost (the container vanished), deleted (the
+ * row is kept for accounting).  Jobs run to an end: queued → starting
+ * (pull, create, start) → running → succeeded | failed | cancelled | lost,
+ * through stopping when a cancel or the runtime limit stops them.  The
+ * database stores the state's name (instances.state, jobs.state); the
+ * names below are exactly those.
  */
 #ifndef GPUCLOUD_WORKLOAD_H
 #define GPUCLOUD_WORKLOAD_H
@@ -20,6 +23,9 @@ enum workload_state {
 	WL_FAILED,
 	WL_LOST,
 	WL_DELETED,
+	WL_STARTING,  /* jobs: pull, create, start */
+	WL_SUCCEEDED, /* jobs: exited 0 */
+	WL_CANCELLED, /* jobs: cancelled by a user */
 	WL__COUNT
 };
 
@@ -46,12 +52,17 @@ enum {
 	WL_PLACE = 1 << 6,           /* node_id = node_id, container_name = container_name */
 };
 
+/* Whose record a change writes. */
+enum workload_kind { WL_KIND_INSTANCE, WL_KIND_JOB };
+
 /* One state change of one workload. */
 struct workload_change {
+	enum workload_kind kind; /* the table: instances (the default) or jobs */
 	long long id;
 	unsigned from; /* WL_BIT()s: the row must be in one of them */
 	enum workload_state to;
-	const char *reason; /* NULL keeps the stored reason */
+	const char *reason;      /* NULL keeps the stored reason */
+	const char *reason_code; /* jobs: NULL keeps the stored code */
 	unsigned flags;
 	int exit_code;              /* WL_EXIT_CODE */
 	long long node_id;          /* WL_PLACE */
@@ -65,7 +76,9 @@ typedef void (*workload_set_cb)(int changed, void *arg);
 /* Moves c->id from one of c->from to c->to in one statement, logging
  * "from → to" when it changed; refuses (cb(-1), logged as a bug) when an
  * edge from one of c->from to c->to is not in the table.  WL_RELEASE also
- * publishes EV_ALLOC_CHANGED.  cb may be NULL; c is copied. */
+ * publishes EV_ALLOC_CHANGED.  cb may be NULL; c is copied.
+ * Jobs: running sets started_at, a final state finished_at; WL_SETTLE,
+ * WL_STOPPED_AT and WL_DELETED_AT mean nothing for them. */
 void workload_set_state(const struct workload_change *c, workload_set_cb cb, void *arg);
 
 #endif

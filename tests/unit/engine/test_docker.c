@@ -298,6 +298,57 @@ TEST(test_demux)
 	CHECK(k.n[0] == 8 && memcmp(k.s[0], "\x01\x00zz top", 8) == 0);
 }
 
+/* Marks: the first piece of each frame (and only it) carries
+ * DOCKER_FRAME_START, however the frames are cut; unmarked without marks. */
+struct marks {
+	char seen[64]; /* per piece: 'S' marked, '.' not */
+	int n;
+	char text[128];
+	size_t len;
+};
+
+static int marks_emit(void *arg, int stream, const char *p, size_t n)
+{
+	struct marks *m = arg;
+
+	if (m->n < 63)
+		m->seen[m->n++] = (stream & DOCKER_FRAME_START) ? 'S' : '.';
+	if (stream & DOCKER_FRAME_START && m->len < sizeof(m->text) - 1)
+		m->text[m->len++] = '|';
+	memcpy(m->text + m->len, p, n < sizeof(m->text) - 1 - m->len ? n : 0);
+	m->len += n < sizeof(m->text) - 1 - m->len ? n : 0;
+	return 0;
+}
+
+TEST(test_demux_marks)
+{
+	unsigned char in[128];
+	size_t len = 0, chunk, i;
+	struct demux d;
+	struct marks m;
+
+	len += frame(in + len, 1, "2026-01-01T00:00:00.1Z a\n");
+	len += frame(in + len, 2, "2026-01-01T00:00:00.2Z b\n");
+	len += frame(in + len, 1, "");
+	len += frame(in + len, 1, "2026-01-01T00:00:00.3Z c");
+	for (chunk = 1; chunk <= len; chunk++) {
+		memset(&d, 0, sizeof(d));
+		memset(&m, 0, sizeof(m));
+		d.marks = 1;
+		for (i = 0; i < len; i += chunk)
+			CHECK(demux_feed(&d, (const char *)in + i,
+			                 i + chunk > len ? len - i : chunk, marks_emit, &m) == 0);
+		m.text[m.len] = '\0';
+		CHECK_STR(m.text, "|2026-01-01T00:00:00.1Z a\n|2026-01-01T00:00:00.2Z b\n"
+		                  "|2026-01-01T00:00:00.3Z c");
+		CHECK(m.seen[0] == 'S');
+	}
+	memset(&d, 0, sizeof(d));
+	memset(&m, 0, sizeof(m));
+	CHECK(demux_feed(&d, (const char *)in, len, marks_emit, &m) == 0);
+	CHECK(strchr(m.seen, 'S') == NULL);
+}
+
 TEST(test_engine_new)
 {
 	char err[512];
@@ -1041,6 +1092,7 @@ int main(void)
 	sweep(e2);
 	RUN(test_frame_header);
 	RUN(test_demux);
+	RUN(test_demux_marks);
 	RUN(test_engine_new);
 	RUN(test_info);
 	RUN(test_version);

@@ -38,6 +38,22 @@ TEST(edges)
 	CHECK(!instances_transition_ok("running", "queued"));
 	CHECK(!instances_transition_ok("", "queued"));
 	CHECK(!instances_transition_ok("queued", "nonsense"));
+	/* jobs: queued → starting → running → succeeded | failed | cancelled |
+	 * lost, cancel and the runtime limit through stopping */
+	CHECK(instances_transition_ok("queued", "starting"));
+	CHECK(instances_transition_ok("queued", "cancelled"));
+	CHECK(instances_transition_ok("starting", "running"));
+	CHECK(instances_transition_ok("starting", "failed"));
+	CHECK(instances_transition_ok("running", "succeeded"));
+	CHECK(instances_transition_ok("running", "stopping"));
+	CHECK(instances_transition_ok("stopping", "cancelled"));
+	CHECK(instances_transition_ok("stopping", "failed"));
+	/* a job's end is final; nothing succeeds before it ran */
+	CHECK(!instances_transition_ok("succeeded", "queued"));
+	CHECK(!instances_transition_ok("cancelled", "running"));
+	CHECK(!instances_transition_ok("queued", "succeeded"));
+	CHECK(!instances_transition_ok("starting", "succeeded"));
+	CHECK(!instances_transition_ok("running", "cancelled"));
 }
 
 TEST(exit_codes)
@@ -101,7 +117,7 @@ TEST(edge_count)
 	for (int f = 0; f < WL__COUNT; f++)
 		for (int t = 0; t < WL__COUNT; t++)
 			n += workload_edge_ok((enum workload_state)f, (enum workload_state)t);
-	CHECK(n == 35);
+	CHECK(n == 35 + 11); /* instances, then jobs (starting, succeeded, cancelled) */
 	CHECK(!workload_edge_ok(WL_DELETED, WL_QUEUED));
 	CHECK(!workload_edge_ok(WL__COUNT, WL_QUEUED));
 	CHECK_STR(workload_state_name(WL_CREATING), "creating");

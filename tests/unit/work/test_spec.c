@@ -109,6 +109,14 @@ TEST(hardening)
 	}
 	CHECK(json_object_get(spec, "Cmd") == NULL);
 	json_decref(spec);
+	/* a job runs in its directory, and its id is not an instance's */
+	in.workdir = "/home/alice/jobs/7-train";
+	in.kind = "job";
+	spec = spec_build(&in, NULL, 0);
+	CHECK_STR(json_string_value(json_object_get(spec, "WorkingDir")),
+	          "/home/alice/jobs/7-train");
+	CHECK(env_count(spec, "GPUCLOUD_INSTANCE_ID=", NULL) == 0);
+	json_decref(spec);
 }
 
 TEST(declared_devices)

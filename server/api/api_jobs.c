@@ -1,0 +1,1196 @@
+/* api_jobs.c — /jobs: submit (with Idempotency-Key), list (filters,
+ * counts per state, cursor pages), one job, cancel, and its log.
+ *
+ * Handlers write records and desired states only: a submit records the job
+ * and queues its allocation request in one statement (a 201 means both are
+ * committed); a cancel writes desired = cancelled.  The job driver on the
+ * scheduler leader (work/jobs.c) does the engine work.  The log is read
+ * from the job directory (a worker thread), so any replica serves it.
+ * A user sees and acts on their own jobs only (admins on all); someone
+ * else's job is "not found".
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <http_parser.h>
+
+#include "api/admit.h"
+#include "api/api.h"
+#include "auth/auth.h"
+#include "base/cron.h"
+#include "base/events.h"
+#include "base/worker.h"
+#include "db/db.h"
+#include "storage/paths.h"
+#include "storage/storage.h"
+
+/* One job as a JSON document (text), built by the database. */
+#define JOB_JSON                                                                               \
+	"json_build_object('id', j.id, 'name', j.name, 'user_id', j.user_id, 'username',"      \
+	" u.username, 'tags', to_json(j.tags), 'image_id', j.image_id, 'image', im.reference," \
+	" 'image_name', im.display_name, 'command', to_json(j.command), 'env', j.env,"         \
+	" 'hyperparameters', j.hyperparameters, 'pool', p.name, 'slices', j.slices,"           \
+	" 'cpu_millis', j.cpu_millis, 'mem_mib', j.mem_mib, 'shm_mib', j.shm_mib,"             \
+	" 'priority', j.priority, 'max_runtime_s', j.max_runtime_s, 'retry_limit',"            \
+	" j.retry_limit, 'retries', j.retries, 'state', j.state, 'desired', j.desired,"        \
+	" 'cancelled_by', j.cancelled_by, 'reason', j.reason, 'reason_code',"                  \
+	" NULLIF(j.reason_code, ''), 'exit_code', j.exit_code, 'node', n.name,"                \
+	" 'container_name', NULLIF(j.container_name, ''),"                                     \
+	" 'directory', substr(j.directory, length('home/' || u.username || '/') + 1),"         \
+	" 'request', CASE WHEN r.id IS NULL THEN NULL ELSE json_build_object('id', r.id,"      \
+	"  'state', r.state, 'reason_code', r.reason_code, 'reason', r.reason, 'position',"    \
+	"  r.position) END,"                                                                   \
+	" 'gpus', COALESCE((SELECT json_agg(json_build_object('uuid', g.uuid, 'index', g.idx," \
+	"  'model', g.model) ORDER BY a.id) FROM allocations a JOIN slices s"                  \
+	"  ON s.id = a.slice_id JOIN gpus g ON g.id = s.gpu_id"                                \
+	"  WHERE a.request_id = j.request_id AND a.released_at IS NULL), '[]'),"               \
+	" 'created_at', " DB_TS("j.created_at") ", 'started_at', " DB_TS(                      \
+	        "j.started_at") ", 'finished_at', " DB_TS("j.finished_at") ")::text"
+
+#define JOB_FROM                                                                           \
+	" FROM jobs j JOIN users u ON u.id = j.user_id"                                    \
+	" LEFT JOIN images im ON im.id = j.image_id LEFT JOIN pools p ON p.id = j.pool_id" \
+	" LEFT JOIN nodes n ON n.id = j.node_id LEFT JOIN alloc_requests r ON r.id = j.request_id"
+
+static const char *const states[] = { "queued",    "starting", "running",   "stopping",
+	                              "succeeded", "failed",   "cancelled", "lost" };
+
+static int is_admin(const struct http_req *r)
+{
+	return r->auth->role == ROLE_ADMIN;
+}
+
+/* The caller's id as a parameter, or NULL for admins (they see all). */
+static const char *owner_param(struct http_req *r, char *buf, size_t len)
+{
+	snprintf(buf, len, "%lld", (long long)r->auth->user_id);
+	return is_admin(r) ? NULL : buf;
+}
+
+static void kick(void)
+{
+	events_publish(EV_ALLOC_CHANGED);    /* a pass of the scheduler... */
+	events_publish(EV_WORKLOAD_CHANGED); /* ...and of the driver, on the leader */
+}
+
+/* ---- one job ---- */
+
+static void one_reply(PGresult *res, enum rc rc, struct http_req *r, int status)
+{
+	if (rc != RC_OK) {
+		api_reply_db_error(r, rc, "");
+		return;
+	}
+	if (PQntuples(res) != 1) {
+		http_reply_error(r, RC_NOTFOUND, "GET /api/v1/jobs lists yours", "no such job");
+		return;
+	}
+	http_reply_json(r, status, json_loads(db_val(res, 0, 0), 0, NULL));
+}
+
+static void one_200(PGresult *res, enum rc rc, void *arg)
+{
+	one_reply(res, rc, arg, 200);
+}
+
+static void one_201(PGresult *res, enum rc rc, void *arg)
+{
+	one_reply(res, rc, arg, 201);
+	kick();
+}
+
+static void one_202(PGresult *res, enum rc rc, void *arg)
+{
+	one_reply(res, rc, arg, 202);
+	kick();
+}
+
+static void reply_job(struct http_req *r, const char *id, db_cb cb)
+{
+	char uid[24];
+	const char *p[2] = { id, owner_param(r, uid, sizeof(uid)) };
+
+	db_query("SELECT " JOB_JSON JOB_FROM
+	         " WHERE j.id = $1 AND ($2::bigint IS NULL OR j.user_id = $2::bigint)",
+	         2, p, cb, r);
+}
+
+static void get(struct http_req *r)
+{
+	long long id;
+	char ids[24];
+
+	if (api_id(r, "id", &id) < 0)
+		return;
+	snprintf(ids, sizeof(ids), "%lld", id);
+	reply_job(r, ids, one_200);
+}
+
+/* ---- list ---- */
+
+struct list_ctx {
+	int limit;
+};
+
+static void list_done(PGresult *res, enum rc rc, void *arg)
+{
+	struct http_req *r = arg;
+	struct list_ctx *c = r->data;
+	json_t *items, *out;
+	size_t n;
+
+	if (rc != RC_OK) {
+		api_reply_db_error(r, rc, "");
+		return;
+	}
+	items = json_loads(db_val(res, 0, 0), 0, NULL);
+	if (!json_is_array(items)) {
+		json_decref(items);
+		items = json_array();
+	}
+	n = json_array_size(items);
+	out = json_object();
+	json_object_set_new(out, "next_cursor", json_null());
+	if ((int)n > c->limit) {
+		json_t *last = json_array_get(items, (size_t)c->limit - 1);
+		char cur[24];
+		snprintf(cur, sizeof(cur), "%lld",
+		         (long long)json_integer_value(json_object_get(last, "id")));
+		json_object_set_new(out, "next_cursor", json_string(cur));
+		json_array_remove(items, (size_t)c->limit);
+	}
+	json_object_set_new(out, "items", items);
+	json_object_set_new(out, "counts", json_loads(db_val(res, 0, 1), 0, NULL));
+	http_reply_json(r, 200, out);
+}
+
+/* "2026-01-31", "2026-01-31T12:00:00Z" (or without the Z): 1 when s is one. */
+static int time_ok(const char *s)
+{
+	struct tm tm;
+	const char *end;
+
+	memset(&tm, 0, sizeof(tm));
+	end = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
+	if (end && (*end == '\0' || (end[0] == 'Z' && end[1] == '\0')))
+		return 1;
+	memset(&tm, 0, sizeof(tm));
+	end = strptime(s, "%Y-%m-%d", &tm);
+	return end && *end == '\0';
+}
+
+static void list(struct http_req *r)
+{
+	struct list_ctx *c;
+	int limit;
+	long long cursor;
+	char user[64], q[200], since[40], until[40], st[200], arr[240], uid[24];
+	long nu, nq, ns, nn, nst;
+	struct db_args a = DB_ARGS_INIT;
+
+	if (api_page(r, 50, 500, &limit, &cursor) < 0)
+		return;
+	if ((nu = api_query(r, "user", user, sizeof(user))) == -2 ||
+	    (nq = api_query(r, "q", q, sizeof(q))) == -2 ||
+	    (ns = api_query(r, "since", since, sizeof(since))) == -2 ||
+	    (nn = api_query(r, "until", until, sizeof(until))) == -2 ||
+	    (nst = api_query(r, "state", st, sizeof(st))) == -2)
+		return;
+	if (nu >= 0 && !is_admin(r) && strcmp(user, r->auth->username) != 0) {
+		http_reply_error(r, RC_FORBIDDEN, "leave user out to see your own jobs",
+		                 "only admins may list other users' jobs");
+		return;
+	}
+	if ((ns >= 0 && !time_ok(since)) || (nn >= 0 && !time_ok(until))) {
+		http_reply_error(r, RC_INVALID, "e.g. since=2026-01-31T00:00:00Z",
+		                 "since and until must be dates or UTC times (ISO 8601)");
+		return;
+	}
+	arr[0] = '\0';
+	if (nst >= 0) {
+		/* a comma-separated list of states, each checked */
+		size_t o = 0;
+		char *save = NULL, *tok;
+		snprintf(arr, sizeof(arr), "{");
+		o = 1;
+		for (tok = strtok_r(st, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+			size_t k;
+			for (k = 0; k < sizeof(states) / sizeof(states[0]); k++)
+				if (strcmp(tok, states[k]) == 0)
+					break;
+			if (k == sizeof(states) / sizeof(states[0])) {
+				http_reply_error(r, RC_INVALID,
+				                 "queued, starting, running, stopping, succeeded, "
+				                 "failed, cancelled or lost (comma-separated)",
+				                 "unknown job state '%s'", tok);
+				return;
+			}
+			o += (size_t)snprintf(arr + o, sizeof(arr) - o, "%s%s", o > 1 ? "," : "",
+			                      states[k]);
+		}
+		snprintf(arr + o, sizeof(arr) - o, "}");
+	}
+	c = api_state(r, sizeof(*c), NULL);
+	if (!c)
+		return;
+	c->limit = limit;
+	snprintf(uid, sizeof(uid), "%lld", (long long)r->auth->user_id);
+	/* $1 the caller (NULL: an admin, all users), $2 a username */
+	db_arg_str(&a, is_admin(r) ? NULL : uid);
+	db_arg_str(&a, nu >= 0 ? user : NULL);
+	db_arg_str(&a, nq >= 0 && q[0] ? q : NULL);
+	db_arg_str(&a, ns >= 0 ? since : NULL);
+	db_arg_str(&a, nn >= 0 ? until : NULL);
+	db_arg_str(&a, arr[0] ? arr : NULL);
+	db_arg_ll_opt(&a, cursor, cursor > 0);
+	db_arg_ll(&a, limit + 1);
+	db_query_args(
+	        "WITH f AS (SELECT j.id, j.state FROM jobs j JOIN users u ON u.id = j.user_id"
+	        "  WHERE ($1::bigint IS NULL OR j.user_id = $1::bigint)"
+	        "  AND ($2::text IS NULL OR u.username = $2)"
+	        "  AND ($3::text IS NULL OR (j.name || ' ' || array_to_string(j.tags, ' ') || ' '"
+	        "   || array_to_string(j.command, ' ') || ' ' || j.reason) ILIKE '%' ||"
+	        "   replace(replace(replace($3, '\\', '\\\\'), '%', '\\%'), '_', '\\_') || '%')"
+	        "  AND ($4::timestamptz IS NULL OR j.created_at >= $4::timestamptz)"
+	        "  AND ($5::timestamptz IS NULL OR j.created_at < $5::timestamptz)),"
+	        " pg AS (SELECT f.id FROM f WHERE ($6::text[] IS NULL OR f.state = ANY($6::text[]))"
+	        "  AND ($7::bigint IS NULL OR f.id < $7::bigint) ORDER BY f.id DESC LIMIT $8::int)"
+	        " SELECT (SELECT COALESCE(json_agg(x.doc::json ORDER BY x.id DESC), '[]')"
+	        "  FROM (SELECT j.id, " JOB_JSON " AS doc" JOB_FROM
+	        "  WHERE j.id IN (SELECT id FROM pg)) x)::text,"
+	        " (SELECT json_object_agg(s.state, COALESCE(c.n, 0))"
+	        "  FROM unnest(ARRAY['queued', 'starting', 'running', 'stopping', 'succeeded',"
+	        "   'failed', 'cancelled', 'lost']) AS s(state)"
+	        "  LEFT JOIN (SELECT state, count(*) AS n FROM f GROUP BY state) c"
+	        "  ON c.state = s.state)::text",
+	        &a, list_done, r);
+}
+
+/* ---- submit ---- */
+
+struct create_ctx {
+	json_t *body;
+	char *text; /* the body as sent (validated JSON) */
+	char key[208];
+	int tries; /* the insert again after a concurrent submit's */
+	struct admit fit;
+};
+
+static void create_free(void *p)
+{
+	struct create_ctx *c = p;
+
+	json_decref(c->body);
+	free(c->text);
+	free(c);
+}
+
+static const struct jfield create_spec[] = {
+	{ "name", J_STRING, 1, 63 },
+	{ "image_id", J_INT, 1, 0 },
+	{ "command", J_ARRAY, 1, 256 },
+	{ "env", J_OBJECT, 0, 0 },
+	{ "hyperparameters", J_OBJECT, 0, 0 },
+	{ "tags", J_STRINGS, 0, 16 },
+	{ "pool", J_STRING, 0, 63 },
+	{ "slices", J_INT, 0, 0 },
+	{ "cpu_millis", J_INT, 0, 0 },
+	{ "mem_mib", J_INT, 0, 0 },
+	{ "shm_mib", J_INT, 0, 0 },
+	{ "priority", J_STRING, 0, 16 },
+	{ "max_runtime_s", J_INT, 0, 0 },
+	{ "retry_limit", J_INT, 0, 0 },
+	{ NULL, 0, 0, 0 },
+};
+
+static int name_ok(const char *s, size_t max)
+{
+	size_t n = s ? strlen(s) : 0;
+
+	if (n == 0 || n > max || !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= '0' && s[0] <= '9')))
+		return 0;
+	return strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789._-") == n;
+}
+
+static int ident_ok(const char *k, size_t max, const char *more)
+{
+	size_t n = strlen(k);
+
+	if (n == 0 || n > max || (k[0] >= '0' && k[0] <= '9'))
+		return 0;
+	return strspn(k, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") +
+	               strspn(k + strspn(k, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvw"
+	                                    "xyz0123456789_"),
+	                      more) ==
+	       n;
+}
+
+static long long int_or(json_t *body, const char *name, long long def)
+{
+	json_t *v = json_object_get(body, name);
+
+	return json_is_integer(v) ? (long long)json_integer_value(v) : def;
+}
+
+static int text_ok(json_t *v, size_t max)
+{
+	return json_is_string(v) && json_string_length(v) <= max &&
+	       !memchr(json_string_value(v), '\0', json_string_length(v));
+}
+
+static void create_insert(struct http_req *r);
+
+static void created(PGresult *res, enum rc rc, void *arg)
+{
+	struct http_req *r = arg;
+	struct create_ctx *c = r->data;
+
+	if (rc == RC_CONFLICT && c->key[0]) {
+		/* a concurrent submit with the same key won the insert: the
+		 * statement again finds its job */
+		if (c->tries++ > 0) {
+			http_reply_error(
+			        r, RC_CONFLICT, "retry the request",
+			        "a concurrent submit with this Idempotency-Key is in progress");
+			return;
+		}
+		create_insert(r);
+		return;
+	}
+	if (rc != RC_OK) {
+		api_reply_db_error(r, rc, "could not submit the job");
+		return;
+	}
+	if (db_val(res, 0, 2)) {
+		/* this key was used before: the same submit again, or not */
+		if (strcmp(db_val(res, 0, 3), "t") != 0) {
+			http_reply_error(
+			        r, RC_CONFLICT, "use a new Idempotency-Key for a different job",
+			        "Idempotency-Key '%s' was used for a different submission", c->key);
+			return;
+		}
+		http_add_header(r, "Idempotent-Replayed", "true");
+		reply_job(r, db_val(res, 0, 2), one_200);
+		return;
+	}
+	if (!db_val(res, 0, 0) && db_val(res, 0, 1)) {
+		/* no quota would ever admit it (0015) */
+		http_reply_error(r, RC_FORBIDDEN,
+		                 "an admin sets a quota for you or a default for your role", "%s",
+		                 db_val(res, 0, 1));
+		return;
+	}
+	if (!db_val(res, 0, 0)) {
+		http_reply_error(r, RC_NOTFOUND, "GET /api/v1/images and /api/v1/pools list them",
+		                 "no such image or pool (or the image is not available to you)");
+		return;
+	}
+	auth_audit(r, r->auth, "job.submit", db_val(res, 0, 0), NULL);
+	{
+		char loc[64];
+		snprintf(loc, sizeof(loc), "/api/v1/jobs/%s", db_val(res, 0, 0));
+		http_add_header(r, "Location", loc);
+	}
+	reply_job(r, db_val(res, 0, 0), one_201);
+}
+
+static void create_insert(struct http_req *r)
+{
+	struct create_ctx *c = r->data;
+	json_t *b = c->body;
+	struct db_args a = DB_ARGS_INIT;
+	int has_pool = json_is_string(json_object_get(b, "pool"));
+
+	/* the command, env, hyperparameters, tags and retry_limit come from
+	 * the body as sent ($9): numbers stay exactly as written (0.1, not
+	 * 0.10000000000000001), and its hash tells a retry from a reuse */
+	db_arg_ll(&a, (long long)r->auth->user_id);                    /* $1 */
+	db_arg_ll(&a, int_or(b, "image_id", 0));                       /* $2 */
+	db_arg_str(&a, json_string_value(json_object_get(b, "pool"))); /* $3 */
+	db_arg_str(&a, json_string_value(json_object_get(b, "name"))); /* $4 */
+	db_arg_ll(&a, has_pool ? int_or(b, "slices", 1) : 0);          /* $5 */
+	db_arg_ll(&a, int_or(b, "cpu_millis", 1000));                  /* $6 */
+	db_arg_ll(&a, int_or(b, "mem_mib", 1024));                     /* $7 */
+	db_arg_ll(&a, int_or(b, "shm_mib", 64));                       /* $8 */
+	db_arg_str(&a, c->text);                                       /* $9 */
+	db_arg_str(&a, json_string_value(json_object_get(b, "priority"))
+	                       ? json_string_value(json_object_get(b, "priority"))
+	                       : "normal");               /* $10 */
+	db_arg_str(&a, auth_role_name(r->auth->role));    /* $11 */
+	db_arg_str(&a, c->key[0] ? c->key : NULL);        /* $12 */
+	db_arg_ll(&a, int_or(b, "max_runtime_s", 86400)); /* $13 */
+	db_query_args(
+	        "WITH prev AS (SELECT id, idempotency_hash = md5($9) AS same FROM jobs"
+	        "  WHERE user_id = $1 AND idempotency_key = $12),"
+	        " v AS (SELECT nextval('jobs_id_seq') AS jid WHERE NOT EXISTS (SELECT 1 FROM "
+	        "prev)),"
+	        " body AS (SELECT $9::jsonb AS b),"
+	        " usr AS (SELECT username FROM users WHERE id = $1),"
+	        " img AS (SELECT id, cuda_min FROM images WHERE id = $2 AND (owner_id = $1"
+	        "  OR (owner_id IS NULL AND (visibility = 'everyone' OR $11 = 'admin'"
+	        "  OR $11::user_role = ANY (vis_roles))))),"
+	        " pl AS (SELECT id FROM pools WHERE name = $3),"
+	        /* refused at once when no quota would ever admit it */
+	        " rq AS (SELECT gc_request_refusal($1, (SELECT id FROM pl), $5, $6, $7) AS why"
+	        "  WHERE EXISTS (SELECT 1 FROM v) AND EXISTS (SELECT 1 FROM img)"
+	        "  AND ($3::text IS NULL OR EXISTS (SELECT 1 FROM pl))),"
+	        " req AS (INSERT INTO alloc_requests (user_id, pool_id, owner_kind, owner_id,"
+	        "  priority, slices, cpu_millis, mem_mib, cuda_min)"
+	        "  SELECT $1, pl.id, 'job', v.jid::text, $10::alloc_priority,"
+	        "  CASE WHEN pl.id IS NULL THEN 0 ELSE $5::int END, $6, $7,"
+	        "  CASE WHEN pl.id IS NULL THEN 0 ELSE img.cuda_min END"
+	        "  FROM v CROSS JOIN img LEFT JOIN pl ON true"
+	        "  WHERE ($3::text IS NULL OR pl.id IS NOT NULL)"
+	        "  AND NOT EXISTS (SELECT 1 FROM rq WHERE why IS NOT NULL) RETURNING id),"
+	        " ins AS (INSERT INTO jobs (id, user_id, name, tags, image_id, command, env,"
+	        "  hyperparameters, pool_id, slices, cpu_millis, mem_mib, shm_mib, priority,"
+	        "  max_runtime_s, retry_limit, request_id, directory, idempotency_key,"
+	        "  idempotency_hash, container_name)"
+	        "  SELECT v.jid, $1, $4,"
+	        "  ARRAY(SELECT jsonb_array_elements_text(COALESCE(body.b->'tags', '[]'))),"
+	        "  img.id, ARRAY(SELECT jsonb_array_elements_text(body.b->'command')),"
+	        "  COALESCE(body.b->'env', '{}'), COALESCE(body.b->'hyperparameters', '{}'),"
+	        "  (SELECT id FROM pl), CASE WHEN $3::text IS NULL THEN 0 ELSE $5::int END,"
+	        "  $6, $7, $8, $10::alloc_priority, $13,"
+	        "  COALESCE((body.b->>'retry_limit')::int, 0), (SELECT id FROM req),"
+	        "  'home/' || usr.username || '/jobs/' || v.jid || '-' || $4, $12, md5($9),"
+	        "  'gc-' || substr((SELECT cluster_id FROM cluster_identity), 1, 8) || '-job-'"
+	        "  || v.jid"
+	        "  FROM v, img, usr, body WHERE EXISTS (SELECT 1 FROM req) RETURNING id)"
+	        " SELECT (SELECT id FROM ins), (SELECT why FROM rq), (SELECT id FROM prev),"
+	        " (SELECT same FROM prev)",
+	        &a, created, r);
+}
+
+/* Refused at once when no limit would ever admit it or no node could ever
+ * hold it (admit.c), as instances are. */
+static void admit(struct http_req *r)
+{
+	struct create_ctx *c = r->data;
+	json_t *b = c->body;
+
+	c->fit.pool = json_string_value(json_object_get(b, "pool"));
+	c->fit.slices = (int)int_or(b, "slices", c->fit.pool ? 1 : 0);
+	c->fit.nodes = 1;
+	c->fit.cpu = int_or(b, "cpu_millis", 1000);
+	c->fit.mem = int_or(b, "mem_mib", 1024);
+	c->fit.ok = create_insert;
+	admit_check(r, &c->fit);
+}
+
+static void key_seen(PGresult *res, enum rc rc, void *arg)
+{
+	struct http_req *r = arg;
+
+	if (rc != RC_OK) {
+		api_reply_db_error(r, rc, "");
+		return;
+	}
+	/* a retry of a submit that was admitted then: its job, whatever the
+	 * limits say now */
+	if (PQntuples(res) == 1)
+		create_insert(r);
+	else
+		admit(r);
+}
+
+static void create_blocked(PGresult *res, enum rc rc, void *arg)
+{
+	struct http_req *r = arg;
+	struct create_ctx *c = r->data;
+	char uid[24];
+	const char *p[2] = { uid, c->key };
+
+	if (rc != RC_OK) {
+		api_reply_db_error(r, rc, "");
+		return;
+	}
+	if (db_val(res, 0, 0)) {
+		http_reply_error(r, RC_CONFLICT, "free some space in your home, then try again",
+		                 "%s", db_val(res, 0, 0));
+		return;
+	}
+	if (!c->key[0]) {
+		admit(r);
+		return;
+	}
+	snprintf(uid, sizeof(uid), "%lld", (long long)r->auth->user_id);
+	db_query("SELECT 1 FROM jobs WHERE user_id = $1 AND idempotency_key = $2", 2, p, key_seen,
+	         r);
+}
+
+/* Checks everything a submit says; replies 4xx itself and returns -1. */
+static int create_valid(struct http_req *r, json_t *body)
+{
+	const char *prio = json_string_value(json_object_get(body, "priority")), *k;
+	int has_pool = json_is_string(json_object_get(body, "pool"));
+	json_t *v;
+	size_t i;
+
+	if (!name_ok(json_string_value(json_object_get(body, "name")), 63)) {
+		http_reply_error(
+		        r, RC_INVALID, "e.g. \"resnet-lr0.1\"",
+		        "name must be 1 to 63 lower-case letters, digits, '.', '_' or '-', "
+		        "starting with a letter or digit");
+		return -1;
+	}
+	if (prio && strcmp(prio, "normal") && strcmp(prio, "scavenger") && strcmp(prio, "exam")) {
+		http_reply_error(r, RC_INVALID, NULL, "priority must be exam, normal or scavenger");
+		return -1;
+	}
+	if (prio && strcmp(prio, "exam") == 0 && !(r->auth->role & (ROLE_TEACHER | ROLE_ADMIN))) {
+		http_reply_error(r, RC_FORBIDDEN, NULL,
+		                 "only teachers and admins may ask for exam priority");
+		return -1;
+	}
+	if (json_object_get(body, "slices") &&
+	    (!has_pool || int_or(body, "slices", 0) < 1 || int_or(body, "slices", 0) > 64)) {
+		http_reply_error(r, RC_INVALID, "name a pool to have GPUs",
+		                 "slices must be 1 to 64, with a pool");
+		return -1;
+	}
+	if (int_or(body, "image_id", 0) < 1 || int_or(body, "cpu_millis", 1000) < 10 ||
+	    int_or(body, "cpu_millis", 1000) > 1024000 || int_or(body, "mem_mib", 1024) < 16 ||
+	    int_or(body, "mem_mib", 1024) > (1LL << 24) || int_or(body, "shm_mib", 64) < 1 ||
+	    int_or(body, "shm_mib", 64) > (1LL << 20) || int_or(body, "max_runtime_s", 86400) < 1 ||
+	    int_or(body, "max_runtime_s", 86400) > 30 * 86400 ||
+	    int_or(body, "retry_limit", 0) < 0 || int_or(body, "retry_limit", 0) > 10) {
+		http_reply_error(r, RC_INVALID, NULL,
+		                 "image_id must be positive; cpu_millis 10 to 1024000, mem_mib 16 "
+		                 "to 16777216, shm_mib 1 to 1048576, max_runtime_s 1 to 2592000 "
+		                 "(30 days), retry_limit 0 to 10");
+		return -1;
+	}
+	if (json_array_size(json_object_get(body, "command")) == 0) {
+		http_reply_error(r, RC_INVALID, "e.g. [\"python3\", \"train.py\"]",
+		                 "command must name the program to run");
+		return -1;
+	}
+	json_array_foreach(json_object_get(body, "command"), i, v)
+	{
+		if (!text_ok(v, 8192)) {
+			http_reply_error(r, RC_INVALID,
+			                 "e.g. [\"sh\", \"-c\", \"python3 train.py\"]",
+			                 "command must be an array of strings (each at most 8192 "
+			                 "bytes)");
+			return -1;
+		}
+	}
+	json_array_foreach(json_object_get(body, "tags"), i, v)
+	{
+		if (!name_ok(json_string_value(v), 40)) {
+			http_reply_error(
+			        r, RC_INVALID, "e.g. [\"resnet\", \"sweep-3\"]",
+			        "tags must be 1 to 40 lower-case letters, digits, '.', '_' "
+			        "or '-'");
+			return -1;
+		}
+	}
+	if (json_object_size(json_object_get(body, "env")) > 64) {
+		http_reply_error(r, RC_INVALID, NULL, "env has more than 64 variables");
+		return -1;
+	}
+	json_object_foreach(json_object_get(body, "env"), k, v)
+	{
+		if (!ident_ok(k, 128, "") || !text_ok(v, 4096)) {
+			http_reply_error(r, RC_INVALID, "e.g. {\"EPOCHS\": \"3\"}",
+			                 "env must map variable names (letters, digits, '_') to "
+			                 "strings of at most 4096 bytes");
+			return -1;
+		}
+	}
+	if (json_object_size(json_object_get(body, "hyperparameters")) > 64) {
+		http_reply_error(r, RC_INVALID, NULL, "hyperparameters has more than 64 entries");
+		return -1;
+	}
+	json_object_foreach(json_object_get(body, "hyperparameters"), k, v)
+	{
+		if (!ident_ok(k, 64, "_.-") ||
+		    !(json_is_number(v) || json_is_boolean(v) || text_ok(v, 1024))) {
+			http_reply_error(
+			        r, RC_INVALID, "e.g. {\"lr\": 0.01, \"epochs\": 3}",
+			        "hyperparameters must map names (letters, digits, '_', '.', "
+			        "'-') to numbers, booleans or strings of at most 1024 bytes");
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static void create(struct http_req *r)
+{
+	json_t *body = api_json_body(r, create_spec);
+	const char *key;
+	struct create_ctx *c;
+	char uid[24];
+	const char *p[1] = { uid };
+	size_t n;
+
+	if (!body)
+		return; /* replied: the request is over (its headers too) */
+	key = http_header(r, "Idempotency-Key");
+	if (create_valid(r, body) < 0)
+		goto bad;
+	if (key && (!*key || strlen(key) > 200 ||
+	            strspn(key, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+	                        "-_.:") != strlen(key))) {
+		http_reply_error(r, RC_INVALID, "e.g. a UUID",
+		                 "Idempotency-Key must be 1 to 200 letters, digits, '-', '_', '.' "
+		                 "or ':'");
+		goto bad;
+	}
+	c = api_state(r, sizeof(*c), create_free);
+	if (!c)
+		goto bad;
+	c->body = body;
+	c->text = strndup((const char *)evbuffer_pullup(r->body, -1), evbuffer_get_length(r->body));
+	if (!c->text) {
+		http_reply_error(r, RC_NOMEM, NULL, "out of memory");
+		return;
+	}
+	n = key ? strlen(key) : 0;
+	memcpy(c->key, key ? key : "", n);
+	c->key[n] = '\0';
+	snprintf(uid, sizeof(uid), "%lld", (long long)r->auth->user_id);
+	db_query("SELECT gc_storage_block_reason($1)", 1, p, create_blocked, r);
+	return;
+bad:
+	json_decref(body);
+}
+
+/* ---- cancel ---- */
+
+static const struct jfield empty_spec[] = { { NULL, 0, 0, 0 } };
+
+static void cancel_done(PGresult *res, enum rc rc, void *arg)
+{
+	struct http_req *r = arg;
+	const char *id = r->data;
+
+	if (rc != RC_OK) {
+		api_reply_db_error(r, rc, "could not cancel the job");
+		return;
+	}
+	if (!db_val(res, 0, 0)) {
+		http_reply_error(r, RC_NOTFOUND, "GET /api/v1/jobs lists yours", "no such job");
+		return;
+	}
+	if (strcmp(db_val(res, 0, 0), "succeeded") == 0 ||
+	    strcmp(db_val(res, 0, 0), "failed") == 0 ||
+	    strcmp(db_val(res, 0, 0), "cancelled") == 0 || strcmp(db_val(res, 0, 0), "lost") == 0) {
+		http_reply_error(r, RC_CONFLICT, "submit it again to run it again",
+		                 "job %s has already ended (%s)", id, db_val(res, 0, 0));
+		return;
+	}
+	if (strcmp(db_val(res, 0, 1), "0") != 0)
+		auth_audit(r, r->auth, "job.cancel", id, NULL);
+	reply_job(r, id, one_202);
+}
+
+static void cancel(struct http_req *r)
+{
+	json_t *body = api_json_body(r, empty_spec);
+	long long id;
+	char *ids, uid[24];
+	const char *p[3];
+
+	if (!body)
+		return;
+	json_decref(body);
+	if (api_id(r, "id", &id) < 0)
+		return;
+	ids = api_state(r, 24, NULL);
+	if (!ids)
+		return;
+	snprintf(ids, 24, "%lld", id);
+	p[0] = ids;
+	p[1] = owner_param(r, uid, sizeof(uid));
+	p[2] = r->auth->username;
+	db_query("WITH j AS (SELECT id, state, desired FROM jobs WHERE id = $1"
+	         "  AND ($2::bigint IS NULL OR user_id = $2::bigint) FOR UPDATE),"
+	         " u AS (UPDATE jobs SET desired = 'cancelled', cancelled_by = $3,"
+	         "  updated_at = now() WHERE id IN (SELECT id FROM j WHERE desired = 'running'"
+	         "  AND state IN ('queued', 'starting', 'running', 'stopping')) RETURNING id)"
+	         " SELECT (SELECT state FROM j), (SELECT count(*) FROM u)",
+	         3, p, cancel_done, r);
+}
+
+/* ---- the log ---- */
+
+#define LOG_MAX_BYTES (4 << 20)
+
+struct log_ctx {
+	struct http_req *r;
+	struct storage_area area;
+	char rel[400]; /* the log below the home */
+	long tail;     /* lines */
+	char *buf;     /* what is sent */
+	size_t len;
+	int err;        /* errno of a failed read (0: none) */
+	int gone;       /* the client left */
+	int follow;     /* ?follow=1: Server-Sent Events */
+	long long from; /* follow: the Last-Event-ID offset, or -1 */
+};
+
+/* worker: the last tail lines (at most LOG_MAX_BYTES) of the log */
+static void log_read(void *arg)
+{
+	struct log_ctx *c = arg;
+	int home = storage_area_open(&c->area), fd = -1;
+	struct stat st;
+	off_t from;
+	ssize_t n;
+	size_t want, lines = 0, start;
+
+	if (home < 0) {
+		c->err = errno;
+		return;
+	}
+	fd = paths_open(home, c->rel, O_RDONLY, 0);
+	close(home);
+	if (fd < 0) {
+		c->err = errno;
+		return;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		c->err = EINVAL;
+		close(fd);
+		return;
+	}
+	want = st.st_size > LOG_MAX_BYTES ? LOG_MAX_BYTES : (size_t)st.st_size;
+	from = st.st_size - (off_t)want;
+	c->buf = malloc(want + 1);
+	if (!c->buf) {
+		c->err = ENOMEM;
+		close(fd);
+		return;
+	}
+	n = pread(fd, c->buf, want, from);
+	close(fd);
+	if (n < 0) {
+		c->err = errno;
+		return;
+	}
+	c->len = (size_t)n;
+	/* keep the last tail lines (a final line without '\n' counts) */
+	start = c->len;
+	if (start > 0 && c->buf[start - 1] == '\n')
+		start--;
+	while (start > 0) {
+		if (c->buf[start - 1] == '\n' && ++lines >= (size_t)c->tail)
+			break;
+		start--;
+	}
+	if (start == 0 && from > 0) {
+		/* the first line read is not whole */
+		char *nl = memchr(c->buf, '\n', c->len);
+		start = nl ? (size_t)(nl - c->buf) + 1 : 0;
+	}
+	memmove(c->buf, c->buf + start, c->len - start);
+	c->len -= start;
+}
+
+static void log_sent(void *arg)
+{
+	struct log_ctx *c = arg;
+
+	if (!c->gone) {
+		c->r->data = NULL;
+		c->r->data_free = NULL;
+		if (c->err == ENOENT)
+			http_reply(c->r, 200, "text/plain; charset=utf-8", "", 0);
+		else if (c->err)
+			http_reply_error(c->r, RC_DB, NULL, "could not read the job's log: %s",
+			                 strerror(c->err));
+		else
+			http_reply(c->r, 200, "text/plain; charset=utf-8", c->buf, c->len);
+	}
+	free(c->buf);
+	free(c);
+}
+
+/* the request ends before the worker: the worker's done frees */
+static void log_gone(void *arg)
+{
+	struct log_ctx *c = arg;
+
+	c->gone = 1;
+}
+
+/* -- follow: Server-Sent Events from the growing file --
+ *
+ * Each whole line is one event whose id is the byte offset just after it,
+ * so a client that reconnects with Last-Event-ID goes on where it was.
+ * One cron section polls every follower's file (FOLLOW_MS; a few small
+ * reads on local disk) and reads each job's state every FOLLOW_CHECK
+ * ticks: once it has ended and the file has no more, "event: end" with the
+ * state closes the stream. */
+#define FOLLOW_MS      250
+#define FOLLOW_CHECK   4
+#define FOLLOW_READ    (64 * 1024)
+#define FOLLOW_BACKLOG (1u << 20)
+
+struct follow {
+	struct http_req *r;
+	struct storage_area area;
+	char rel[400];
+	char ids[24];
+	int fd;
+	off_t off;       /* the next byte to send */
+	char part[4096]; /* a line not ended yet */
+	size_t plen;
+	char state[16]; /* the job's state at the last check ("" none yet) */
+	int ticks;
+	int checking;   /* a state read is out */
+	int gone;       /* the client left */
+	int start_tail; /* lines to start with (no Last-Event-ID) */
+	struct follow *next;
+};
+
+static struct follow *followers;
+static struct cron_section *follow_cron;
+
+static int final_state(const char *st)
+{
+	return strcmp(st, "succeeded") == 0 || strcmp(st, "failed") == 0 ||
+	       strcmp(st, "cancelled") == 0 || strcmp(st, "lost") == 0;
+}
+
+static void follow_unlink(struct follow *f)
+{
+	for (struct follow **pp = &followers; *pp; pp = &(*pp)->next)
+		if (*pp == f) {
+			*pp = f->next;
+			break;
+		}
+	f->next = NULL;
+}
+
+static void follow_free(void *p)
+{
+	struct follow *f = p;
+
+	follow_unlink(f);
+	if (f->fd >= 0)
+		close(f->fd);
+	free(f);
+}
+
+/* One event for line[0..n) ending at offset end. */
+static int follow_event(struct follow *f, const char *line, size_t n, off_t end)
+{
+	char head[48];
+	struct evbuffer *b = evbuffer_new();
+	int rc;
+
+	if (!b)
+		return -1;
+	snprintf(head, sizeof(head), "id: %lld\ndata: ", (long long)end);
+	evbuffer_add(b, head, strlen(head));
+	for (size_t i = 0; i < n; i++)
+		if (line[i] != '\r')
+			evbuffer_add(b, line + i, 1);
+	evbuffer_add(b, "\n\n", 2);
+	rc = http_stream_write(f->r, evbuffer_pullup(b, -1), evbuffer_get_length(b));
+	evbuffer_free(b);
+	return rc;
+}
+
+/* The offset where the last n lines of fd begin (looking back at most
+ * 256 KiB; a line cut there is left out). */
+static off_t tail_start(int fd, long n)
+{
+	static char buf[256 * 1024];
+	struct stat st;
+	off_t from;
+	ssize_t got;
+	long lines = 0;
+
+	if (fstat(fd, &st) < 0 || st.st_size == 0)
+		return 0;
+	from = st.st_size > (off_t)sizeof(buf) ? st.st_size - (off_t)sizeof(buf) : 0;
+	got = pread(fd, buf, sizeof(buf), from);
+	if (got <= 0)
+		return st.st_size;
+	for (ssize_t i = got - 2; i >= 0; i--)
+		if (buf[i] == '\n' && ++lines >= n)
+			return from + i + 1;
+	if (from == 0)
+		return 0;
+	{
+		char *nl = memchr(buf, '\n', (size_t)got);
+		return nl ? from + (nl - buf) + 1 : st.st_size;
+	}
+}
+
+/* Ends the stream (ended: the job has, say so first); frees f. */
+static void follow_stop(struct follow *f, int ended)
+{
+	if (ended && f->plen) {
+		follow_event(f, f->part, f->plen, f->off);
+		f->plen = 0;
+	}
+	if (ended) {
+		char ev[64];
+		snprintf(ev, sizeof(ev), "event: end\ndata: %s\n\n", f->state);
+		http_stream_write(f->r, ev, strlen(ev));
+	}
+	http_stream_end(f->r); /* frees f (data_free) */
+}
+
+/* Sends the whole lines the file has beyond f->off; the bytes read. */
+static ssize_t follow_read(struct follow *f)
+{
+	static char buf[FOLLOW_READ];
+	struct stat st;
+	ssize_t n;
+	size_t start = 0;
+
+	if (f->fd < 0) {
+		/* not there before the job starts */
+		int home = storage_area_open(&f->area);
+		if (home < 0)
+			return 0;
+		f->fd = paths_open(home, f->rel, O_RDONLY, 0);
+		close(home);
+		if (f->fd < 0)
+			return 0;
+		if (fstat(f->fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+			close(f->fd);
+			f->fd = -1;
+			return 0;
+		}
+		if (f->start_tail > 0)
+			f->off = tail_start(f->fd, f->start_tail);
+	}
+	if (fstat(f->fd, &st) < 0)
+		return 0;
+	if (st.st_size < f->off) {
+		/* cut back to a checkpoint (jobs.c): it grows again from there */
+		f->off = st.st_size;
+		f->plen = 0;
+	}
+	n = pread(f->fd, buf, sizeof(buf), f->off);
+	if (n <= 0)
+		return 0;
+	for (ssize_t i = 0; i < n; i++) {
+		if (buf[i] != '\n')
+			continue;
+		if (f->plen) {
+			/* the held beginning, then this piece */
+			size_t k = (size_t)i - start;
+			if (f->plen + k > sizeof(f->part))
+				k = sizeof(f->part) - f->plen;
+			memcpy(f->part + f->plen, buf + start, k);
+			follow_event(f, f->part, f->plen + k, f->off + i + 1);
+			f->plen = 0;
+		} else {
+			follow_event(f, buf + start, (size_t)i - start, f->off + i + 1);
+		}
+		start = (size_t)i + 1;
+	}
+	/* the unended rest waits for its newline (a very long one goes out in
+	 * pieces) */
+	while (start < (size_t)n) {
+		size_t k = (size_t)n - start;
+		if (k > sizeof(f->part) - f->plen)
+			k = sizeof(f->part) - f->plen;
+		memcpy(f->part + f->plen, buf + start, k);
+		f->plen += k;
+		start += k;
+		if (f->plen == sizeof(f->part)) {
+			follow_event(f, f->part, f->plen, f->off + (off_t)start);
+			f->plen = 0;
+		}
+	}
+	f->off += n;
+	return n;
+}
+
+static void follow_checked(PGresult *res, enum rc rc, void *arg)
+{
+	struct follow *f = arg;
+
+	f->checking = 0;
+	if (f->gone) {
+		http_stream_end(f->r);
+		return;
+	}
+	if (rc == RC_OK && PQntuples(res) == 1)
+		snprintf(f->state, sizeof(f->state), "%s", db_val(res, 0, 0));
+}
+
+/* cron: every follower's file and, now and then, its job's state */
+static void follow_tick(struct cron_section *s, void *arg)
+{
+	struct follow *f, *next;
+
+	(void)s;
+	(void)arg;
+	for (f = followers; f; f = next) {
+		const char *p[1] = { f->ids };
+		ssize_t n = 0;
+		next = f->next;
+		if (f->gone)
+			continue;
+		if (http_stream_backlog(f->r) < FOLLOW_BACKLOG)
+			n = follow_read(f);
+		if (n == 0 && !f->checking && f->state[0] && final_state(f->state)) {
+			follow_stop(f, 1);
+			continue;
+		}
+		if (!f->checking && f->ticks++ % FOLLOW_CHECK == 0) {
+			f->checking = 1;
+			db_query("SELECT state FROM jobs WHERE id = $1", 1, p, follow_checked, f);
+		}
+	}
+}
+
+static void follow_gone(struct http_req *r, void *arg)
+{
+	struct follow *f = r->data;
+
+	(void)arg;
+	f->gone = 1;
+	follow_unlink(f);
+	if (!f->checking)
+		http_stream_end(r);
+	/* else the state read's completion ends it */
+}
+
+/* Starts following the log of the row's job (log_row's columns); from:
+ * the Last-Event-ID offset, or -1 for the last tail lines. */
+static void follow_begin(struct http_req *r, const PGresult *res, long tail, long long from)
+{
+	struct follow *f = calloc(1, sizeof(*f));
+
+	if (!follow_cron)
+		follow_cron = cron_every("job-log-follow", FOLLOW_MS, FOLLOW_MS, follow_tick, NULL);
+	if (!f || !follow_cron) {
+		free(f);
+		http_reply_error(r, RC_NOMEM, NULL, "out of memory");
+		return;
+	}
+	f->r = r;
+	f->fd = -1;
+	f->off = from >= 0 ? from : 0;
+	f->start_tail = from >= 0 ? 0 : (int)tail;
+	snprintf(f->ids, sizeof(f->ids), "%s", db_val(res, 0, 3));
+	storage_area_home(&f->area, strtoll(db_val(res, 0, 0), NULL, 10), db_val(res, 0, 1));
+	snprintf(f->rel, sizeof(f->rel), "jobs/%s/output.log", db_val(res, 0, 2));
+	if (r->data_free)
+		r->data_free(r->data);
+	r->data = f;
+	r->data_free = follow_free;
+	f->next = followers;
+	followers = f;
+	http_add_header(r, "Cache-Control", "no-store");
+	http_add_header(r, "X-Accel-Buffering", "no");
+	http_stream_begin(r, 200, "text/event-stream; charset=utf-8", -1);
+	http_req_on_close(r, follow_gone, NULL);
+	cron_soon(follow_cron, 1);
+}
+
+static void log_row(PGresult *res, enum rc rc, void *arg)
+{
+	struct http_req *r = arg;
+	struct log_ctx *c = r->data;
+
+	if (rc != RC_OK) {
+		api_reply_db_error(r, rc, "");
+		return;
+	}
+	if (PQntuples(res) != 1) {
+		http_reply_error(r, RC_NOTFOUND, "GET /api/v1/jobs lists yours", "no such job");
+		return;
+	}
+	if (c->follow) {
+		follow_begin(r, res, c->tail, c->from);
+		return;
+	}
+	storage_area_home(&c->area, strtoll(db_val(res, 0, 0), NULL, 10), db_val(res, 0, 1));
+	snprintf(c->rel, sizeof(c->rel), "jobs/%s/output.log", db_val(res, 0, 2));
+	r->data_free = log_gone;
+	if (worker_submit(log_read, log_sent, c) < 0) {
+		r->data_free = NULL;
+		r->data = NULL;
+		free(c);
+		http_reply_error(r, RC_UNAVAILABLE, "retry in a few seconds", "the server is busy");
+	}
+}
+
+static void logs(struct http_req *r)
+{
+	struct log_ctx *c;
+	long long id;
+	char tail[16], follow[8], ids[24], uid[24];
+	const char *p[2], *last;
+	long nt, nf;
+
+	if (api_id(r, "id", &id) < 0)
+		return;
+	if ((nt = api_query(r, "tail", tail, sizeof(tail))) == -2 ||
+	    (nf = api_query(r, "follow", follow, sizeof(follow))) == -2)
+		return;
+	if (nf >= 0 && strcmp(follow, "0") != 0 && strcmp(follow, "1") != 0) {
+		http_reply_error(r, RC_INVALID, "follow=1 streams the log",
+		                 "follow must be 0 or 1");
+		return;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		http_reply_error(r, RC_NOMEM, NULL, "out of memory");
+		return;
+	}
+	c->tail = 200;
+	if (nt >= 0) {
+		long long t;
+		if (http_parse_decimal(tail, &t) < 0 || t < 1 || t > 100000) {
+			free(c);
+			http_reply_error(r, RC_INVALID, "e.g. tail=200",
+			                 "tail must be 1 to 100000");
+			return;
+		}
+		c->tail = (long)t;
+	}
+	c->follow = nf >= 0 && strcmp(follow, "1") == 0;
+	c->from = -1;
+	last = http_header(r, "Last-Event-ID");
+	if (c->follow && last) {
+		long long v;
+		if (http_parse_decimal(last, &v) < 0) {
+			free(c);
+			http_reply_error(r, RC_INVALID, NULL,
+			                 "Last-Event-ID must be an event id this stream sent");
+			return;
+		}
+		c->from = v;
+	}
+	c->r = r;
+	r->data = c;
+	r->data_free = free;
+	snprintf(ids, sizeof(ids), "%lld", id);
+	p[0] = ids;
+	p[1] = owner_param(r, uid, sizeof(uid));
+	db_query("SELECT j.user_id, u.username, substr(j.directory,"
+	         "  length('home/' || u.username || '/jobs/') + 1), j.id"
+	         " FROM jobs j JOIN users u ON u.id = j.user_id"
+	         " WHERE j.id = $1 AND ($2::bigint IS NULL OR j.user_id = $2::bigint)",
+	         2, p, log_row, r);
+}
+
+const struct route api_jobs_routes[] = {
+	{ HTTP_GET, "/api/v1/jobs", list, ROLES_ALL, 0, 0, NULL },
+	{ HTTP_POST, "/api/v1/jobs", create, ROLES_ALL, 0, 65536, NULL },
+	{ HTTP_GET, "/api/v1/jobs/{id}", get, ROLES_ALL, 0, 0, NULL },
+	{ HTTP_POST, "/api/v1/jobs/{id}/cancel", cancel, ROLES_ALL, 0, 1024, NULL },
+	{ HTTP_GET, "/api/v1/jobs/{id}/logs", logs, ROLES_ALL, 0, 0, NULL },
+	{ 0, NULL, NULL, 0, 0, 0, NULL },
+};
