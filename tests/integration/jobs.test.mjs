@@ -43,7 +43,9 @@ describe('jobs', () => {
     alice = await mkUser(w, 'alice');
     bob = await mkUser(w, 'bob');
   });
-  after(async () => { try { await stopClean(w?.srv); } finally { cleanup(w?.srv); } });
+  // the containers go first: a job still writing its log into the job
+  // folder kept the test's data folder from being removed
+  after(async () => { try { cleanup(w?.srv); } finally { await stopClean(w?.srv); } });
 
   const jobDir = (user, j) => join(w.srv.dir, 'data', 'home', user, j.directory);
 

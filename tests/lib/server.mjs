@@ -86,7 +86,8 @@ export async function startServer(opts = {}) {
         for (let i = 0; i < 40 && !exited; i++) await sleep(50);
       }
       if (!keepDb && !opts.db) dropDatabase(db.name);
-      rmSync(dir, { recursive: true, force: true });
+      // a container of the test may still write into a bind-mounted folder
+      rmSync(dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 });
       return exited;
     },
   };
