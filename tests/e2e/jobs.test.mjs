@@ -103,6 +103,9 @@ describe('jobs in the browser', () => {
   it('submits a job from the form, sees it succeed and reads its log', async () => {
     // a bad hyperparameters text is caught before sending
     await page.locator('[data-action=new-job]').click();
+    // the picker fills in after the catalog answers: before that the form
+    // says "pick an image" (a loaded CI machine clicked too early)
+    await until(async () => (await page.locator('[data-field=image] option').count()) === 1, 'the image in the picker');
     await page.locator('[data-field=command]').fill('true');
     await page.locator('[data-field=hyperparameters]').fill('[1, 2]');
     await page.locator('[data-action=submit-job]').click();
