@@ -1039,3 +1039,15 @@ void docker_shutdown(void)
 	curl_global_cleanup();
 	/* base stays: the completions queued above still run on it. */
 }
+
+void docker_ignore(struct docker_call *call, enum rc rc, int status, const char *body, size_t len,
+                   const char *err, void *arg)
+{
+	(void)call;
+	(void)rc;
+	(void)status;
+	(void)body;
+	(void)len;
+	(void)err;
+	(void)arg;
+}

@@ -65,6 +65,11 @@ struct docker_call *docker_request(struct docker_engine *e, const char *method, 
                                    const char *const *headers, int timeout_ms, docker_cb cb,
                                    void *arg);
 
+/* A docker_cb for fire-and-forget calls (a best-effort remove or kill whose
+ * outcome the next pass or the reconciler reads anyway): drops the answer. */
+void docker_ignore(struct docker_call *call, enum rc rc, int status, const char *body, size_t len,
+                   const char *err, void *arg);
+
 /* The same, with the response body handed to on_data as it arrives.
  * demux: 1 to split 8-byte-framed container streams (logs/attach without a
  * TTY), 0 for raw bodies, DOCKER_DEMUX_FRAMES to split them and mark the

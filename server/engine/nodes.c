@@ -322,18 +322,6 @@ struct discovery {
 
 static void discovery_create(struct node_rt *n, struct discovery *d);
 
-static void ignore_call(struct docker_call *call, enum rc rc, int status, const char *body,
-                        size_t len, const char *err, void *arg)
-{
-	(void)call;
-	(void)rc;
-	(void)status;
-	(void)body;
-	(void)len;
-	(void)err;
-	(void)arg;
-}
-
 static void discovery_end(struct discovery *d, const char *why)
 {
 	struct node_rt *n = rt_find(d->node_id);
@@ -344,7 +332,7 @@ static void discovery_end(struct discovery *d, const char *why)
 		        why);
 	if (*d->cid && n && n->eng) {
 		snprintf(path, sizeof(path), "/containers/%s?force=1", d->cid);
-		docker_request(n->eng, "DELETE", path, NULL, NULL, 0, NULL, 30000, ignore_call,
+		docker_request(n->eng, "DELETE", path, NULL, NULL, 0, NULL, 30000, docker_ignore,
 		               NULL);
 	}
 	if (n) {
@@ -543,7 +531,7 @@ static void discovery_next(struct node_rt *n, struct discovery *d, int phase)
 	char path[200];
 
 	snprintf(path, sizeof(path), "/containers/%s?force=1", d->cid);
-	docker_request(n->eng, "DELETE", path, NULL, NULL, 0, NULL, 30000, ignore_call, NULL);
+	docker_request(n->eng, "DELETE", path, NULL, NULL, 0, NULL, 30000, docker_ignore, NULL);
 	d->cid[0] = '\0';
 	evbuffer_drain(d->out, evbuffer_get_length(d->out));
 	d->phase = phase;

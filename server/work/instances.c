@@ -171,18 +171,6 @@ static void launch_fail(struct op *o, const char *why)
 	set_state(o->id, Q | P | C, WL_FAILED, why, WL_RELEASE | WL_SETTLE, op_end_cb, o);
 }
 
-static void ignore_call(struct docker_call *call, enum rc rc, int status, const char *body,
-                        size_t len, const char *err, void *arg)
-{
-	(void)call;
-	(void)rc;
-	(void)status;
-	(void)body;
-	(void)len;
-	(void)err;
-	(void)arg;
-}
-
 /* -- launch: running -- */
 
 static void ran(PGresult *res, enum rc rc, void *arg)
@@ -345,7 +333,7 @@ static void pulling_set(int changed, void *arg)
 	    (e = nodes_engine(o->old_node))) {
 		/* started again on another node: the old container goes */
 		snprintf(path, sizeof(path), "/containers/%s?force=1", o->name);
-		docker_request(e, "DELETE", path, NULL, NULL, 0, NULL, 60000, ignore_call, NULL);
+		docker_request(e, "DELETE", path, NULL, NULL, 0, NULL, 60000, docker_ignore, NULL);
 	}
 	launch_joined(o);
 }

@@ -175,18 +175,6 @@ static void op_end_cb(int changed, void *arg)
 	op_free(arg);
 }
 
-static void ignore_call(struct docker_call *call, enum rc rc, int status, const char *body,
-                        size_t len, const char *err, void *arg)
-{
-	(void)call;
-	(void)rc;
-	(void)status;
-	(void)body;
-	(void)len;
-	(void)err;
-	(void)arg;
-}
-
 /* ---- the job directory ----
  *
  * output.log is written from the engine's logs stream, one frame per log
@@ -650,7 +638,7 @@ static void watch_stop(struct op *o, enum workload_state to, const char *why, co
 	set_state(o->id, ST | R | S, WL_STOPPING, why, code, 0, NULL, NULL);
 	/* fire and forget: the log stream ends when the container does, and
 	 * the end follows from that */
-	driver_container_stop(o->node_id, o->name, grace, ignore_call, NULL);
+	driver_container_stop(o->node_id, o->name, grace, docker_ignore, NULL);
 }
 
 static void deadline(evutil_socket_t fd, short what, void *arg)
@@ -716,7 +704,7 @@ static void resume_row(PGresult *res, enum rc rc, void *arg)
 		         x->stop_to == WL_CANCELLED ? x->why : db_val(res, 0, 8));
 		snprintf(o->stop_code, sizeof(o->stop_code), "%s",
 		         x->stop_to == WL_CANCELLED ? "cancelled" : db_val(res, 0, 9));
-		driver_container_stop(o->node_id, o->name, cfg.instance_stop_grace, ignore_call,
+		driver_container_stop(o->node_id, o->name, cfg.instance_stop_grace, docker_ignore,
 		                      NULL);
 	}
 	free(x);
@@ -795,7 +783,7 @@ static void launch_failed(void *arg, const char *why)
 	struct op *o = arg;
 
 	/* a container the create left behind goes with the failure */
-	driver_container_remove(o->node_id, o->name, ignore_call, NULL);
+	driver_container_remove(o->node_id, o->name, docker_ignore, NULL);
 	launch_fail(o, why, "start_failed");
 }
 
@@ -1171,7 +1159,7 @@ static void decide(const PGresult *res, int i)
 		snprintf(o->stop_reason, sizeof(o->stop_reason), "%s", cancelled);
 		snprintf(o->stop_code, sizeof(o->stop_code), "cancelled");
 		set_state(id, ST | R | S, WL_STOPPING, cancelled, "cancelled", 0, NULL, NULL);
-		driver_container_stop(node, o->name, cfg.instance_stop_grace, ignore_call, NULL);
+		driver_container_stop(node, o->name, cfg.instance_stop_grace, docker_ignore, NULL);
 	}
 }
 
