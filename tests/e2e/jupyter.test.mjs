@@ -63,8 +63,19 @@ describe('Jupyter through the proxy, and the web terminal', () => {
     await page.goto(`http://${route.id}.localhost:${w.srv.port}/tree`);
     await page.waitForURL(/#\/login\?open=/);
     await shot(page, 'jupyter-login');
+    // Chromium drops every load in flight with ERR_NETWORK_CHANGED when a
+    // network interface appears on this machine, and the instance's start
+    // has just made bridges and veths here (a fresh-clone CI run showed it:
+    // the page's scripts failed to load, so no form came). A person's browser
+    // elsewhere never sees our bridges: load the page again, once.
+    const form = page.getByLabel('Username', { exact: true });
+    await form.waitFor({ timeout: 10000 }).catch(async (e) => {
+      if (!consoleLines.some((l) => l.includes('ERR_NETWORK_CHANGED'))) throw e;
+      consoleLines.push('(reloaded after ERR_NETWORK_CHANGED)');
+      await page.reload();
+    }).catch(() => { /* reported below */ });
     // the sign-in form; when it does not come, say what the page shows instead
-    await page.getByLabel('Username', { exact: true }).waitFor({ timeout: 20000 }).catch(async (e) => {
+    await form.waitFor({ timeout: 20000 }).catch(async (e) => {
       const html = await page.evaluate(() => document.getElementById('app')?.innerHTML ?? document.body.innerHTML).catch((x) => String(x));
       throw new Error(`no sign-in form at ${page.url()}: ${e.message}\napp: ${String(html).slice(0, 800)}\n` +
         `page errors: ${JSON.stringify(pageErrors)}\nconsole: ${consoleLines.slice(-20).join('\n')}`);
