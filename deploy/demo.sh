@@ -196,7 +196,7 @@ image_up() {
 	ref=$(image_ref "$RECIPE_NAME")
 	also=$(image_also "$RECIPE_NAME")
 	if [[ -z ${GPUCLOUD_DEMO_IMAGE_FROM:-} ]]; then
-		if ! image_in_registry "$ref" && [[ ! -s $CACHE/$RECIPE_NAME-rootfs-bookworm.tar ]]; then
+		if ! image_in_registry "$ref" && [[ ! -s $(rootfs_cache "$RECIPE_NAME") ]]; then
 			say "the first build debootstraps Debian bookworm with Jupyter (a few minutes; needs a Debian mirror)"
 		fi
 		images_build "$RECIPE_NAME"

@@ -24,7 +24,7 @@
 #                   never pushed
 #   rootfs=HOW      busybox: Debian's busybox-static and its applet links;
 #                   debootstrap:PKG,...: bookworm minbase plus those packages
-#                   (slow: the tar is cached as $CACHE/NAME-rootfs-bookworm.tar);
+#                   (slow: the tar is cached, see rootfs_cache);
 #                   from:RECIPE: that recipe's root filesystem
 #   add=FUNC        FUNC DIR NODE writes files for node NODE (to=nodes),
 #                   added to the root filesystem (new paths only)
@@ -80,6 +80,16 @@ recipe jupyter ref=nvidia/jupyter:1 rootfs=debootstrap:python3-notebook,python3-
 	change='LABEL org.opencontainers.image.title=gpucloud-test-jupyter' \
 	message='gpucloud test world Jupyter image (Debian bookworm python3-notebook)' \
 	also=nvidia/tensorboard-standin:1
+
+# Real PyTorch (Debian's python3-torch: PyTorch 1.13, CPU) for training jobs:
+# single-node runs and DDP over gloo across the engines.  Debian's torchrun
+# fails on Python 3.11, so distributed members are started one process per
+# rank with MASTER_ADDR/RANK/WORLD_SIZE set (what gpucloud gives each member).
+recipe pytorch ref=nvidia/torch:1.13-cpu rootfs=debootstrap:python3-torch,python3-numpy \
+	change='CMD ["python3"]' change="$PATH_ENV" change='ENV LANG=C.UTF-8' \
+	change='ENV PYTHONUNBUFFERED=1' \
+	change='LABEL org.opencontainers.image.title=gpucloud-test-pytorch' \
+	message='gpucloud test world PyTorch image (Debian bookworm python3-torch)'
 
 # A stand-in for GPU discovery: its nvidia-smi prints output captured from
 # real hosts (tests/fixtures/nvidia-smi), run by the engines' "nvidia" runtime
@@ -216,6 +226,13 @@ debootstrap_tar() {
 	rm -rf -- "$tmp"
 }
 
+# rootfs_cache RECIPE : where a debootstrap recipe's root filesystem is kept:
+# named by the recipe and its package list, so a changed list is rebuilt.
+rootfs_cache() {
+	local pk=${RECIPE[$1.rootfs]#debootstrap:}
+	printf '%s/%s-rootfs-bookworm-%s.tar\n' "$CACHE" "$1" "$(printf '%s' "$pk" | md5sum | cut -c1-8)"
+}
+
 # rootfs_tar RECIPE [NODE] : sets ROOTFS to a tar of RECIPE's root filesystem
 # (for NODE when the recipe adds files per node), making it first when
 # missing: once per build (busybox) or once for good (debootstrap). A variable,
@@ -235,7 +252,7 @@ rootfs_tar() {
 		fi
 		;;
 	debootstrap:*)
-		out=$CACHE/$name-rootfs-bookworm.tar
+		out=$(rootfs_cache "$name")
 		[[ -s $out ]] || debootstrap_tar "$name" "${how#debootstrap:}" "$out"
 		;;
 	from:*)

@@ -227,6 +227,7 @@ write_env() {
 		printf 'export GPUCLOUD_WORLD_CUDA_IMAGE=%s\n' "$(shquote "$(image_ref cuda)")"
 		printf 'export GPUCLOUD_WORLD_JUPYTER_IMAGE=%s\n' "$(shquote "$(image_ref jupyter)")"
 		printf 'export GPUCLOUD_WORLD_TENSORBOARD_IMAGE=%s\n' "$(shquote "$(image_also jupyter)")"
+		printf 'export GPUCLOUD_WORLD_PYTORCH_IMAGE=%s\n' "$(shquote "$(image_ref pytorch)")"
 	} >"$W/env.tmp"
 	chmod 0600 "$W/env.tmp"
 	mv -- "$W/env.tmp" "$f"
