@@ -145,6 +145,36 @@ extern const struct route api_tensorboards_routes[];
 extern const struct route api_instances_routes[];
 extern const struct route api_jobs_routes[];
 extern const struct route api_settings_routes[];
+extern const struct route api_job_templates_routes[];
+
+/* ---- job templates (api_job_templates.c, api_jobs.c) ---- */
+
+/* One job template as a JSON document (text), from job_templates t LEFT
+ * JOIN images tim ON tim.id = t.image_id. */
+#define API_JOB_TEMPLATE_JSON                                                                    \
+	"json_build_object('id', t.id, 'name', t.name, 'title', t.title, 'description',"         \
+	" t.description, 'kind', t.kind, 'image_id', t.image_id, 'image', tim.reference,"        \
+	" 'image_name', tim.display_name, 'command', to_json(t.command), 'inputs', t.inputs,"    \
+	" 'hyperparameters', t.hyperparameters, 'pool', t.pool, 'slices', t.slices,"             \
+	" 'cpu_millis', t.cpu_millis, 'mem_mib', t.mem_mib, 'shm_mib', t.shm_mib,"               \
+	" 'max_runtime_s', t.max_runtime_s, 'members', t.members, 'allow_overrides',"            \
+	" t.allow_overrides, 'enabled', t.enabled, 'created_at', " DB_TS("t.created_at") ","     \
+	" 'updated_at', " DB_TS("t.updated_at") ")::text"
+#define API_JOB_TEMPLATE_FROM " FROM job_templates t LEFT JOIN images tim ON tim.id = t.image_id"
+
+struct template_error;
+/* A job submission from a template (the body of POST /jobs, or one run of
+ * a sweep): fills body's image_id, pool, slices, CPU, memory, shm and
+ * maximum runtime the submission leaves out from tmpl (API_JOB_TEMPLATE_JSON
+ * parsed), refuses ones that differ when the template allows no overrides,
+ * and expands the template's command for body's "hyperparameters" and
+ * "inputs" (home: "/home/<user>", for "~/").  On success body holds the
+ * expanded "command" and the completed "hyperparameters", and *command_text
+ * and *hparams_text (caller frees) are their JSON texts for the insert
+ * (reals written exactly).  Returns 0, or -1 with err filled (err->field
+ * names the field at fault). */
+int jobs_body_expand(json_t *body, const json_t *tmpl, const char *home, char **command_text,
+                     char **hparams_text, struct template_error *err);
 
 /* Records this replica's configured values of the site settings (the
  * admin's, when set, still win).  Synchronous, at start-up; 0 or -1. */

@@ -10,6 +10,7 @@
  * else's job is "not found".
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -30,6 +31,7 @@
 #include "db/db.h"
 #include "storage/paths.h"
 #include "storage/storage.h"
+#include "work/template.h"
 
 /* One job as a JSON document (text), built by the database. */
 #define JOB_JSON                                                                               \
@@ -51,13 +53,15 @@
 	"  'model', g.model) ORDER BY a.id) FROM allocations a JOIN slices s"                  \
 	"  ON s.id = a.slice_id JOIN gpus g ON g.id = s.gpu_id"                                \
 	"  WHERE a.request_id = j.request_id AND a.released_at IS NULL), '[]'),"               \
+	" 'template_id', j.template_id, 'template', jt.name, 'template_title', jt.title,"       \
 	" 'created_at', " DB_TS("j.created_at") ", 'started_at', " DB_TS(                      \
 	        "j.started_at") ", 'finished_at', " DB_TS("j.finished_at") ")::text"
 
 #define JOB_FROM                                                                           \
 	" FROM jobs j JOIN users u ON u.id = j.user_id"                                    \
 	" LEFT JOIN images im ON im.id = j.image_id LEFT JOIN pools p ON p.id = j.pool_id" \
-	" LEFT JOIN nodes n ON n.id = j.node_id LEFT JOIN alloc_requests r ON r.id = j.request_id"
+	" LEFT JOIN nodes n ON n.id = j.node_id LEFT JOIN alloc_requests r ON r.id = j.request_id" \
+	" LEFT JOIN job_templates jt ON jt.id = j.template_id"
 
 static const char *const states[] = { "queued",    "starting", "running",   "stopping",
 	                              "succeeded", "failed",   "cancelled", "lost" };
@@ -277,7 +281,9 @@ static void list(struct http_req *r)
 
 struct create_ctx {
 	json_t *body;
-	char *text; /* the body as sent (validated JSON) */
+	char *text;    /* the body as sent (validated JSON) */
+	char *command; /* from a template: the expanded command (JSON), else NULL */
+	char *hparams; /* from a template: the completed hyperparameters (JSON) */
 	char key[208];
 	int tries; /* the insert again after a concurrent submit's */
 	struct admit fit;
@@ -289,13 +295,17 @@ static void create_free(void *p)
 
 	json_decref(c->body);
 	free(c->text);
+	free(c->command);
+	free(c->hparams);
 	free(c);
 }
 
 static const struct jfield create_spec[] = {
 	{ "name", J_STRING, 1, 63 },
-	{ "image_id", J_INT, 1, 0 },
-	{ "command", J_ARRAY, 1, 256 },
+	{ "image_id", J_INT, 0, 0 },   /* required without a template */
+	{ "command", J_ARRAY, 0, 256 }, /* required without a template */
+	{ "template_id", J_INT, 0, 0 },
+	{ "inputs", J_OBJECT, 0, 0 },
 	{ "env", J_OBJECT, 0, 0 },
 	{ "hyperparameters", J_OBJECT, 0, 0 },
 	{ "tags", J_STRINGS, 0, 16 },
@@ -319,17 +329,19 @@ static int name_ok(const char *s, size_t max)
 	return strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789._-") == n;
 }
 
+/* letters, digits, '_' and the characters of more anywhere ("batch-size"),
+ * not starting with a digit */
 static int ident_ok(const char *k, size_t max, const char *more)
 {
 	size_t n = strlen(k);
 
 	if (n == 0 || n > max || (k[0] >= '0' && k[0] <= '9'))
 		return 0;
-	return strspn(k, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") +
-	               strspn(k + strspn(k, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvw"
-	                                    "xyz0123456789_"),
-	                      more) ==
-	       n;
+	for (size_t i = 0; i < n; i++)
+		if (!strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_", k[i]) &&
+		    !strchr(more, k[i]))
+			return 0;
+	return 1;
 }
 
 static long long int_or(json_t *body, const char *name, long long def)
@@ -426,6 +438,9 @@ static void create_insert(struct http_req *r)
 	db_arg_str(&a, auth_role_name(r->auth->role));    /* $11 */
 	db_arg_str(&a, c->key[0] ? c->key : NULL);        /* $12 */
 	db_arg_ll(&a, int_or(b, "max_runtime_s", 86400)); /* $13 */
+	db_arg_str(&a, c->command);                       /* $14: NULL, the body's */
+	db_arg_str(&a, c->hparams);                       /* $15: NULL, the body's */
+	db_arg_ll_opt(&a, int_or(b, "template_id", 0), c->command != NULL); /* $16 */
 	db_query_args(
 	        "WITH prev AS (SELECT id, idempotency_hash = md5($9) AS same FROM jobs"
 	        "  WHERE user_id = $1 AND idempotency_key = $12),"
@@ -452,17 +467,19 @@ static void create_insert(struct http_req *r)
 	        " ins AS (INSERT INTO jobs (id, user_id, name, tags, image_id, command, env,"
 	        "  hyperparameters, pool_id, slices, cpu_millis, mem_mib, shm_mib, priority,"
 	        "  max_runtime_s, retry_limit, request_id, directory, idempotency_key,"
-	        "  idempotency_hash, container_name)"
+	        "  idempotency_hash, container_name, template_id)"
 	        "  SELECT v.jid, $1, $4,"
 	        "  ARRAY(SELECT jsonb_array_elements_text(COALESCE(body.b->'tags', '[]'))),"
-	        "  img.id, ARRAY(SELECT jsonb_array_elements_text(body.b->'command')),"
-	        "  COALESCE(body.b->'env', '{}'), COALESCE(body.b->'hyperparameters', '{}'),"
+	        "  img.id,"
+	        "  ARRAY(SELECT jsonb_array_elements_text(COALESCE($14::jsonb, body.b->'command'))),"
+	        "  COALESCE(body.b->'env', '{}'),"
+	        "  COALESCE($15::jsonb, body.b->'hyperparameters', '{}'),"
 	        "  (SELECT id FROM pl), CASE WHEN $3::text IS NULL THEN 0 ELSE $5::int END,"
 	        "  $6, $7, $8, $10::alloc_priority, $13,"
 	        "  COALESCE((body.b->>'retry_limit')::int, 0), (SELECT id FROM req),"
 	        "  'home/' || usr.username || '/jobs/' || v.jid || '-' || $4, $12, md5($9),"
 	        "  'gc-' || substr((SELECT cluster_id FROM cluster_identity), 1, 8) || '-job-'"
-	        "  || v.jid"
+	        "  || v.jid, $16::bigint"
 	        "  FROM v, img, usr, body WHERE EXISTS (SELECT 1 FROM req) RETURNING id)"
 	        " SELECT (SELECT id FROM ins), (SELECT why FROM rq), (SELECT id FROM prev),"
 	        " (SELECT same FROM prev)",
@@ -533,6 +550,21 @@ static int create_valid(struct http_req *r, json_t *body)
 	int has_pool = json_is_string(json_object_get(body, "pool"));
 	json_t *v;
 	size_t i;
+
+	if (!json_is_integer(json_object_get(body, "image_id")) ||
+	    !json_is_array(json_object_get(body, "command"))) {
+		http_reply_error(r, RC_INVALID, "or submit from a template (template_id)",
+		                 "missing field '%s'",
+		                 json_is_integer(json_object_get(body, "image_id")) ? "command"
+		                                                                    : "image_id");
+		return -1;
+	}
+	if (json_object_get(body, "inputs") && !json_is_null(json_object_get(body, "inputs")) &&
+	    !json_is_integer(json_object_get(body, "template_id"))) {
+		http_reply_error(r, RC_INVALID, "GET /api/v1/job-templates lists them",
+		                 "inputs are for a job from a template: give its template_id");
+		return -1;
+	}
 
 	if (!name_ok(json_string_value(json_object_get(body, "name")), 63)) {
 		http_reply_error(
@@ -624,20 +656,169 @@ static int create_valid(struct http_req *r, json_t *body)
 	return 0;
 }
 
+/* ---- submit from a template ---- */
+
+static void expand_fail(struct template_error *e, const char *field, const char *reason,
+                        const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+static void expand_fail(struct template_error *e, const char *field, const char *reason,
+                        const char *fmt, ...)
+{
+	va_list ap;
+
+	snprintf(e->field, sizeof(e->field), "%s", field);
+	snprintf(e->reason, sizeof(e->reason), "%s", reason);
+	va_start(ap, fmt);
+	vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
+	va_end(ap);
+}
+
+int jobs_body_expand(json_t *body, const json_t *tmpl, const char *home, char **command_text,
+                     char **hparams_text, struct template_error *err)
+{
+	static const char *const amounts[] = { "cpu_millis", "mem_mib", "shm_mib", "max_runtime_s",
+		                               "slices", NULL };
+	int allow = json_is_true(json_object_get(tmpl, "allow_overrides"));
+	const char *tname = json_string_value(json_object_get(tmpl, "name"));
+	json_t *cmd = NULL, *hp = NULL, *v, *tv;
+	struct template_def def;
+
+	memset(err, 0, sizeof(*err));
+	*command_text = NULL;
+	*hparams_text = NULL;
+	if (json_object_get(body, "command") && !json_is_null(json_object_get(body, "command"))) {
+		expand_fail(err, "command", "template",
+		            "a job from template '%s' runs the template's command: give inputs and "
+		            "hyperparameters instead of a command",
+		            tname);
+		return -1;
+	}
+	/* the image: the template's, or the submitter's pick */
+	tv = json_object_get(tmpl, "image_id");
+	v = json_object_get(body, "image_id");
+	if (json_is_integer(tv)) {
+		if (json_is_integer(v) && !json_equal(v, tv) && !allow) {
+			expand_fail(err, "image_id", "override",
+			            "template '%s' runs its own image: leave image_id out", tname);
+			return -1;
+		}
+		if (!json_is_integer(v))
+			json_object_set_new(body, "image_id", json_copy(tv));
+	} else if (!json_is_integer(v)) {
+		expand_fail(err, "image_id", "required",
+		            "template '%s' runs the image you pick: give image_id", tname);
+		return -1;
+	}
+	/* the pool, then the amounts: the submitter's where the template
+	 * allows, else the template's */
+	tv = json_object_get(tmpl, "pool");
+	v = json_object_get(body, "pool");
+	if (json_is_string(v) && !allow && !json_equal(v, tv)) {
+		expand_fail(err, "pool", "override", "template '%s' fixes the pool: leave pool out",
+		            tname);
+		return -1;
+	}
+	if (!json_is_string(v) && json_is_string(tv))
+		json_object_set_new(body, "pool", json_copy(tv));
+	for (int i = 0; amounts[i]; i++) {
+		tv = json_object_get(tmpl, amounts[i]);
+		v = json_object_get(body, amounts[i]);
+		if (json_is_integer(v) && !allow && !json_equal(v, tv)) {
+			expand_fail(err, amounts[i], "override",
+			            "template '%s' fixes %s: leave it out", tname, amounts[i]);
+			return -1;
+		}
+		if (json_is_integer(v) || !json_is_integer(tv))
+			continue;
+		/* slices only with a pool (a job without one has none) */
+		if (strcmp(amounts[i], "slices") == 0 &&
+		    (!json_is_string(json_object_get(body, "pool")) || json_integer_value(tv) < 1))
+			continue;
+		json_object_set_new(body, amounts[i], json_copy(tv));
+	}
+	def.pattern = json_object_get(tmpl, "command");
+	def.schema = json_object_get(tmpl, "hyperparameters");
+	def.inputs = json_object_get(tmpl, "inputs");
+	v = json_object_get(body, "hyperparameters");
+	tv = json_object_get(body, "inputs");
+	if (template_expand(&def, json_is_null(v) ? NULL : v, json_is_null(tv) ? NULL : tv, home,
+	                    &cmd, &hp, err) < 0)
+		return -1;
+	*command_text = json_dumps(cmd, JSON_COMPACT);
+	*hparams_text = template_dump_flat(hp);
+	json_object_set_new(body, "command", cmd);
+	json_object_set_new(body, "hyperparameters", hp);
+	if (!*command_text || !*hparams_text) {
+		free(*command_text);
+		free(*hparams_text);
+		*command_text = *hparams_text = NULL;
+		expand_fail(err, "command", "nomem", "out of memory");
+		return -1;
+	}
+	return 0;
+}
+
+/* The submit is complete (a template expanded): its checks, then the
+ * space check, the limits and the insert. */
+static void create_checked(struct http_req *r)
+{
+	struct create_ctx *c = r->data;
+	char uid[24];
+	const char *p[1] = { uid };
+
+	if (create_valid(r, c->body) < 0)
+		return;
+	snprintf(uid, sizeof(uid), "%lld", (long long)r->auth->user_id);
+	db_query("SELECT gc_storage_block_reason($1)", 1, p, create_blocked, r);
+}
+
+static void template_row(PGresult *res, enum rc rc, void *arg)
+{
+	struct http_req *r = arg;
+	struct create_ctx *c = r->data;
+	struct template_error err;
+	json_t *tmpl, *details;
+	char home[300];
+	int ok;
+
+	if (rc != RC_OK) {
+		api_reply_db_error(r, rc, "");
+		return;
+	}
+	if (PQntuples(res) != 1) {
+		http_reply_error_details(
+		        r, RC_NOTFOUND, json_pack("{s:s, s:s}", "field", "template_id", "reason", "unknown"),
+		        "GET /api/v1/job-templates lists them", "no such job template");
+		return;
+	}
+	tmpl = json_loads(db_val(res, 0, 0), 0, NULL);
+	snprintf(home, sizeof(home), "/home/%s", r->auth->username);
+	/* the one place a submit meets its template (a sweep's runs go
+	 * through jobs_body_expand() as well) */
+	ok = tmpl && jobs_body_expand(c->body, tmpl, home, &c->command, &c->hparams, &err) == 0;
+	json_decref(tmpl);
+	if (!ok) {
+		details = json_pack("{s:s, s:s}", "field", err.field, "reason", err.reason);
+		if (details && err.has_limit)
+			json_object_set_new(details, "limit", json_real(err.limit));
+		http_reply_error_details(r, RC_INVALID, details,
+		                         "GET /api/v1/job-templates/{id} shows its schema",
+		                         err.msg[0] ? err.msg : "the template could not be expanded");
+		return;
+	}
+	create_checked(r);
+}
+
 static void create(struct http_req *r)
 {
 	json_t *body = api_json_body(r, create_spec);
 	const char *key;
 	struct create_ctx *c;
-	char uid[24];
-	const char *p[1] = { uid };
 	size_t n;
 
 	if (!body)
 		return; /* replied: the request is over (its headers too) */
 	key = http_header(r, "Idempotency-Key");
-	if (create_valid(r, body) < 0)
-		goto bad;
 	if (key && (!*key || strlen(key) > 200 ||
 	            strspn(key, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 	                        "-_.:") != strlen(key))) {
@@ -658,8 +839,17 @@ static void create(struct http_req *r)
 	n = key ? strlen(key) : 0;
 	memcpy(c->key, key ? key : "", n);
 	c->key[n] = '\0';
-	snprintf(uid, sizeof(uid), "%lld", (long long)r->auth->user_id);
-	db_query("SELECT gc_storage_block_reason($1)", 1, p, create_blocked, r);
+	if (json_is_integer(json_object_get(body, "template_id"))) {
+		char tid[24];
+		const char *p[2] = { tid, is_admin(r) ? "t" : "f" };
+		snprintf(tid, sizeof(tid), "%lld",
+		         (long long)json_integer_value(json_object_get(body, "template_id")));
+		db_query("SELECT " API_JOB_TEMPLATE_JSON API_JOB_TEMPLATE_FROM
+		         " WHERE t.id = $1 AND (t.enabled OR $2::bool)",
+		         2, p, template_row, r);
+		return;
+	}
+	create_checked(r);
 	return;
 bad:
 	json_decref(body);

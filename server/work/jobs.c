@@ -36,6 +36,7 @@
 #include "work/instances.h"
 #include "work/logscan.h"
 #include "work/spec.h"
+#include "work/template.h"
 #include "work/workload.h"
 
 enum op_kind { OP_LAUNCH, OP_WATCH, OP_REQUEUE };
@@ -877,6 +878,12 @@ static int build_spec(struct op *o, const PGresult *res, char *err, size_t errle
 	json_object_set_new(penv, "GPUCLOUD_JOB_ID", json_string(idv));
 	json_object_set_new(penv, "GPUCLOUD_JOB_DIR", json_string(workdir));
 	json_object_set_new(penv, "GPUCLOUD_HPARAMS_JSON", json_string(db_val(res, 0, 7)));
+	{
+		/* and one variable per hyperparameter (GPUCLOUD_HP_LR=0.01) */
+		json_t *hp = json_loads(db_val(res, 0, 7), 0, NULL);
+		template_env(hp, penv);
+		json_decref(hp);
+	}
 	in.cluster = driver_cluster_id();
 	in.kind = "job";
 	in.id = o->id;

@@ -18,7 +18,7 @@
 
 #define VALUE_MAX   1024  /* a string hyperparameter, in bytes */
 #define INPUT_MAX   4096  /* an input value */
-#define ELEMENT_MAX 65536 /* one expanded command element */
+#define ELEMENT_MAX 8192  /* one expanded command element (as a job allows) */
 #define COMMAND_MAX 256   /* elements */
 
 static void fail(struct template_error *e, const char *field, const char *reason,
@@ -837,4 +837,37 @@ char *template_dump_flat(const json_t *obj)
 nomem:
 	free(b.p);
 	return NULL;
+}
+
+void template_env(const json_t *hp, json_t *env)
+{
+	const char *key;
+	json_t *v;
+
+	json_object_foreach((json_t *)hp, key, v)
+	{
+		char name[96], val[VALUE_MAX + 1];
+		size_t o = (size_t)snprintf(name, sizeof(name), "GPUCLOUD_HP_");
+		for (const char *k = key; *k && o + 1 < sizeof(name); k++) {
+			char ch = *k;
+			if (ch >= 'a' && ch <= 'z')
+				ch = (char)(ch - 'a' + 'A');
+			else if (!((ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9')))
+				ch = '_';
+			name[o++] = ch;
+		}
+		name[o] = '\0';
+		if (json_is_object(v) || json_is_array(v) || json_is_null(v)) {
+			char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+			json_object_set_new(env, name, json_string(s ? s : ""));
+			free(s);
+			continue;
+		}
+		if (json_is_string(v) && json_string_length(v) > VALUE_MAX) {
+			json_object_set_new(env, name, json_string(json_string_value(v)));
+			continue;
+		}
+		value_text(v, val, sizeof(val));
+		json_object_set_new(env, name, json_string(val));
+	}
 }

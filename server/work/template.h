@@ -62,4 +62,10 @@ int template_format_real(double v, char *buf, size_t len);
  * frees; NULL when out of memory. */
 char *template_dump_flat(const json_t *obj);
 
+/* Adds GPUCLOUD_HP_<NAME> to env for each hyperparameter of hp (a job's
+ * hyperparameters object): the name upper-cased with every character other
+ * than a letter or digit made '_' ("batch-size" is GPUCLOUD_HP_BATCH_SIZE),
+ * the value as the command line has it (true/false, 0.1, text). */
+void template_env(const json_t *hp, json_t *env);
+
 #endif

@@ -277,6 +277,21 @@ TEST(shortest_reals)
 	CHECK_STR(b, "3");
 }
 
+TEST(env_per_hyperparameter)
+{
+	json_t *hp = J("{\"lr\": 0.1, \"batch-size\": 32, \"verbose\": true, \"opt\": \"sgd\"}"),
+	       *env = json_object();
+
+	template_env(hp, env);
+	CHECK_STR(json_string_value(json_object_get(env, "GPUCLOUD_HP_LR")), "0.1");
+	CHECK_STR(json_string_value(json_object_get(env, "GPUCLOUD_HP_BATCH_SIZE")), "32");
+	CHECK_STR(json_string_value(json_object_get(env, "GPUCLOUD_HP_VERBOSE")), "true");
+	CHECK_STR(json_string_value(json_object_get(env, "GPUCLOUD_HP_OPT")), "sgd");
+	CHECK(json_object_size(env) == 4);
+	json_decref(hp);
+	json_decref(env);
+}
+
 int main(void)
 {
 	RUN(expands_defaults_in_schema_order);
@@ -286,5 +301,6 @@ int main(void)
 	RUN(choice_numbers_are_numbers);
 	RUN(bad_templates_are_refused);
 	RUN(shortest_reals);
+	RUN(env_per_hyperparameter);
 	return harness_done("test_template");
 }
