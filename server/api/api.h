@@ -151,15 +151,16 @@ extern const struct route api_job_templates_routes[];
 
 /* One job template as a JSON document (text), from job_templates t LEFT
  * JOIN images tim ON tim.id = t.image_id. */
-#define API_JOB_TEMPLATE_JSON                                                                    \
-	"json_build_object('id', t.id, 'name', t.name, 'title', t.title, 'description',"         \
-	" t.description, 'kind', t.kind, 'image_id', t.image_id, 'image', tim.reference,"        \
-	" 'image_name', tim.display_name, 'command', to_json(t.command), 'inputs', t.inputs,"    \
-	" 'hyperparameters', t.hyperparameters, 'pool', t.pool, 'slices', t.slices,"             \
-	" 'cpu_millis', t.cpu_millis, 'mem_mib', t.mem_mib, 'shm_mib', t.shm_mib,"               \
-	" 'max_runtime_s', t.max_runtime_s, 'members', t.members, 'allow_overrides',"            \
-	" t.allow_overrides, 'enabled', t.enabled, 'created_at', " DB_TS("t.created_at") ","     \
-	" 'updated_at', " DB_TS("t.updated_at") ")::text"
+#define API_JOB_TEMPLATE_TS \
+	"'created_at', " DB_TS("t.created_at") ", 'updated_at', " DB_TS("t.updated_at")
+#define API_JOB_TEMPLATE_JSON                                                                 \
+	"json_build_object('id', t.id, 'name', t.name, 'title', t.title, 'description',"      \
+	" t.description, 'kind', t.kind, 'image_id', t.image_id, 'image', tim.reference,"     \
+	" 'image_name', tim.display_name, 'command', to_json(t.command), 'inputs', t.inputs," \
+	" 'hyperparameters', t.hyperparameters, 'pool', t.pool, 'slices', t.slices,"          \
+	" 'cpu_millis', t.cpu_millis, 'mem_mib', t.mem_mib, 'shm_mib', t.shm_mib,"            \
+	" 'max_runtime_s', t.max_runtime_s, 'members', t.members, 'allow_overrides',"         \
+	" t.allow_overrides, 'enabled', t.enabled, " API_JOB_TEMPLATE_TS ")::text"
 #define API_JOB_TEMPLATE_FROM " FROM job_templates t LEFT JOIN images tim ON tim.id = t.image_id"
 
 struct template_error;

@@ -97,24 +97,15 @@ static void get(struct http_req *r)
 /* ---- create, replace, remove ---- */
 
 static const struct jfield template_spec[] = {
-	{ "name", J_STRING, 1, 63 },
-	{ "title", J_STRING, 1, 120 },
-	{ "description", J_STRING, 0, 2000 },
-	{ "kind", J_STRING, 0, 16 },
-	{ "image_id", J_INT, 0, 0 },
-	{ "command", J_ARRAY, 1, 256 },
-	{ "inputs", J_ARRAY, 0, 0 },
-	{ "hyperparameters", J_ARRAY, 0, 0 },
-	{ "pool", J_STRING, 0, 63 },
-	{ "slices", J_INT, 0, 0 },
-	{ "cpu_millis", J_INT, 0, 0 },
-	{ "mem_mib", J_INT, 0, 0 },
-	{ "shm_mib", J_INT, 0, 0 },
-	{ "max_runtime_s", J_INT, 0, 0 },
-	{ "members", J_INT, 0, 0 },
-	{ "allow_overrides", J_BOOL, 0, 0 },
-	{ "enabled", J_BOOL, 0, 0 },
-	{ NULL, 0, 0, 0 },
+	{ "name", J_STRING, 1, 63 },          { "title", J_STRING, 1, 120 },
+	{ "description", J_STRING, 0, 2000 }, { "kind", J_STRING, 0, 16 },
+	{ "image_id", J_INT, 0, 0 },          { "command", J_ARRAY, 1, 256 },
+	{ "inputs", J_ARRAY, 0, 0 },          { "hyperparameters", J_ARRAY, 0, 0 },
+	{ "pool", J_STRING, 0, 63 },          { "slices", J_INT, 0, 0 },
+	{ "cpu_millis", J_INT, 0, 0 },        { "mem_mib", J_INT, 0, 0 },
+	{ "shm_mib", J_INT, 0, 0 },           { "max_runtime_s", J_INT, 0, 0 },
+	{ "members", J_INT, 0, 0 },           { "allow_overrides", J_BOOL, 0, 0 },
+	{ "enabled", J_BOOL, 0, 0 },          { NULL, 0, 0, 0 },
 };
 
 static int slug_ok(const char *s)
@@ -135,8 +126,7 @@ static void bad_field(struct http_req *r, const char *field, const char *reason,
 }
 
 /* A number field within [lo, hi] (absent: fine). */
-static int range_ok(struct http_req *r, json_t *body, const char *name, long long lo,
-                    long long hi)
+static int range_ok(struct http_req *r, json_t *body, const char *name, long long lo, long long hi)
 {
 	json_t *v = json_object_get(body, name);
 	char msg[160];
@@ -182,7 +172,8 @@ static int template_valid(struct http_req *r, json_t *body)
 	if (json_is_string(json_object_get(body, "pool")) &&
 	    !slug_ok(json_string_value(json_object_get(body, "pool")))) {
 		json_decref(empty);
-		bad_field(r, "pool", "name", "GET /api/v1/pools lists them", "pool must be a pool name");
+		bad_field(r, "pool", "name", "GET /api/v1/pools lists them",
+		          "pool must be a pool name");
 		return -1;
 	}
 	if (json_is_integer(json_object_get(body, "image_id")) &&
@@ -219,9 +210,9 @@ static void changed(PGresult *res, enum rc rc, void *arg)
 	int created = r->method == HTTP_POST;
 
 	if (rc == RC_CONFLICT) {
-		http_reply_error_details(r, RC_CONFLICT,
-		                         json_pack("{s:s, s:s}", "field", "name", "reason", "taken"),
-		                         "pick another name", "a job template with this name exists");
+		http_reply_error_details(
+		        r, RC_CONFLICT, json_pack("{s:s, s:s}", "field", "name", "reason", "taken"),
+		        "pick another name", "a job template with this name exists");
 		return;
 	}
 	if (rc == RC_INVALID) { /* the image's foreign key */
@@ -244,7 +235,7 @@ static void changed(PGresult *res, enum rc rc, void *arg)
 }
 
 /* the array field f of the body as sent, [] when absent or null */
-#define ARR(f)                                                                            \
+#define ARR(f)                                                                          \
 	"(CASE WHEN jsonb_typeof($7::jsonb->'" f "') = 'array' THEN $7::jsonb->'" f "'" \
 	" ELSE '[]' END)"
 
@@ -268,18 +259,19 @@ static void save(struct http_req *r, long long id)
 		http_reply_error(r, RC_NOMEM, NULL, "out of memory");
 		return;
 	}
-	db_arg_ll_opt(&a, id, id > 0);                                        /* $1 */
+	db_arg_ll_opt(&a, id, id > 0);                                           /* $1 */
 	db_arg_str(&a, json_string_value(json_object_get(body, "name")));        /* $2 */
 	db_arg_str(&a, json_string_value(json_object_get(body, "title")));       /* $3 */
 	db_arg_str(&a, json_string_value(json_object_get(body, "description"))); /* $4 */
 	db_arg_str(&a, json_string_value(json_object_get(body, "kind")));        /* $5 */
 	v = json_object_get(body, "image_id");
-	db_arg_ll_opt(&a, json_integer_value(v), json_is_integer(v)); /* $6 */
-	db_arg_str(&a, text);                                         /* $7 */
+	db_arg_ll_opt(&a, json_integer_value(v), json_is_integer(v));     /* $6 */
+	db_arg_str(&a, text);                                             /* $7 */
 	db_arg_str(&a, json_string_value(json_object_get(body, "pool"))); /* $8 */
 	{
-		static const char *const nums[] = { "slices",        "cpu_millis", "mem_mib", "shm_mib",
-			                            "max_runtime_s", "members",    NULL };
+		static const char *const nums[] = { "slices",  "cpu_millis",    "mem_mib",
+			                            "shm_mib", "max_runtime_s", "members",
+			                            NULL };
 		for (int i = 0; nums[i]; i++) { /* $9 .. $14 */
 			v = json_object_get(body, nums[i]);
 			db_arg_ll_opt(&a, json_integer_value(v), json_is_integer(v));
@@ -292,30 +284,41 @@ static void save(struct http_req *r, long long id)
 	/* PUT replaces the whole template: what the body leaves out is the
 	 * column's default again */
 	if (id > 0)
-		db_query_args(
-		        "UPDATE job_templates SET name = $2, title = $3,"
-		        " description = COALESCE($4, ''), kind = COALESCE($5, 'script'),"
-		        " image_id = $6, command = ARRAY(SELECT jsonb_array_elements_text($7::jsonb->'command')),"
-		        " inputs = " ARR("inputs") ", hyperparameters = " ARR("hyperparameters") ","
-		        " pool = $8, slices = COALESCE($9::int, 1), cpu_millis = COALESCE($10, 1000),"
-		        " mem_mib = COALESCE($11, 1024), shm_mib = COALESCE($12, 64),"
-		        " max_runtime_s = COALESCE($13::int, 86400), members = COALESCE($14::int, 1),"
-		        " allow_overrides = COALESCE($15::bool, true), enabled = COALESCE($16::bool, "
-		        "true),"
-		        " updated_at = now() WHERE id = $1 RETURNING id, name",
-		        &a, changed, r);
+		db_query_args("UPDATE job_templates SET name = $2, title = $3,"
+		              " description = COALESCE($4, ''), kind = COALESCE($5, 'script'),"
+		              " image_id = $6, command = ARRAY(SELECT "
+		              "jsonb_array_elements_text($7::jsonb->'command')),"
+		              " inputs = " ARR("inputs") ", hyperparameters = " ARR(
+		                      "hyperparameters") ","
+		                                         " pool = $8, slices = COALESCE($9::int, "
+		                                         "1), cpu_millis = COALESCE($10, 1000),"
+		                                         " mem_mib = COALESCE($11, 1024), shm_mib "
+		                                         "= COALESCE($12, 64),"
+		                                         " max_runtime_s = COALESCE($13::int, "
+		                                         "86400), members = COALESCE($14::int, 1),"
+		                                         " allow_overrides = COALESCE($15::bool, "
+		                                         "true), enabled = COALESCE($16::bool, "
+		                                         "true),"
+		                                         " updated_at = now() WHERE id = $1 "
+		                                         "RETURNING id, name",
+		              &a, changed, r);
 	else
 		db_query_args(
-		        "INSERT INTO job_templates (name, title, description, kind, image_id, command,"
+		        "INSERT INTO job_templates (name, title, description, kind, image_id, "
+		        "command,"
 		        " inputs, hyperparameters, pool, slices, cpu_millis, mem_mib, shm_mib,"
 		        " max_runtime_s, members, allow_overrides, enabled)"
 		        " SELECT $2, $3, COALESCE($4, ''), COALESCE($5, 'script'), $6,"
 		        " ARRAY(SELECT jsonb_array_elements_text($7::jsonb->'command')),"
-		        " " ARR("inputs") ", " ARR("hyperparameters") ", $8,"
-		        " COALESCE($9::int, 1), COALESCE($10, 1000), COALESCE($11, 1024),"
-		        " COALESCE($12, 64), COALESCE($13::int, 86400), COALESCE($14::int, 1),"
-		        " COALESCE($15::bool, true), COALESCE($16::bool, true)"
-		        " WHERE $1::bigint IS NULL RETURNING id, name",
+		        " " ARR("inputs") ", " ARR(
+		                "hyperparameters") ", $8,"
+		                                   " COALESCE($9::int, 1), COALESCE($10, 1000), "
+		                                   "COALESCE($11, 1024),"
+		                                   " COALESCE($12, 64), COALESCE($13::int, 86400), "
+		                                   "COALESCE($14::int, 1),"
+		                                   " COALESCE($15::bool, true), "
+		                                   "COALESCE($16::bool, true)"
+		                                   " WHERE $1::bigint IS NULL RETURNING id, name",
 		        &a, changed, r);
 	free(text);
 	json_decref(body);

@@ -53,13 +53,13 @@
 	"  'model', g.model) ORDER BY a.id) FROM allocations a JOIN slices s"                  \
 	"  ON s.id = a.slice_id JOIN gpus g ON g.id = s.gpu_id"                                \
 	"  WHERE a.request_id = j.request_id AND a.released_at IS NULL), '[]'),"               \
-	" 'template_id', j.template_id, 'template', jt.name, 'template_title', jt.title,"       \
+	" 'template_id', j.template_id, 'template', jt.name, 'template_title', jt.title,"      \
 	" 'created_at', " DB_TS("j.created_at") ", 'started_at', " DB_TS(                      \
 	        "j.started_at") ", 'finished_at', " DB_TS("j.finished_at") ")::text"
 
-#define JOB_FROM                                                                           \
-	" FROM jobs j JOIN users u ON u.id = j.user_id"                                    \
-	" LEFT JOIN images im ON im.id = j.image_id LEFT JOIN pools p ON p.id = j.pool_id" \
+#define JOB_FROM                                                                                   \
+	" FROM jobs j JOIN users u ON u.id = j.user_id"                                            \
+	" LEFT JOIN images im ON im.id = j.image_id LEFT JOIN pools p ON p.id = j.pool_id"         \
 	" LEFT JOIN nodes n ON n.id = j.node_id LEFT JOIN alloc_requests r ON r.id = j.request_id" \
 	" LEFT JOIN job_templates jt ON jt.id = j.template_id"
 
@@ -302,7 +302,7 @@ static void create_free(void *p)
 
 static const struct jfield create_spec[] = {
 	{ "name", J_STRING, 1, 63 },
-	{ "image_id", J_INT, 0, 0 },   /* required without a template */
+	{ "image_id", J_INT, 0, 0 },    /* required without a template */
 	{ "command", J_ARRAY, 0, 256 }, /* required without a template */
 	{ "template_id", J_INT, 0, 0 },
 	{ "inputs", J_OBJECT, 0, 0 },
@@ -338,7 +338,8 @@ static int ident_ok(const char *k, size_t max, const char *more)
 	if (n == 0 || n > max || (k[0] >= '0' && k[0] <= '9'))
 		return 0;
 	for (size_t i = 0; i < n; i++)
-		if (!strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_", k[i]) &&
+		if (!strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_",
+		            k[i]) &&
 		    !strchr(more, k[i]))
 			return 0;
 	return 1;
@@ -471,7 +472,8 @@ static void create_insert(struct http_req *r)
 	        "  SELECT v.jid, $1, $4,"
 	        "  ARRAY(SELECT jsonb_array_elements_text(COALESCE(body.b->'tags', '[]'))),"
 	        "  img.id,"
-	        "  ARRAY(SELECT jsonb_array_elements_text(COALESCE($14::jsonb, body.b->'command'))),"
+	        "  ARRAY(SELECT jsonb_array_elements_text(COALESCE($14::jsonb, "
+	        "body.b->'command'))),"
 	        "  COALESCE(body.b->'env', '{}'),"
 	        "  COALESCE($15::jsonb, body.b->'hyperparameters', '{}'),"
 	        "  (SELECT id FROM pl), CASE WHEN $3::text IS NULL THEN 0 ELSE $5::int END,"
@@ -676,8 +678,8 @@ static void expand_fail(struct template_error *e, const char *field, const char 
 int jobs_body_expand(json_t *body, const json_t *tmpl, const char *home, char **command_text,
                      char **hparams_text, struct template_error *err)
 {
-	static const char *const amounts[] = { "cpu_millis", "mem_mib", "shm_mib", "max_runtime_s",
-		                               "slices", NULL };
+	static const char *const amounts[] = { "cpu_millis",    "mem_mib", "shm_mib",
+		                               "max_runtime_s", "slices",  NULL };
 	int allow = json_is_true(json_object_get(tmpl, "allow_overrides"));
 	const char *tname = json_string_value(json_object_get(tmpl, "name"));
 	json_t *cmd = NULL, *hp = NULL, *v, *tv;
@@ -787,7 +789,8 @@ static void template_row(PGresult *res, enum rc rc, void *arg)
 	}
 	if (PQntuples(res) != 1) {
 		http_reply_error_details(
-		        r, RC_NOTFOUND, json_pack("{s:s, s:s}", "field", "template_id", "reason", "unknown"),
+		        r, RC_NOTFOUND,
+		        json_pack("{s:s, s:s}", "field", "template_id", "reason", "unknown"),
 		        "GET /api/v1/job-templates lists them", "no such job template");
 		return;
 	}
@@ -801,9 +804,9 @@ static void template_row(PGresult *res, enum rc rc, void *arg)
 		details = json_pack("{s:s, s:s}", "field", err.field, "reason", err.reason);
 		if (details && err.has_limit)
 			json_object_set_new(details, "limit", json_real(err.limit));
-		http_reply_error_details(r, RC_INVALID, details,
-		                         "GET /api/v1/job-templates/{id} shows its schema",
-		                         err.msg[0] ? err.msg : "the template could not be expanded");
+		http_reply_error_details(
+		        r, RC_INVALID, details, "GET /api/v1/job-templates/{id} shows its schema",
+		        err.msg[0] ? err.msg : "the template could not be expanded");
 		return;
 	}
 	create_checked(r);

@@ -16,16 +16,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define VALUE_MAX   1024  /* a string hyperparameter, in bytes */
-#define INPUT_MAX   4096  /* an input value */
-#define ELEMENT_MAX 8192  /* one expanded command element (as a job allows) */
-#define COMMAND_MAX 256   /* elements */
+#define VALUE_MAX   1024 /* a string hyperparameter, in bytes */
+#define INPUT_MAX   4096 /* an input value */
+#define ELEMENT_MAX 8192 /* one expanded command element (as a job allows) */
+#define COMMAND_MAX 256  /* elements */
 
-static void fail(struct template_error *e, const char *field, const char *reason,
-                 const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void fail(struct template_error *e, const char *field, const char *reason, const char *fmt,
+                 ...) __attribute__((format(printf, 4, 5)));
 
-static void fail(struct template_error *e, const char *field, const char *reason,
-                 const char *fmt, ...)
+static void fail(struct template_error *e, const char *field, const char *reason, const char *fmt,
+                 ...)
 {
 	va_list ap;
 
@@ -179,8 +179,8 @@ static int value_check(const json_t *s, const json_t *v, const char *field, cons
 				t = b;
 			}
 			if (o < sizeof(list))
-				o += (size_t)snprintf(list + o, sizeof(list) - o, "%s%s", i ? ", " : "",
-				                      t);
+				o += (size_t)snprintf(list + o, sizeof(list) - o, "%s%s",
+				                      i ? ", " : "", t);
 		}
 		fail(e, field, "choice", "%s must be one of: %s", what, list);
 		return -1;
@@ -204,8 +204,8 @@ static void value_text(const json_t *v, char *buf, size_t len)
 
 static int schema_check(const json_t *schema, struct template_error *e)
 {
-	static const char *const keys[] = { "name", "type", "default", "min",
-		                            "max",  "choices", "help", NULL };
+	static const char *const keys[] = { "name", "type",    "default", "min",
+		                            "max",  "choices", "help",    NULL };
 	size_t i, k;
 	json_t *s;
 
@@ -249,16 +249,17 @@ static int schema_check(const json_t *schema, struct template_error *e)
 			return -1;
 		}
 		for (k = 0; k < i; k++)
-			if (strcmp(json_string_value(json_object_get(json_array_get(schema, k),
-			                                             "name")),
+			if (strcmp(json_string_value(
+			                   json_object_get(json_array_get(schema, k), "name")),
 			           name) == 0) {
 				snprintf(f, sizeof(f), "hyperparameters[%zu].name", i);
 				fail(e, f, "schema", "hyperparameter '%s' is defined twice", name);
 				return -1;
 			}
 		type = json_string_value(json_object_get(s, "type"));
-		if (!type || (strcmp(type, "int") && strcmp(type, "float") && strcmp(type, "string") &&
-		              strcmp(type, "bool") && strcmp(type, "choice"))) {
+		if (!type ||
+		    (strcmp(type, "int") && strcmp(type, "float") && strcmp(type, "string") &&
+		     strcmp(type, "bool") && strcmp(type, "choice"))) {
 			snprintf(f, sizeof(f), "hyperparameters[%zu].type", i);
 			fail(e, f, "schema",
 			     "the type of '%s' must be int, float, string, bool or choice", name);
@@ -273,13 +274,15 @@ static int schema_check(const json_t *schema, struct template_error *e)
 				continue;
 			snprintf(f, sizeof(f), "hyperparameters[%zu].%s", i, which ? "max" : "min");
 			if (!num) {
-				fail(e, f, "schema", "'%s' is a %s: only int and float have min and max",
-				     name, type);
+				fail(e, f, "schema",
+				     "'%s' is a %s: only int and float have min and max", name,
+				     type);
 				return -1;
 			}
 			if (strcmp(type, "int") == 0 ? !json_is_integer(b) : !json_is_number(b)) {
-				fail(e, f, "schema", "the %s of '%s' must be %s", which ? "max" : "min",
-				     name, strcmp(type, "int") == 0 ? "an integer" : "a number");
+				fail(e, f, "schema", "the %s of '%s' must be %s",
+				     which ? "max" : "min", name,
+				     strcmp(type, "int") == 0 ? "an integer" : "a number");
 				return -1;
 			}
 		}
@@ -296,22 +299,24 @@ static int schema_check(const json_t *schema, struct template_error *e)
 			snprintf(f, sizeof(f), "hyperparameters[%zu].choices", i);
 			if (!json_is_array(ch) || json_array_size(ch) == 0 ||
 			    json_array_size(ch) > 64) {
-				fail(e, f, "schema", "'%s' is a choice: list 1 to 64 choices", name);
+				fail(e, f, "schema", "'%s' is a choice: list 1 to 64 choices",
+				     name);
 				return -1;
 			}
 			json_array_foreach(ch, j, c)
 			{
 				if (!json_is_number(c) && !text_ok(c, 256)) {
 					fail(e, f, "schema",
-					     "the choices of '%s' must be strings (at most 256 bytes) "
+					     "the choices of '%s' must be strings (at most 256 "
+					     "bytes) "
 					     "or numbers",
 					     name);
 					return -1;
 				}
 				for (m = 0; m < j; m++)
 					if (json_equal(json_array_get(ch, m), c)) {
-						fail(e, f, "schema", "the choices of '%s' repeat one",
-						     name);
+						fail(e, f, "schema",
+						     "the choices of '%s' repeat one", name);
 						return -1;
 					}
 			}
@@ -323,8 +328,8 @@ static int schema_check(const json_t *schema, struct template_error *e)
 		v = json_object_get(s, "help");
 		if (v && !json_is_null(v) && !text_ok(v, 500)) {
 			snprintf(f, sizeof(f), "hyperparameters[%zu].help", i);
-			fail(e, f, "schema", "the help of '%s' must be a string of at most 500 bytes",
-			     name);
+			fail(e, f, "schema",
+			     "the help of '%s' must be a string of at most 500 bytes", name);
 			return -1;
 		}
 		def = json_object_get(s, "default");
@@ -371,7 +376,8 @@ static int inputs_check(const json_t *inputs, struct template_error *e)
 					break;
 			if (!keys[k]) {
 				fail(e, f, "schema",
-				     "%s has an unknown field '%.40s' (name, help, default, required)",
+				     "%s has an unknown field '%.40s' (name, help, default, "
+				     "required)",
 				     f, key);
 				return -1;
 			}
@@ -385,8 +391,8 @@ static int inputs_check(const json_t *inputs, struct template_error *e)
 			return -1;
 		}
 		for (k = 0; k < i; k++)
-			if (strcmp(json_string_value(json_object_get(json_array_get(inputs, k),
-			                                             "name")),
+			if (strcmp(json_string_value(
+			                   json_object_get(json_array_get(inputs, k), "name")),
 			           name) == 0) {
 				snprintf(f, sizeof(f), "inputs[%zu].name", i);
 				fail(e, f, "schema", "input '%s' is defined twice", name);
@@ -395,7 +401,8 @@ static int inputs_check(const json_t *inputs, struct template_error *e)
 		v = json_object_get(s, "help");
 		if (v && !json_is_null(v) && !text_ok(v, 500)) {
 			snprintf(f, sizeof(f), "inputs[%zu].help", i);
-			fail(e, f, "schema", "the help of input '%s' must be at most 500 bytes", name);
+			fail(e, f, "schema", "the help of input '%s' must be at most 500 bytes",
+			     name);
 			return -1;
 		}
 		v = json_object_get(s, "default");
@@ -495,8 +502,9 @@ static int subst(const struct template_def *t, const char *s, size_t i, const st
 		if (n > 3 && memcmp(name, "hp.", 3) == 0) {
 			const json_t *spec = spec_named(t->schema, name + 3, n - 3);
 			if (!spec) {
-				fail(e, f, "pattern", "%s uses {%.*s}, but no hyperparameter is named '%.*s'",
-				     f, (int)n, name, (int)(n - 3), name + 3);
+				fail(e, f, "pattern",
+				     "%s uses {%.*s}, but no hyperparameter is named '%.*s'", f,
+				     (int)n, name, (int)(n - 3), name + 3);
 				return -1;
 			}
 			if (vals && out) {
@@ -619,7 +627,8 @@ static json_t *complete(const json_t *schema, const json_t *hp, struct template_
 				     list);
 			else
 				fail(e, f, "unknown",
-				     "unknown hyperparameter '%.64s' (this template has none)", key);
+				     "unknown hyperparameter '%.64s' (this template has none)",
+				     key);
 			goto bad;
 		}
 	}
@@ -635,8 +644,8 @@ static json_t *complete(const json_t *schema, const json_t *hp, struct template_
 			v = json_object_get(s, "default");
 		if (!v || json_is_null(v)) {
 			if (strcmp(type, "bool") != 0) {
-				fail(e, f, "required", "hyperparameter '%s' has no default: give it",
-				     name);
+				fail(e, f, "required",
+				     "hyperparameter '%s' has no default: give it", name);
 				goto bad;
 			}
 			v = json_false();
@@ -701,7 +710,8 @@ static json_t *input_values(const json_t *inputs, const json_t *given, const cha
 		}
 		if (t && home && strncmp(t, "~/", 2) == 0) {
 			struct buf b = { 0 };
-			if (buf_add(&b, home, strlen(home)) < 0 || buf_add(&b, t + 1, strlen(t + 1)) < 0) {
+			if (buf_add(&b, home, strlen(home)) < 0 ||
+			    buf_add(&b, t + 1, strlen(t + 1)) < 0) {
 				free(b.p);
 				fail(e, f, "nomem", "out of memory");
 				goto bad;
