@@ -35,6 +35,7 @@ export const PAGES = [
   { route: '/admin/pools', title: 'nav.pools', nav: 'admin-pools', icon: 'layers', section: ADMIN_SECTION, roles: ADMIN, load: () => import('./pages/admin-pools.js') },
   { route: '/admin/quotas', title: 'nav.quotas', nav: 'admin-quotas', icon: 'bars', section: ADMIN_SECTION, roles: ADMIN, load: () => import('./pages/admin-quotas.js') },
   { route: '/admin/images', title: 'nav.images', nav: 'admin-images', icon: 'upload', section: ADMIN_SECTION, roles: ADMIN, load: () => import('./pages/admin-images.js') },
+  { route: '/admin/job-templates', title: 'nav.jobTemplates', nav: 'admin-job-templates', icon: 'layers', section: ADMIN_SECTION, roles: ADMIN, load: () => import('./pages/admin-job-templates.js') },
   { route: '/admin/registries', title: 'nav.registries', nav: 'admin-registries', icon: 'key', section: ADMIN_SECTION, roles: ADMIN, load: () => import('./pages/admin-registries.js') },
 ];
 

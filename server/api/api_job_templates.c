@@ -120,8 +120,9 @@ static int slug_ok(const char *s)
 static void bad_field(struct http_req *r, const char *field, const char *reason, const char *hint,
                       const char *msg)
 {
+	/* details: one entry per field at fault, as other refusals list theirs */
 	http_reply_error_details(r, RC_INVALID,
-	                         json_pack("{s:s, s:s}", "field", field, "reason", reason), hint,
+	                         json_pack("[{s:s, s:s}]", "field", field, "reason", reason), hint,
 	                         msg);
 }
 
@@ -211,7 +212,8 @@ static void changed(PGresult *res, enum rc rc, void *arg)
 
 	if (rc == RC_CONFLICT) {
 		http_reply_error_details(
-		        r, RC_CONFLICT, json_pack("{s:s, s:s}", "field", "name", "reason", "taken"),
+		        r, RC_CONFLICT,
+		        json_pack("[{s:s, s:s}]", "field", "name", "reason", "taken"),
 		        "pick another name", "a job template with this name exists");
 		return;
 	}

@@ -790,7 +790,7 @@ static void template_row(PGresult *res, enum rc rc, void *arg)
 	if (PQntuples(res) != 1) {
 		http_reply_error_details(
 		        r, RC_NOTFOUND,
-		        json_pack("{s:s, s:s}", "field", "template_id", "reason", "unknown"),
+		        json_pack("[{s:s, s:s}]", "field", "template_id", "reason", "unknown"),
 		        "GET /api/v1/job-templates lists them", "no such job template");
 		return;
 	}
@@ -801,9 +801,10 @@ static void template_row(PGresult *res, enum rc rc, void *arg)
 	ok = tmpl && jobs_body_expand(c->body, tmpl, home, &c->command, &c->hparams, &err) == 0;
 	json_decref(tmpl);
 	if (!ok) {
-		details = json_pack("{s:s, s:s}", "field", err.field, "reason", err.reason);
+		details = json_pack("[{s:s, s:s}]", "field", err.field, "reason", err.reason);
 		if (details && err.has_limit)
-			json_object_set_new(details, "limit", json_real(err.limit));
+			json_object_set_new(json_array_get(details, 0), "limit",
+			                    json_real(err.limit));
 		http_reply_error_details(
 		        r, RC_INVALID, details, "GET /api/v1/job-templates/{id} shows its schema",
 		        err.msg[0] ? err.msg : "the template could not be expanded");

@@ -94,7 +94,7 @@ describe('job templates', () => {
     assert.ok((await w.admin.get(T)).json.items.some((x) => x.id === id));
     const sub = await alice.c.post('/api/v1/jobs', { name: 'x', template_id: id, image_id: w.image.id });
     assert.equal(sub.status, 404, sub.text);
-    assert.equal(sub.json.error.details.field, 'template_id');
+    assert.equal(sub.json.error.details[0].field, 'template_id');
     // the same name again
     const dup = await w.admin.post(T, echoTemplate({ name: 'crud' }));
     assert.equal(dup.status, 409, dup.text);
@@ -159,12 +159,12 @@ describe('job templates', () => {
       const r = await w.admin.post(T, echoTemplate({ name: 'bad', ...over }));
       assert.equal(r.status, 400, `${what}: ${r.text}`);
       assertErrorShape(r.json, 'invalid');
-      assert.equal(r.json.error.details?.field, field, `${what}: ${r.text}`);
+      assert.equal(r.json.error.details?.[0]?.field, field, `${what}: ${r.text}`);
       assert.match(r.json.error.message, re, what);
     }
     const img = await w.admin.post(T, echoTemplate({ name: 'bad', image_id: 999999 }));
     assert.equal(img.status, 400, img.text);
-    assert.equal(img.json.error.details.field, 'image_id');
+    assert.equal(img.json.error.details[0].field, 'image_id');
     assert.equal((await w.admin.post(T, { name: 'x', title: 'x' })).status, 400, 'no command');
     assert.equal((await w.admin.post(T, echoTemplate({ name: 'x', surprise: 1 }))).status, 400, 'unknown field');
     assert.equal(sql(w.srv, `SELECT count(*) FROM job_templates WHERE name IN ('bad', 'x')`), '0');
@@ -222,18 +222,18 @@ describe('job templates', () => {
       const r = await alice.c.post('/api/v1/jobs', { ...base, ...over });
       assert.equal(r.status, 400, `${what}: ${r.text}`);
       assertErrorShape(r.json, 'invalid');
-      assert.equal(r.json.error.details?.field, field, `${what}: ${r.text}`);
-      assert.equal(r.json.error.details?.reason, reason, what);
+      assert.equal(r.json.error.details?.[0]?.field, field, `${what}: ${r.text}`);
+      assert.equal(r.json.error.details?.[0]?.reason, reason, what);
       assert.match(r.json.error.message, re, what);
     }
     const lim = await alice.c.post('/api/v1/jobs', { ...base, hyperparameters: { lr: 5 } });
-    assert.equal(lim.json.error.details.limit, 1);
+    assert.equal(lim.json.error.details[0].limit, 1);
     // a template that allows no overrides keeps its own
     const fixed = await w.admin.post(T, echoTemplate({ name: 'fixed', image_id: w.image.id, allow_overrides: false }));
     assert.equal(fixed.status, 201, fixed.text);
     const o = await alice.c.post('/api/v1/jobs', { name: 'o', template_id: fixed.json.id, cpu_millis: 500 });
     assert.equal(o.status, 400, o.text);
-    assert.equal(o.json.error.details.field, 'cpu_millis');
+    assert.equal(o.json.error.details[0].field, 'cpu_millis');
     const ok = await alice.c.post('/api/v1/jobs', { name: 'o', template_id: fixed.json.id });
     assert.equal(ok.status, 201, ok.text);
     assert.equal(ok.json.image_id, w.image.id);
