@@ -119,6 +119,12 @@ describe('job templates', () => {
     const ro = await call(w.srv.base, 'POST', T, { bearer: tok.json.token, body: echoTemplate({ name: 'ro' }) });
     assert.equal(ro.status, 403, ro.text);
     assert.match(ro.json.error.message, /'write' scope/);
+    // an expired session reads nothing
+    sql(w.srv, `UPDATE sessions SET created_at = now() - interval '1 hour', expires_at = now() - interval '1 second' WHERE user_id = ${teacher.id}`);
+    const exp = await teacher.c.get(T);
+    assert.equal(exp.status, 401, exp.text);
+    sql(w.srv, `UPDATE sessions SET expires_at = now() + interval '1 hour' WHERE user_id = ${teacher.id}`);
+    assert.equal((await teacher.c.get(T)).status, 200);
     // a cookie without the CSRF token
     const cookie = w.admin.cookieHeader();
     const nocsrf = await call(w.srv.base, 'DELETE', `${T}/${id}`, { cookie, origin: w.srv.base });
@@ -226,6 +232,10 @@ describe('job templates', () => {
       assert.equal(r.json.error.details?.[0]?.reason, reason, what);
       assert.match(r.json.error.message, re, what);
     }
+    // inputs belong to a template
+    const noT = await alice.c.post('/api/v1/jobs', { name: 'x', image_id: w.image.id, command: ['true'], inputs: { script: 'a' } });
+    assert.equal(noT.status, 400, noT.text);
+    assert.match(noT.json.error.message, /give its template_id/);
     const lim = await alice.c.post('/api/v1/jobs', { ...base, hyperparameters: { lr: 5 } });
     assert.equal(lim.json.error.details[0].limit, 1);
     // a template that allows no overrides keeps its own
