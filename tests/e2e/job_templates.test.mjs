@@ -210,6 +210,7 @@ describe('job templates in the browser', () => {
     await student.locator('h1 [data-state=succeeded]').waitFor({ timeout: 30000 });
     await until(async () => /args: --lr 0\.05 --steps 3 --opt sgd/.test(await student.locator('[data-log]').textContent()), 'the log');
     assert.match(await student.locator('[data-log]').textContent(), /lr=0\.05/);
+    assert.equal((await student.locator('[data-fact=template]').textContent()).trim(), 'Echo learning rate');
     const jobs = (await api.get('/api/v1/jobs?user=' + STUDENT.username)).json.items;
     assert.equal(jobs.length, 1);
     assert.equal(jobs[0].template, 'echo-lr');

@@ -38,6 +38,7 @@ export function render(main) {
     const row = (k, v) => [h('dt', null, t(`job.detail.${k}`)), h('dd', { 'data-fact': k }, v)];
     facts.replaceChildren(
       ...row('image', h('span', { class: 'mono' }, job.image || '—')),
+      ...(job.template ? row('template', job.template_title || job.template) : []),
       ...row('command', h('code', null, job.command.join(' '))),
       ...row('hyperparameters', h('code', null, JSON.stringify(job.hyperparameters))),
       ...row('exitCode', job.exit_code === null ? '—' : formatNumber(job.exit_code)),

@@ -87,6 +87,7 @@ export default {
   'tmpl.wholeNumber': 'Resources must be whole numbers.',
   'tmpl.noHyperparameters': 'No hyperparameters',
   // the submit form
+  'job.detail.template': 'Template',
   'tmpl.pick.label': 'Template',
   'tmpl.pick.none': 'None — write the command myself',
   'tmpl.pick.help': 'A template fills in the command and resources; you set its hyperparameters.',

@@ -86,6 +86,7 @@ export default {
   'tmpl.wholeNumber': '资源必须是整数。',
   'tmpl.noHyperparameters': '没有超参数',
   // 提交表单
+  'job.detail.template': '模板',
   'tmpl.pick.label': '模板',
   'tmpl.pick.none': '不使用模板——自己写命令',
   'tmpl.pick.help': '模板会填好命令和资源，你只需设置超参数。',
