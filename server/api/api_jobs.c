@@ -24,6 +24,7 @@
 #include "api/admit.h"
 #include "api/api.h"
 #include "auth/auth.h"
+#include "base/clock.h"
 #include "base/cron.h"
 #include "base/events.h"
 #include "base/worker.h"
@@ -828,12 +829,15 @@ static void log_gone(void *arg)
  *
  * Each whole line is one event whose id is the byte offset just after it,
  * so a client that reconnects with Last-Event-ID goes on where it was.
- * One cron section polls every follower's file (FOLLOW_MS; a few small
- * reads on local disk) and reads each job's state every FOLLOW_CHECK
- * ticks: once it has ended and the file has no more, "event: end" with the
- * state closes the stream. */
-#define FOLLOW_MS      250
-#define FOLLOW_CHECK   4
+ * One cron section reads every follower's file: at once (within
+ * FOLLOW_SOON ms) when this process's job driver wrote to a log
+ * (EV_JOB_LOG), and every FOLLOW_MS anyway, for logs that another replica
+ * writes.  It reads each job's state every FOLLOW_CHECK_MS: once it has
+ * ended and the file has no more, "event: end" with the state closes the
+ * stream. */
+#define FOLLOW_MS       250
+#define FOLLOW_SOON     15
+#define FOLLOW_CHECK_MS 1000
 #define FOLLOW_READ    (64 * 1024)
 #define FOLLOW_BACKLOG (1u << 20)
 
@@ -847,7 +851,7 @@ struct follow {
 	char part[4096]; /* a line not ended yet */
 	size_t plen;
 	char state[16]; /* the job's state at the last check ("" none yet) */
-	int ticks;
+	double check_at; /* clock_now_ms() of the next state read */
 	int checking;   /* a state read is out */
 	int gone;       /* the client left */
 	int start_tail; /* lines to start with (no Last-Event-ID) */
@@ -1046,11 +1050,22 @@ static void follow_tick(struct cron_section *s, void *arg)
 			follow_stop(f, 1);
 			continue;
 		}
-		if (!f->checking && f->ticks++ % FOLLOW_CHECK == 0) {
+		if (!f->checking && clock_now_ms() >= f->check_at) {
+			f->check_at = clock_now_ms() + FOLLOW_CHECK_MS;
 			f->checking = 1;
 			db_query("SELECT state FROM jobs WHERE id = $1", 1, p, follow_checked, f);
 		}
 	}
+}
+
+/* The job driver here wrote to a log: followers read soon (a chatty job
+ * wakes them at most every FOLLOW_SOON ms). */
+static void log_grew(enum events_kind kind, void *arg)
+{
+	(void)kind;
+	(void)arg;
+	if (followers)
+		cron_soon(follow_cron, FOLLOW_SOON);
 }
 
 static void follow_gone(struct http_req *r, void *arg)
@@ -1071,8 +1086,11 @@ static void follow_begin(struct http_req *r, const PGresult *res, long tail, lon
 {
 	struct follow *f = calloc(1, sizeof(*f));
 
-	if (!follow_cron)
+	if (!follow_cron) {
 		follow_cron = cron_every("job-log-follow", FOLLOW_MS, FOLLOW_MS, follow_tick, NULL);
+		if (follow_cron)
+			events_subscribe(EV_JOB_LOG, log_grew, NULL);
+	}
 	if (!f || !follow_cron) {
 		free(f);
 		http_reply_error(r, RC_NOMEM, NULL, "out of memory");
