@@ -838,8 +838,8 @@ static void log_gone(void *arg)
 #define FOLLOW_MS       250
 #define FOLLOW_SOON     15
 #define FOLLOW_CHECK_MS 1000
-#define FOLLOW_READ    (64 * 1024)
-#define FOLLOW_BACKLOG (1u << 20)
+#define FOLLOW_READ     (64 * 1024)
+#define FOLLOW_BACKLOG  (1u << 20)
 
 struct follow {
 	struct http_req *r;
@@ -850,11 +850,11 @@ struct follow {
 	off_t off;       /* the next byte to send */
 	char part[4096]; /* a line not ended yet */
 	size_t plen;
-	char state[16]; /* the job's state at the last check ("" none yet) */
+	char state[16];  /* the job's state at the last check ("" none yet) */
 	double check_at; /* clock_now_ms() of the next state read */
-	int checking;   /* a state read is out */
-	int gone;       /* the client left */
-	int start_tail; /* lines to start with (no Last-Event-ID) */
+	int checking;    /* a state read is out */
+	int gone;        /* the client left */
+	int start_tail;  /* lines to start with (no Last-Event-ID) */
 	struct follow *next;
 };
 
