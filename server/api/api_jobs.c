@@ -887,24 +887,36 @@ static void follow_free(void *p)
 	free(f);
 }
 
-/* One event for line[0..n) ending at offset end. */
-static int follow_event(struct follow *f, const char *line, size_t n, off_t end)
+/* Appends one event for line[0..n) ending at offset end to out (carriage
+ * returns left out); -1 when out of memory. */
+static int follow_event(struct evbuffer *out, const char *line, size_t n, off_t end)
 {
 	char head[48];
-	struct evbuffer *b = evbuffer_new();
-	int rc;
+	int k = snprintf(head, sizeof(head), "id: %lld\ndata: ", (long long)end);
 
-	if (!b)
+	if (evbuffer_add(out, head, (size_t)k) < 0)
 		return -1;
-	snprintf(head, sizeof(head), "id: %lld\ndata: ", (long long)end);
-	evbuffer_add(b, head, strlen(head));
-	for (size_t i = 0; i < n; i++)
-		if (line[i] != '\r')
-			evbuffer_add(b, line + i, 1);
-	evbuffer_add(b, "\n\n", 2);
-	rc = http_stream_write(f->r, evbuffer_pullup(b, -1), evbuffer_get_length(b));
-	evbuffer_free(b);
-	return rc;
+	while (n > 0) {
+		const char *cr = memchr(line, '\r', n);
+		size_t seg = cr ? (size_t)(cr - line) : n;
+		if (seg && evbuffer_add(out, line, seg) < 0)
+			return -1;
+		seg += cr ? 1 : 0;
+		line += seg;
+		n -= seg;
+	}
+	return evbuffer_add(out, "\n\n", 2);
+}
+
+/* Sends what follow_event() gathered in out (one write for a whole read,
+ * not one per line); frees out. */
+static void follow_send(struct follow *f, struct evbuffer *out)
+{
+	size_t len = evbuffer_get_length(out);
+
+	if (len)
+		http_stream_write_buffer(f->r, out, len);
+	evbuffer_free(out);
 }
 
 /* The offset where the last n lines of fd begin (looking back at most
@@ -938,7 +950,11 @@ static off_t tail_start(int fd, long n)
 static void follow_stop(struct follow *f, int ended)
 {
 	if (ended && f->plen) {
-		follow_event(f, f->part, f->plen, f->off);
+		struct evbuffer *out = evbuffer_new();
+		if (out) {
+			follow_event(out, f->part, f->plen, f->off);
+			follow_send(f, out);
+		}
 		f->plen = 0;
 	}
 	if (ended) {
@@ -954,6 +970,7 @@ static ssize_t follow_read(struct follow *f)
 {
 	static char buf[FOLLOW_READ];
 	struct stat st;
+	struct evbuffer *out;
 	ssize_t n;
 	size_t start = 0;
 
@@ -984,6 +1001,8 @@ static ssize_t follow_read(struct follow *f)
 	n = pread(f->fd, buf, sizeof(buf), f->off);
 	if (n <= 0)
 		return 0;
+	if (!(out = evbuffer_new()))
+		return 0;
 	for (ssize_t i = 0; i < n; i++) {
 		if (buf[i] != '\n')
 			continue;
@@ -993,10 +1012,10 @@ static ssize_t follow_read(struct follow *f)
 			if (f->plen + k > sizeof(f->part))
 				k = sizeof(f->part) - f->plen;
 			memcpy(f->part + f->plen, buf + start, k);
-			follow_event(f, f->part, f->plen + k, f->off + i + 1);
+			follow_event(out, f->part, f->plen + k, f->off + i + 1);
 			f->plen = 0;
 		} else {
-			follow_event(f, buf + start, (size_t)i - start, f->off + i + 1);
+			follow_event(out, buf + start, (size_t)i - start, f->off + i + 1);
 		}
 		start = (size_t)i + 1;
 	}
@@ -1010,10 +1029,11 @@ static ssize_t follow_read(struct follow *f)
 		f->plen += k;
 		start += k;
 		if (f->plen == sizeof(f->part)) {
-			follow_event(f, f->part, f->plen, f->off + (off_t)start);
+			follow_event(out, f->part, f->plen, f->off + (off_t)start);
 			f->plen = 0;
 		}
 	}
+	follow_send(f, out);
 	f->off += n;
 	return n;
 }
