@@ -70,10 +70,11 @@ static int names_param(struct http_req *r, char *arr, size_t arrlen, int *given)
 		const char *e = strchr(s, ',');
 		size_t l = e ? (size_t)(e - s) : strlen(s);
 		if (!name_ok(s, l) || ++count > NAMES_MAX) {
-			http_reply_error(r, RC_INVALID,
-			                 "names=loss,val/acc: up to 32 names of letters, digits and "
-			                 "_ . / -, 64 at most each",
-			                 "names must be a comma-separated list of metric names");
+			http_reply_error(
+			        r, RC_INVALID,
+			        "names=loss,val/acc: up to 32 names of letters, digits and "
+			        "_ . / -, 64 at most each",
+			        "names must be a comma-separated list of metric names");
 			return -1;
 		}
 		o += (size_t)snprintf(arr + o, arrlen - o, "%s\"%.*s\"", count > 1 ? "," : "",
@@ -133,25 +134,31 @@ static void get(struct http_req *r)
 	         "  FROM jsonb_object_keys(j.last_metrics) k),"
 	         " 'max_points', $5::int,"
 	         " 'series', (SELECT COALESCE(json_object_agg(name, pts), '{}') FROM ("
-	         "  SELECT name, json_agg(json_build_array(step, value, " DB_TS_MS("at") ")"
-	         "   ORDER BY step) AS pts FROM ("
-	         "   SELECT name, step, value, at,"
-	         "    row_number() OVER (PARTITION BY name ORDER BY step) AS rn,"
-	         "    count(*) OVER (PARTITION BY name) AS c"
-	         "   FROM job_metrics WHERE job_id = j.id"
-	         "   AND ($3::text[] IS NULL OR name = ANY ($3::text[])) AND step > $4::bigint) x"
-	         "  WHERE c <= $5::int OR rn = c"
-	         "   OR (rn - 1) % ceil(c::numeric / ($5::int - 1))::bigint = 0"
-	         "  GROUP BY name) s),"
-	         " 'usage', json_build_object('gpu', 'not measurable', 'samples',"
-	         "  (SELECT COALESCE(json_agg(json_build_array(" DB_TS_MS("at") ", cpu_percent,"
-	         "   mem_bytes, gpu_percent) ORDER BY at), '[]') FROM ("
-	         "   SELECT at, cpu_percent, mem_bytes, gpu_percent,"
-	         "    row_number() OVER (ORDER BY at) AS rn, count(*) OVER () AS c"
-	         "   FROM job_usage WHERE job_id = j.id) u"
-	         "   WHERE c <= $5::int OR rn = c"
-	         "    OR (rn - 1) % ceil(c::numeric / ($5::int - 1))::bigint = 0)))::text"
-	         " FROM jobs j WHERE j.id = $1 AND ($2::bigint IS NULL OR j.user_id = $2::bigint)",
+	         "  SELECT name, json_agg(json_build_array(step, value, " DB_TS_MS(
+	                 "at") ")"
+	                       "   ORDER BY step) AS pts FROM ("
+	                       "   SELECT name, step, value, at,"
+	                       "    row_number() OVER (PARTITION BY name ORDER BY step) AS rn,"
+	                       "    count(*) OVER (PARTITION BY name) AS c"
+	                       "   FROM job_metrics WHERE job_id = j.id"
+	                       "   AND ($3::text[] IS NULL OR name = ANY ($3::text[])) AND step > "
+	                       "$4::bigint) x"
+	                       "  WHERE c <= $5::int OR rn = c"
+	                       "   OR (rn - 1) % ceil(c::numeric / ($5::int - 1))::bigint = 0"
+	                       "  GROUP BY name) s),"
+	                       " 'usage', json_build_object('gpu', 'not measurable', 'samples',"
+	                       "  (SELECT COALESCE(json_agg(json_build_array(" DB_TS_MS(
+	                               "at") ", cpu_percent,"
+	                                     "   mem_bytes, gpu_percent) ORDER BY at), '[]') FROM ("
+	                                     "   SELECT at, cpu_percent, mem_bytes, gpu_percent,"
+	                                     "    row_number() OVER (ORDER BY at) AS rn, count(*) "
+	                                     "OVER () AS c"
+	                                     "   FROM job_usage WHERE job_id = j.id) u"
+	                                     "   WHERE c <= $5::int OR rn = c"
+	                                     "    OR (rn - 1) % ceil(c::numeric / ($5::int - "
+	                                     "1))::bigint = 0)))::text"
+	                                     " FROM jobs j WHERE j.id = $1 AND ($2::bigint IS NULL "
+	                                     "OR j.user_id = $2::bigint)",
 	         5, p, done, r);
 }
 

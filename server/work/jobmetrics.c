@@ -57,7 +57,7 @@ static int grow(char **out, size_t *cap, size_t need)
 }
 
 long jobmetrics_scan(const char *buf, size_t len, int log, int last, long long *lines, char **out,
-                  size_t *out_len, size_t *out_cap, long *points, long max_points)
+                     size_t *out_len, size_t *out_cap, long *points, long max_points)
 {
 	static struct metricline m;
 	size_t at = 0;
@@ -74,14 +74,15 @@ long jobmetrics_scan(const char *buf, size_t len, int log, int last, long long *
 			break;
 		}
 		n = ll <= JOBMETRICS_LINE_MAX ? (log ? metricline_parse_log(buf + at, ll, &m)
-		                                  : metricline_parse_json(buf + at, ll, &m))
-		                           : -1;
+		                                     : metricline_parse_json(buf + at, ll, &m))
+		                              : -1;
 		if (n > 0 && *points + n > max_points)
 			break;
 		(*lines)++;
 		for (int i = 0; i < n; i++) {
 			char rec[200];
-			int k = snprintf(rec, sizeof(rec), "%s{\"n\":\"%s\",\"s\":%lld,\"v\":%.17g}",
+			int k = snprintf(rec, sizeof(rec),
+			                 "%s{\"n\":\"%s\",\"s\":%lld,\"v\":%.17g}",
 			                 *out_len ? "," : "", m.v[i].name,
 			                 m.has_step ? m.step : *lines, m.v[i].value);
 			if (k < 0 || (size_t)k >= sizeof(rec))
@@ -176,7 +177,7 @@ static void source_read(int home, const char *leaf, const char *file, int log, i
 	if (n <= 0)
 		return;
 	used = jobmetrics_scan(buf, (size_t)n, log, ended && s->offset + n >= st.st_size, &s->lines,
-	                    out, out_len, out_cap, points, MAX_POINTS);
+	                       out, out_len, out_cap, points, MAX_POINTS);
 	if (used < 0)
 		return;
 	s->offset += used;
@@ -238,7 +239,8 @@ static void collect_next(struct batch *b)
 		            &out_cap, &points);
 		close(home);
 		if (r->attempt == r->retries && lg.offset == r->lg.offset &&
-		    lg.lines == r->lg.lines && fl.offset == r->fl.offset && fl.lines == r->fl.lines) {
+		    lg.lines == r->lg.lines && fl.offset == r->fl.offset &&
+		    fl.lines == r->fl.lines) {
 			free(out);
 			continue; /* nothing new */
 		}
@@ -395,7 +397,8 @@ static void usage_rows(PGresult *res, enum rc rc, void *arg)
 		long long id = strtoll(db_val(res, i, 0), NULL, 10);
 		if (!e)
 			continue;
-		snprintf(path, sizeof(path), "/containers/%s/stats?stream=false", db_val(res, i, 2));
+		snprintf(path, sizeof(path), "/containers/%s/stats?stream=false",
+		         db_val(res, i, 2));
 		usage_pending++;
 		if (!docker_request(e, "GET", path, NULL, NULL, 0, NULL, 15000, usage_sampled,
 		                    (void *)(intptr_t)id))

@@ -51,6 +51,6 @@ long long jobmetrics_mem_bytes(const json_t *stats);
  * (complete lines; a line over JOBMETRICS_LINE_MAX without its end is consumed
  * uncounted), or -1 when out cannot grow.  out is caller-owned (realloc). */
 long jobmetrics_scan(const char *buf, size_t len, int log, int last, long long *lines, char **out,
-                  size_t *out_len, size_t *out_cap, long *points, long max_points);
+                     size_t *out_len, size_t *out_cap, long *points, long max_points);
 
 #endif

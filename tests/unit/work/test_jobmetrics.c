@@ -26,10 +26,12 @@ static long scan(const char *s, int log, int last, long max)
 
 TEST(log_lines)
 {
-	const char *s = "hello\nGPUCLOUD_METRIC {\"step\":5,\"loss\":0.5}\nGPUCLOUD_METRIC {\"acc\":1}\n"
-	                "GPUCLOUD_METRIC {\"loss\":NaN}\npartial GPUCLOUD_METRIC {\"x\":1}";
+	const char *s =
+	        "hello\nGPUCLOUD_METRIC {\"step\":5,\"loss\":0.5}\nGPUCLOUD_METRIC {\"acc\":1}\n"
+	        "GPUCLOUD_METRIC {\"loss\":NaN}\npartial GPUCLOUD_METRIC {\"x\":1}";
 	lines = 0;
-	CHECK(scan(s, 1, 0, 100) == (long)(strlen(s) - strlen("partial GPUCLOUD_METRIC {\"x\":1}")));
+	CHECK(scan(s, 1, 0, 100) ==
+	      (long)(strlen(s) - strlen("partial GPUCLOUD_METRIC {\"x\":1}")));
 	CHECK(lines == 4);
 	CHECK(points == 2);
 	CHECK_STR(out, "{\"n\":\"loss\",\"s\":5,\"v\":0.5},{\"n\":\"acc\",\"s\":3,\"v\":1}");
@@ -77,13 +79,14 @@ TEST(caps)
 
 TEST(memory)
 {
-	json_t *v2 = json_loads("{\"memory_stats\":{\"usage\":1000,\"stats\":{\"inactive_file\":300}}}", 0,
-	                        NULL);
+	json_t *v2 = json_loads(
+	        "{\"memory_stats\":{\"usage\":1000,\"stats\":{\"inactive_file\":300}}}", 0, NULL);
 	json_t *v1 = json_loads(
-	        "{\"memory_stats\":{\"usage\":1000,\"stats\":{\"total_inactive_file\":100}}}", 0, NULL);
+	        "{\"memory_stats\":{\"usage\":1000,\"stats\":{\"total_inactive_file\":100}}}", 0,
+	        NULL);
 	json_t *none = json_loads("{\"memory_stats\":{}}", 0, NULL);
-	json_t *odd = json_loads("{\"memory_stats\":{\"usage\":10,\"stats\":{\"inactive_file\":50}}}", 0,
-	                         NULL);
+	json_t *odd = json_loads(
+	        "{\"memory_stats\":{\"usage\":10,\"stats\":{\"inactive_file\":50}}}", 0, NULL);
 
 	CHECK(jobmetrics_mem_bytes(v2) == 700);
 	CHECK(jobmetrics_mem_bytes(v1) == 900);

@@ -36,21 +36,21 @@ TEST(rejected)
 	const char *bad[] = {
 		"",
 		"{}",
-		"{\"step\": 3}",                    /* nothing to report */
-		"{\"loss\": NaN}",                  /* not JSON */
+		"{\"step\": 3}",   /* nothing to report */
+		"{\"loss\": NaN}", /* not JSON */
 		"{\"loss\": Infinity}",
 		"{\"loss\": -Infinity}",
-		"{\"loss\": 1e999}",                /* overflows a double */
-		"{\"loss\": 2e300}",                /* beyond the bound */
-		"{\"loss\": \"0.5\"}",              /* a string */
+		"{\"loss\": 1e999}",   /* overflows a double */
+		"{\"loss\": 2e300}",   /* beyond the bound */
+		"{\"loss\": \"0.5\"}", /* a string */
 		"{\"loss\": true}",
 		"{\"loss\": null}",
-		"{\"loss\": [1]}",                  /* nested */
+		"{\"loss\": [1]}", /* nested */
 		"{\"loss\": {\"a\": 1}}",
-		"{\"a b\": 1}",                     /* a name outside the alphabet */
-		"{\"l\\u0073\": 1}",                /* escapes */
+		"{\"a b\": 1}",      /* a name outside the alphabet */
+		"{\"l\\u0073\": 1}", /* escapes */
 		"{\"\": 1}",
-		"{\"a\": 1, \"a\": 2}",             /* twice */
+		"{\"a\": 1, \"a\": 2}", /* twice */
 		"{\"step\": 1, \"step\": 2, \"a\": 1}",
 		"{\"step\": -1, \"a\": 1}",
 		"{\"step\": 1.5, \"a\": 1}",
@@ -60,7 +60,7 @@ TEST(rejected)
 		"{\"a\": .5}",
 		"{\"a\": 1.}",
 		"{\"a\": +1}",
-		"{\"a\": 1} x",                     /* trailing bytes */
+		"{\"a\": 1} x", /* trailing bytes */
 		"{\"a\": 1",
 		"[1]",
 		"{\"a\": 1}{\"b\": 2}",
@@ -96,8 +96,8 @@ TEST(rejected)
 		CHECK(m.v[31].value == 31);
 	}
 	/* a number token over 64 bytes */
-	CHECK(json("{\"a\": 0.00000000000000000000000000000000000000000000000000000000000000001}") ==
-	      -1);
+	CHECK(json("{\"a\": "
+	           "0.00000000000000000000000000000000000000000000000000000000000000001}") == -1);
 }
 
 TEST(log_lines)
