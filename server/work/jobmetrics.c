@@ -273,8 +273,9 @@ static void collect_next(struct batch *b)
 	free(b);
 	collecting = 0;
 	if (more) {
+		/* the rest soon, not at once: a huge file is read in steps */
 		more = 0;
-		cron_soon(collect_cron, 50);
+		cron_soon(collect_cron, 200);
 	}
 }
 

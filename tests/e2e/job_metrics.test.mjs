@@ -115,6 +115,8 @@ describe('job metrics in the browser', () => {
     await page.locator('[data-metrics-empty]').waitFor();
     assert.match(await page.locator('[data-metrics-empty]').textContent(), /No metrics yet.*GPUCLOUD_METRIC \{"step": 1, "loss": 0\.5\}.*metrics\.jsonl/);
     assert.equal(await page.locator('[data-metric-charts] figure').count(), 0);
+    await page.locator('[data-metrics]').scrollIntoViewIfNeeded();
+    await shot(page, 'job-metrics-empty');
   });
 
   it('reads in Chinese and in the dark scheme', async () => {
