@@ -32,7 +32,8 @@ function metricsSection(main, id, stateOf) {
     t('job.metrics.emptyAfter'), ' ', h('code', null, 'metrics.jsonl'), '.');
   const fmtTime = (ms) => new Date(ms).toLocaleTimeString(getLanguage(), { hour: '2-digit', minute: '2-digit', second: '2-digit', hour12: false });
   const cpu = lineChart({ title: t('job.metrics.cpu'), formatX: fmtTime, formatY: (v) => `${Number(v.toPrecision(3))}%`, empty: t('job.metrics.noUsage') });
-  const mem = lineChart({ title: t('job.metrics.memory'), formatX: fmtTime, formatY: (v) => formatBytes(v), empty: t('job.metrics.noUsage') });
+  // memory in MiB, so the ticks fall on round binary sizes
+  const mem = lineChart({ title: t('job.metrics.memory'), formatX: fmtTime, formatY: (v) => formatBytes(v * 1048576), empty: t('job.metrics.noUsage') });
   const el = h('section', { class: 'card', 'data-metrics': '' },
     h('h2', null, t('job.metrics.title')), hint, grid,
     h('h3', null, t('job.metrics.usage')),
@@ -80,7 +81,7 @@ function metricsSection(main, id, stateOf) {
       draw(r.names);
       const samples = r.usage.samples;
       cpu.update([{ name: t('job.metrics.cpu'), points: samples.filter((s) => s[1] !== null).map((s) => [Date.parse(s[0]), s[1]]) }]);
-      mem.update([{ name: t('job.metrics.memory'), points: samples.filter((s) => s[2] !== null).map((s) => [Date.parse(s[0]), s[2]]) }]);
+      mem.update([{ name: t('job.metrics.memory'), points: samples.filter((s) => s[2] !== null).map((s) => [Date.parse(s[0]), s[2] / 1048576]) }]);
     } catch { /* the next poll tries again */ }
     const live = jobLive(stateOf());
     if (!live) afterEnd++;
