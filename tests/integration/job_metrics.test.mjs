@@ -4,11 +4,12 @@
 // numbered by its line, last_metrics on the job; CPU and memory samples
 // (GPU null); a 20,000-line series thinned to the bound with its first,
 // last, lowest and highest points kept; hostile files (a symlink, a FIFO,
-// a huge line) neither read nor harmful; tenant checks and bad input; and
+// a huge line) neither read nor harmful; tenant checks (other user, admin,
+// read-only token, no or an expired session) and bad input; and
 // a kill -9 of gpucloudd mid-job stores every point once.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { assertErrorShape, stopClean, call } from '../lib/itest.mjs';
+import { assertErrorShape, stopClean, call, sha256hex } from '../lib/itest.mjs';
 import { startServer, dropDatabase, Client, ADMIN_PASSWORD } from '../lib/server.mjs';
 import { world, mkUser, cleanup, sql, eventually, FAST } from './instances_lib.mjs';
 
@@ -139,6 +140,15 @@ describe('job metrics', () => {
     const tb = await bob.c.post('/api/v1/tokens', { name: 'ro', scopes: ['read'] });
     assert.equal((await call(w.srv.base, 'GET', `/api/v1/jobs/${jobId}/metrics`, { bearer: tb.json.token })).status, 404);
     assert.equal((await call(w.srv.base, 'GET', `/api/v1/jobs/${jobId}/metrics`)).status, 401);
+    const h = sha256hex(alice.c.cookies.get('gc_session'));
+    sql(w.srv, `UPDATE sessions SET expires_at = now() - interval '1 second' WHERE token_hash = '${h}'`);
+    try {
+      const r = await alice.c.get(`/api/v1/jobs/${jobId}/metrics`);
+      assert.equal(r.status, 401, r.text);
+      assertErrorShape(r.json, 'unauthorized');
+    } finally {
+      sql(w.srv, `UPDATE sessions SET expires_at = now() + interval '1 hour' WHERE token_hash = '${h}'`);
+    }
     for (const q of ['names=a%20b', 'names=', 'names=loss,', 'names=,loss', `names=${'x'.repeat(65)}`, `names=${Array.from({ length: 33 }, (_, i) => `m${i}`).join(',')}`,
       'after_step=x', 'after_step=-2', 'after_step=1.5', 'max_points=1', 'max_points=10001', 'max_points=']) {
       const r = await alice.c.get(`/api/v1/jobs/${jobId}/metrics?${q}`);
