@@ -34,8 +34,8 @@
 #include "storage/storage.h"
 #include "work/driver.h"
 #include "work/instances.h"
-#include "work/logscan.h"
 #include "work/jobmetrics.h"
+#include "work/logscan.h"
 #include "work/spec.h"
 #include "work/workload.h"
 
