@@ -45,6 +45,7 @@
 	" NULLIF(j.reason_code, ''), 'exit_code', j.exit_code, 'node', n.name,"                \
 	" 'container_name', NULLIF(j.container_name, ''),"                                     \
 	" 'directory', substr(j.directory, length('home/' || u.username || '/') + 1),"         \
+	" 'last_metrics', j.last_metrics,"                                                     \
 	" 'request', CASE WHEN r.id IS NULL THEN NULL ELSE json_build_object('id', r.id,"      \
 	"  'state', r.state, 'reason_code', r.reason_code, 'reason', r.reason, 'position',"    \
 	"  r.position) END,"                                                                   \
