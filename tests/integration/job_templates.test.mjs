@@ -272,6 +272,15 @@ describe('job templates', () => {
     assert.deepEqual(metrics.map((m) => m.step), [1, 2, 3, 4, 5, 6, 7, 8]);
     for (const m of metrics) assert.ok(Number.isFinite(m.loss) && m.loss >= 0, JSON.stringify(m));
     assert.match(log, /'lr': 0\.05/);
+    // the platform's metric collector read them: the loss series, step by step
+    const got = await eventually(async () => {
+      const m = await alice.c.get(`/api/v1/jobs/${r.json.id}/metrics?names=loss`);
+      return m.status === 200 && m.json.series?.loss?.length === 8 ? m.json : null;
+    }, 20000, 250);
+    assert.ok(got, 'the loss series has 8 points');
+    assert.deepEqual(got.series.loss.map((p) => p[0]), [1, 2, 3, 4, 5, 6, 7, 8]);
+    assert.equal(got.series.loss[7][1], metrics[7].loss);
+    assert.equal(got.last_metrics.loss, metrics[7].loss);
     assert.match(log, /saved \/home\/alice\/jobs\/\d+-torch-sine\/checkpoint\.pt after 8 steps/);
     // the checkpoint, in the job directory, the user's
     const ck = join(w.srv.dir, 'data', 'home', 'alice', done.directory, 'checkpoint.pt');
