@@ -36,7 +36,7 @@ CREATE TABLE job_templates (
     mem_mib          bigint NOT NULL DEFAULT 1024 CHECK (mem_mib BETWEEN 16 AND 16777216),
     shm_mib          bigint NOT NULL DEFAULT 64 CHECK (shm_mib BETWEEN 1 AND 1048576),
     max_runtime_s    integer NOT NULL DEFAULT 86400 CHECK (max_runtime_s BETWEEN 1 AND 2592000),
-    members          integer NOT NULL DEFAULT 1 CHECK (members BETWEEN 1 AND 64),
+    members          integer NOT NULL DEFAULT 1 CHECK (members BETWEEN 1 AND 16),
     allow_overrides  boolean NOT NULL DEFAULT true,
     enabled          boolean NOT NULL DEFAULT true,
     created_at       timestamptz NOT NULL DEFAULT now(),

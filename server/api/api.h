@@ -166,8 +166,8 @@ extern const struct route api_job_templates_routes[];
 
 struct template_error;
 /* A job submission from a template (the body of POST /jobs, or one run of
- * a sweep): fills body's image_id, pool, slices, CPU, memory, shm and
- * maximum runtime the submission leaves out from tmpl (API_JOB_TEMPLATE_JSON
+ * a sweep): fills body's image_id, pool, slices, CPU, memory, shm, maximum
+ * runtime and (above 1) members the submission leaves out from tmpl (API_JOB_TEMPLATE_JSON
  * parsed), refuses ones that differ when the template allows no overrides,
  * and expands the template's command for body's "hyperparameters" and
  * "inputs" (home: "/home/<user>", for "~/").  On success body holds the

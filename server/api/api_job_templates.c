@@ -188,7 +188,7 @@ static int template_valid(struct http_req *r, json_t *body)
 	    !range_ok(r, body, "mem_mib", 16, 1LL << 24) ||
 	    !range_ok(r, body, "shm_mib", 1, 1LL << 20) ||
 	    !range_ok(r, body, "max_runtime_s", 1, 30 * 86400) ||
-	    !range_ok(r, body, "members", 1, 64)) {
+	    !range_ok(r, body, "members", 1, 16)) {
 		json_decref(empty);
 		return -1;
 	}

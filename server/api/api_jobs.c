@@ -680,8 +680,8 @@ static void expand_fail(struct template_error *e, const char *field, const char 
 int jobs_body_expand(json_t *body, const json_t *tmpl, const char *home, char **command_text,
                      char **hparams_text, struct template_error *err)
 {
-	static const char *const amounts[] = { "cpu_millis",    "mem_mib", "shm_mib",
-		                               "max_runtime_s", "slices",  NULL };
+	static const char *const amounts[] = { "cpu_millis", "mem_mib", "shm_mib", "max_runtime_s",
+		                               "slices",     "members", NULL };
 	int allow = json_is_true(json_object_get(tmpl, "allow_overrides"));
 	const char *tname = json_string_value(json_object_get(tmpl, "name"));
 	json_t *cmd = NULL, *hp = NULL, *v, *tv;
@@ -737,6 +737,10 @@ int jobs_body_expand(json_t *body, const json_t *tmpl, const char *home, char **
 		/* slices only with a pool (a job without one has none) */
 		if (strcmp(amounts[i], "slices") == 0 &&
 		    (!json_is_string(json_object_get(body, "pool")) || json_integer_value(tv) < 1))
+			continue;
+		/* members: a distributed template's count of containers (a
+		 * single-node job's body says nothing of them) */
+		if (strcmp(amounts[i], "members") == 0 && json_integer_value(tv) <= 1)
 			continue;
 		json_object_set_new(body, amounts[i], json_copy(tv));
 	}

@@ -158,7 +158,7 @@ describe('job templates', () => {
       ['bad input name', { inputs: [{ name: 'Greeting' }], command: ['true'] }, 'inputs[0].name', /lower-case/],
       ['bad name', { name: 'Bad Name' }, 'name', /lower-case/],
       ['bad kind', { kind: 'tensorflow' }, 'kind', /pytorch, pytorch-ddp or script/],
-      ['members', { members: 0 }, 'members', /1 to 64/],
+      ['members', { members: 17 }, 'members', /1 to 16/],
       ['cpu', { cpu_millis: 1 }, 'cpu_millis', /10 to 1024000/],
     ];
     for (const [what, over, field, re] of cases) {

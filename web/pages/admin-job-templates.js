@@ -200,7 +200,7 @@ function editor(x, close, reload) {
   const mem = numIn('template-mem', 'memory', x?.mem_mib ?? 1024, 16, 16777216);
   const shm = numIn('template-shm', 'shm', x?.shm_mib ?? 64, 1, 1048576);
   const runtime = numIn('template-runtime', 'max-runtime', x?.max_runtime_s ?? 3600, 1, 2592000);
-  const members = numIn('template-members', 'members', x?.members ?? 1, 1, 64);
+  const members = numIn('template-members', 'members', x?.members ?? 1, 1, 16);
   const overrides = h('input', { id: 'template-overrides', type: 'checkbox', checked: x ? !!x.allow_overrides : true, 'data-field': 'allow-overrides' });
   const enabled = h('input', { id: 'template-enabled', type: 'checkbox', checked: x ? !!x.enabled : true, 'data-field': 'enabled' });
 
