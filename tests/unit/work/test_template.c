@@ -18,14 +18,14 @@ static json_t *J(const char *doc)
 	return v;
 }
 
-#define PYTORCH_SCHEMA                                                                          \
+#define PYTORCH_SCHEMA                                                                             \
 	"[{\"name\": \"lr\", \"type\": \"float\", \"default\": 0.01, \"min\": 0.000001, \"max\": " \
-	"10},"                                                                                      \
-	" {\"name\": \"epochs\", \"type\": \"int\", \"default\": 3, \"min\": 1, \"max\": 1000},"    \
-	" {\"name\": \"batch-size\", \"type\": \"int\", \"default\": 32},"                          \
-	" {\"name\": \"optimizer\", \"type\": \"choice\", \"default\": \"adam\", \"choices\": "     \
-	"[\"adam\", \"sgd\"]},"                                                                     \
-	" {\"name\": \"tag\", \"type\": \"string\", \"default\": \"a b\"},"                         \
+	"10},"                                                                                     \
+	" {\"name\": \"epochs\", \"type\": \"int\", \"default\": 3, \"min\": 1, \"max\": 1000},"   \
+	" {\"name\": \"batch-size\", \"type\": \"int\", \"default\": 32},"                         \
+	" {\"name\": \"optimizer\", \"type\": \"choice\", \"default\": \"adam\", \"choices\": "    \
+	"[\"adam\", \"sgd\"]},"                                                                    \
+	" {\"name\": \"tag\", \"type\": \"string\", \"default\": \"a b\"},"                        \
 	" {\"name\": \"verbose\", \"type\": \"bool\", \"default\": false}]"
 
 struct fixture {
@@ -128,7 +128,8 @@ TEST(single_values_inputs_and_braces)
 	struct template_error e;
 	char *cmd;
 
-	fx_init(&f, "[\"sh\", \"-c\", \"echo {{lr}}={hp.lr} e={hp.epochs} v={hp.verbose} {script}\"]",
+	fx_init(&f,
+	        "[\"sh\", \"-c\", \"echo {{lr}}={hp.lr} e={hp.epochs} v={hp.verbose} {script}\"]",
 	        PYTORCH_SCHEMA, "[{\"name\": \"script\", \"default\": \"x\"}]");
 	CHECK(template_check(&f.def, &e) == 0);
 	cmd = expand(&f, "{\"lr\": 0.003}", "{\"script\": \"~/a.sh\"}", &e, NULL);
@@ -195,7 +196,8 @@ TEST(choice_numbers_are_numbers)
 	char *cmd, *done;
 
 	fx_init(&f, "[\"t\", \"{hyperparameters}\"]",
-	        "[{\"name\": \"bs\", \"type\": \"choice\", \"default\": 32, \"choices\": [16, 32]}]",
+	        "[{\"name\": \"bs\", \"type\": \"choice\", \"default\": 32, \"choices\": [16, "
+	        "32]}]",
 	        NULL);
 	cmd = expand(&f, "{\"bs\": 16}", NULL, &e, &done);
 	CHECK_STR(cmd, "[\"t\",\"--bs\",\"16\"]");
@@ -240,9 +242,9 @@ TEST(bad_templates_are_refused)
 	                    "hyperparameters[0].max", "only int and float");
 	expect_bad_template(p, "[{\"name\": \"a\", \"type\": \"choice\"}]", NULL,
 	                    "hyperparameters[0].choices", "list 1 to 64 choices");
-	expect_bad_template(p,
-	                    "[{\"name\": \"a\", \"type\": \"int\", \"default\": 9, \"max\": 3}]",
-	                    NULL, "hyperparameters[0].default", "the default of 'a' must be at most 3");
+	expect_bad_template(p, "[{\"name\": \"a\", \"type\": \"int\", \"default\": 9, \"max\": 3}]",
+	                    NULL, "hyperparameters[0].default",
+	                    "the default of 'a' must be at most 3");
 	expect_bad_template(p, "[{\"name\": \"a\", \"type\": \"int\", \"step\": 1}]", NULL,
 	                    "hyperparameters[0]", "unknown field 'step'");
 	expect_bad_template("[\"python3\", \"x{hyperparameters}\"]", "[]", NULL, "command[1]",
@@ -251,16 +253,13 @@ TEST(bad_templates_are_refused)
 	                    "name the program");
 	expect_bad_template("[\"python3\", \"{hp.lr}\"]", "[]", NULL, "command[1]",
 	                    "no hyperparameter is named 'lr'");
-	expect_bad_template("[\"python3\", \"{data}\"]", "[]", NULL, "command[1]",
-	                    "not an input");
+	expect_bad_template("[\"python3\", \"{data}\"]", "[]", NULL, "command[1]", "not an input");
 	expect_bad_template("[\"python3\", \"{script\"]", "[]", "[{\"name\": \"script\"}]",
 	                    "command[1]", "without its '}'");
-	expect_bad_template("[\"python3\", \"a}b\"]", "[]", NULL, "command[1]",
-	                    "without its '{'");
+	expect_bad_template("[\"python3\", \"a}b\"]", "[]", NULL, "command[1]", "without its '{'");
 	expect_bad_template("[]", "[]", NULL, "command", "1 to 256");
 	expect_bad_template(p, "{}", NULL, "hyperparameters", "must be an array");
-	expect_bad_template(p, "[]", "[{\"name\": \"Script\"}]", "inputs[0].name",
-	                    "lower-case");
+	expect_bad_template(p, "[]", "[{\"name\": \"Script\"}]", "inputs[0].name", "lower-case");
 }
 
 TEST(shortest_reals)
