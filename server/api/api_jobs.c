@@ -23,6 +23,7 @@
 
 #include "api/admit.h"
 #include "api/api.h"
+#include "api/api_jobs.h"
 #include "auth/auth.h"
 #include "base/cron.h"
 #include "base/events.h"
@@ -46,7 +47,8 @@
 	" 'directory', substr(j.directory, length('home/' || u.username || '/') + 1),"         \
 	" 'request', CASE WHEN r.id IS NULL THEN NULL ELSE json_build_object('id', r.id,"      \
 	"  'state', r.state, 'reason_code', r.reason_code, 'reason', r.reason, 'position',"    \
-	"  r.position) END,"                                                                   \
+	"  r.position, 'eta', " DB_TS("r.eta_at") ", 'eta_reason', NULLIF(r.eta_reason, ''))" \
+	"  END, 'sweep_id', j.sweep_id,"                                                                   \
 	" 'gpus', COALESCE((SELECT json_agg(json_build_object('uuid', g.uuid, 'index', g.idx," \
 	"  'model', g.model) ORDER BY a.id) FROM allocations a JOIN slices s"                  \
 	"  ON s.id = a.slice_id JOIN gpus g ON g.id = s.gpu_id"                                \
@@ -292,7 +294,7 @@ static void create_free(void *p)
 	free(c);
 }
 
-static const struct jfield create_spec[] = {
+const struct jfield api_jobs_spec[] = {
 	{ "name", J_STRING, 1, 63 },
 	{ "image_id", J_INT, 1, 0 },
 	{ "command", J_ARRAY, 1, 256 },
@@ -526,8 +528,7 @@ static void create_blocked(PGresult *res, enum rc rc, void *arg)
 	         r);
 }
 
-/* Checks everything a submit says; replies 4xx itself and returns -1. */
-static int create_valid(struct http_req *r, json_t *body)
+int api_jobs_check(struct http_req *r, json_t *body)
 {
 	const char *prio = json_string_value(json_object_get(body, "priority")), *k;
 	int has_pool = json_is_string(json_object_get(body, "pool"));
@@ -626,7 +627,7 @@ static int create_valid(struct http_req *r, json_t *body)
 
 static void create(struct http_req *r)
 {
-	json_t *body = api_json_body(r, create_spec);
+	json_t *body = api_json_body(r, api_jobs_spec);
 	const char *key;
 	struct create_ctx *c;
 	char uid[24];
@@ -636,7 +637,7 @@ static void create(struct http_req *r)
 	if (!body)
 		return; /* replied: the request is over (its headers too) */
 	key = http_header(r, "Idempotency-Key");
-	if (create_valid(r, body) < 0)
+	if (api_jobs_check(r, body) < 0)
 		goto bad;
 	if (key && (!*key || strlen(key) > 200 ||
 	            strspn(key, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
