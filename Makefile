@@ -41,7 +41,7 @@ SRCS = $(addprefix server/base/,rc.c log.c config.c crypto.c worker.c csv.c cloc
        $(addprefix server/engine/,docker.c nodes.c nvsmi.c images.c registry.c) \
        $(addprefix server/storage/,storage.c paths.c tar.c files.c quota.c areas.c) \
        $(addprefix server/auth/,auth.c) \
-       $(addprefix server/sched/,place.c scheduler.c) \
+       $(addprefix server/sched/,place.c eta.c scheduler.c) \
        $(addprefix server/work/,workload.c spec.c passwd.c driver.c logscan.c instances.c jobs.c \
          reconcile.c reclaim.c) \
        $(addprefix server/apps/,page.c activity.c forward.c route.c upstream.c tunnel.c \
