@@ -42,7 +42,8 @@
 	"  WHERE ip.instance_id = i.id), '[]'),"                                                                                                          \
 	" 'request', CASE WHEN r.id IS NULL THEN NULL ELSE json_build_object('id', r.id,"                                                                 \
 	"  'state', r.state, 'reason_code', r.reason_code, 'reason', r.reason, 'position',"                                                               \
-	"  r.position, 'preempt_requested_at', " DB_TS(                                                                                                   \
+	"  r.position, 'eta', " DB_TS("r.eta_at") ", 'eta_reason', NULLIF(r.eta_reason, ''),"  \
+	"  'preempt_requested_at', " DB_TS(                                                                                                   \
 	        "r.preempt_requested_at") ") END,"                                                                                                        \
 	                                  " 'gpus', COALESCE((SELECT "                                                                                    \
 	                                  "json_agg(json_build_object('uuid', g.uuid, 'index', "                                                          \
