@@ -17,5 +17,6 @@ import images from './en/images.js';
 import jobs from './en/jobs.js';
 import quotas from './en/quotas.js';
 import errors from './en/errors.js';
+import sweeps from './en/sweeps.js';
 
-export default merge(shell, errors, auth, home, instances, jobs, files, cluster, users, nodes, pools, images, quotas);
+export default merge(shell, errors, auth, home, instances, jobs, files, cluster, users, nodes, pools, images, quotas, sweeps);

@@ -1,0 +1,161 @@
+// sweeps.test.mjs — sweeps end to end in a real headless Chromium against a
+// real gpucloud and the world's engine: a student opens "New sweep" from the
+// jobs page, builds a 3×2 grid (the run count shows 6 before submitting),
+// sees the 6 runs on the sweep's page, each succeed, and the best one marked
+// once their metrics are in; the list and the pages in Chinese. No uncaught
+// error or CSP violation.
+//
+// The runs print GPUCLOUD_METRIC lines; until the metrics collector fills
+// jobs.last_metrics from them, the test writes each run's loss there itself
+// (only where it is still empty).
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { startServer, ADMIN_PASSWORD, Client, psql } from '../lib/server.mjs';
+import { launch, shot } from './browser.mjs';
+
+const env = process.env;
+const STUDENT = { username: 'e2e-sweep-student', password: 'student-pass-1' };
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+async function until(fn, what, ms = 15000) {
+  const end = Date.now() + ms;
+  let last;
+  for (;;) {
+    try { last = await fn(); if (last) return last; } catch (e) { last = e; }
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what} (last: ${last instanceof Error ? last.message : JSON.stringify(last)})`);
+    await sleep(100);
+  }
+}
+
+describe('sweeps in the browser', () => {
+  let srv, browser, page, api, cluster, sweepId;
+  const pageErrors = [];
+
+  before(async () => {
+    for (const k of ['GPUCLOUD_WORLD_DOCKER1', 'GPUCLOUD_WORLD_NODE1_GPUS', 'GPUCLOUD_WORLD_IMAGE', 'GPUCLOUD_WORLD_REGISTRY'])
+      assert.ok(env[k], `${k} is not set: run the tests through make test (it starts the world)`);
+    srv = await startServer({ args: ['--node-check-interval=1', '--sched-interval-ms=200', '--instance-tick-ms=100', '--instance-stop-grace=1'] });
+    cluster = psql(srv.db.url, 'SELECT cluster_id FROM cluster_identity');
+    api = new Client(srv.base);
+    assert.equal((await api.login('admin', ADMIN_PASSWORD)).status, 200);
+    const gpus = env.GPUCLOUD_WORLD_NODE1_GPUS.split(',').map((d) => ({ model: 'NVIDIA A100-SXM4-80GB', memory_mib: 81920, devices: [d] }));
+    const n = await api.post('/api/v1/nodes', { name: 'node1', url: env.GPUCLOUD_WORLD_DOCKER1, gpus });
+    assert.equal(n.status, 201, n.text);
+    await until(async () => (await api.get(`/api/v1/nodes/${n.json.id}`)).json.state === 'up', 'node1 up');
+    const reg = await api.post('/api/v1/registries', { name: 'world', server: env.GPUCLOUD_WORLD_REGISTRY, username: env.GPUCLOUD_WORLD_REGISTRY_USER, password: env.GPUCLOUD_WORLD_REGISTRY_KEY, personal: true });
+    assert.equal(reg.status, 201, reg.text);
+    const img = await api.post('/api/v1/images', { reference: env.GPUCLOUD_WORLD_IMAGE, registry_id: reg.json.id, display_name: 'BusyBox trainer', framework: 'none' });
+    assert.equal(img.status, 201, img.text);
+    const u = await api.post('/api/v1/users', { username: STUDENT.username, role: 'student', password: STUDENT.password });
+    assert.equal(u.status, 201, u.text);
+    browser = await launch();
+    const context = await browser.newContext({ locale: 'en-US', viewport: { width: 1360, height: 900 } });
+    page = await context.newPage();
+    page.setDefaultTimeout(15000);
+    page.on('pageerror', (e) => pageErrors.push(e.message));
+    page.on('console', (m) => { if (/Content Security Policy/i.test(m.text())) pageErrors.push(m.text()); });
+  });
+
+  after(async () => {
+    if (page) { try { await shot(page, 'sweeps-final'); } catch { /* browser gone */ } }
+    await browser?.close();
+    await srv?.stop();
+    try {
+      const ids = execFileSync('docker', ['-H', env.GPUCLOUD_WORLD_DOCKER1, 'ps', '-aq', '--filter', `label=gpucloud.cluster=${cluster}`], { encoding: 'utf8' }).trim();
+      if (ids) execFileSync('docker', ['-H', env.GPUCLOUD_WORLD_DOCKER1, 'rm', '-f', ...ids.split('\n')]);
+    } catch { /* engine gone */ }
+  });
+
+  const runs = () => page.locator('[data-table=runs] tbody tr');
+
+  it('builds a 3×2 grid sweep, showing the run count before submitting', async () => {
+    await page.goto(`${srv.base}/#/login`);
+    await page.getByLabel('Username', { exact: true }).fill(STUDENT.username);
+    await page.getByLabel('Password', { exact: true }).fill(STUDENT.password);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.locator('[data-nav="jobs"]').click();
+    await page.locator('[data-action=new-sweep]').click();
+    await page.getByRole('heading', { name: 'New sweep', level: 1 }).waitFor();
+    await until(async () => (await page.locator('[data-field=image] option').count()) === 1, 'the image in the picker');
+    await page.locator('[data-field=name]').fill('grid');
+    await page.locator('[data-field=command]').fill('echo "hp=$GPUCLOUD_HPARAMS_JSON"; echo "GPUCLOUD_METRIC {\\"loss\\": 0.5}"');
+    await page.locator('[data-field=cpu]').fill('100');
+    await page.locator('[data-field=memory]').fill('32');
+    await page.locator('[data-field=param-values]').first().fill('0.1, 0.01, 0.001');
+    assert.match(await page.locator('[data-run-count]').textContent(), /makes 3 runs/);
+    await page.locator('[data-action=add-param]').click();
+    await page.locator('[data-field=param-name]').nth(1).fill('batch');
+    await page.locator('[data-field=param-values]').nth(1).fill('32, 64');
+    assert.match(await page.locator('[data-run-count]').textContent(), /makes 6 runs/);
+    // the list mode counts its lines
+    await page.locator('[data-field=mode-list]').check();
+    await page.locator('[data-field=list]').fill('{"lr": 1}\n{"lr": 2}');
+    assert.match(await page.locator('[data-run-count]').textContent(), /makes 2 runs/);
+    await page.locator('[data-field=list]').fill('{"lr": 1}\nnot json');
+    assert.match(await page.locator('[data-run-count]').textContent(), /Line 2 is not a JSON object/);
+    await page.locator('[data-field=mode-grid]').check();
+    assert.match(await page.locator('[data-run-count]').textContent(), /makes 6 runs/);
+    await shot(page, 'sweep-new');
+    await page.locator('[data-action=submit-sweep]').click();
+    await page.waitForURL(/#\/sweep\?id=\d+$/);
+    sweepId = Number(new URL(page.url()).hash.split('=')[1]);
+    await page.locator('[data-sweep-page] h1').filter({ hasText: 'grid' }).waitFor();
+    await until(async () => (await runs().count()) === 6, '6 runs');
+    const hps = await page.locator('[data-table=runs] tbody td[data-hp=lr]').allTextContents();
+    assert.deepEqual(hps, ['0.1', '0.1', '0.01', '0.01', '0.001', '0.001']);
+    assert.deepEqual(await page.locator('[data-table=runs] tbody td[data-hp=batch]').allTextContents(), ['32', '64', '32', '64', '32', '64']);
+  });
+
+  it('shows every run succeed and marks the best once the metrics are in', async () => {
+    await until(async () => (await page.locator('[data-table=runs] tbody tr[data-state=succeeded]').count()) === 6, 'all 6 succeeded', 60000);
+    // loss = lr * 10 + batch / 1000: the best (lowest) is lr 0.001, batch 32
+    psql(srv.db.url, `UPDATE jobs SET last_metrics = jsonb_build_object('loss', (hyperparameters->>'lr')::float8 * 10 + (hyperparameters->>'batch')::float8 / 1000, 'step', 3) WHERE sweep_id = ${sweepId} AND last_metrics = '{}'`);
+    await page.locator('tr[data-best=true]').waitFor();
+    assert.equal(await page.locator('tr[data-best=true]').count(), 1);
+    const best = page.locator('tr[data-best=true]');
+    assert.equal((await best.locator('td[data-hp=lr]').textContent()).trim(), '0.001');
+    assert.equal((await best.locator('td[data-hp=batch]').textContent()).trim(), '32');
+    assert.match(await best.locator('[data-field=best-badge]').textContent(), /Best/);
+    assert.match(await page.locator('[data-summary]').textContent(), /loss = 0\.042/);
+    assert.equal(await page.locator('[data-action=cancel-all]').count(), 0, 'nothing live to cancel');
+    await shot(page, 'sweep-detail');
+  });
+
+  it('lists the sweep, and shows the pages in Chinese', async () => {
+    await page.locator('a', { hasText: '← All sweeps' }).click();
+    await page.locator('[data-table=sweeps] tr[data-sweep=grid]').waitFor();
+    assert.match(await page.locator('[data-table=sweeps] tr[data-sweep=grid]').textContent(), /6 runs.*loss = 0\.042/s);
+    await shot(page, 'sweeps-list');
+    await page.locator('[data-lang-switch]').selectOption('zh-CN');
+    await page.getByRole('heading', { name: '超参数搜索', level: 1 }).waitFor();
+    await shot(page, 'sweeps-list-zh');
+    await page.locator('[data-table=sweeps] tr[data-sweep=grid] [data-action=open]').click();
+    await page.locator('tr[data-best=true] [data-field=best-badge]').filter({ hasText: '最佳' }).waitFor();
+    await shot(page, 'sweep-detail-zh');
+    await page.goto(`${srv.base}/#/sweeps/new`);
+    await page.getByRole('heading', { name: '新建超参数搜索', level: 1 }).waitFor();
+    assert.match(await page.locator('[data-run-count]').textContent(), /2 次/);
+    await shot(page, 'sweep-new-zh');
+    await page.locator('[data-lang-switch]').selectOption('en');
+  });
+
+  it('cancels every live run from the sweep\'s page', async () => {
+    const r = await new Client(srv.base);
+    assert.equal((await r.login(STUDENT.username, STUDENT.password)).status, 200);
+    const img = (await r.get('/api/v1/images')).json.items[0];
+    const s = await r.post('/api/v1/sweeps', { name: 'sleepers', metric: 'loss', goal: 'min', job: { image_id: img.id, command: ['sleep', '300'], cpu_millis: 100, mem_mib: 32 }, grid: { x: [1, 2] } });
+    assert.equal(s.status, 201, s.text);
+    await page.goto(`${srv.base}/#/sweep?id=${s.json.id}`);
+    await until(async () => (await page.locator('[data-table=runs] tbody tr[data-state=running]').count()) === 2, 'both running', 30000);
+    await page.locator('[data-action=cancel-all]').click();
+    await page.locator('[data-action=confirm]').click();
+    await until(async () => (await page.locator('[data-table=runs] tbody tr[data-state=cancelled]').count()) === 2, 'both cancelled', 30000);
+    await page.locator('h1 [data-state=cancelled]').waitFor();
+    assert.match(await page.locator('[data-field=cancelled-by]').textContent(), new RegExp(STUDENT.username));
+  });
+
+  it('raised no page error or CSP violation', () => {
+    assert.deepEqual(pageErrors, []);
+  });
+});
