@@ -35,7 +35,9 @@ struct sim {
 	/* per node, for the request being estimated */
 	int *slices_cap, *slices_used;
 	int64_t *cpu_used, *mem_used;
-	int *order; /* holds by end */
+	unsigned char *fits; /* node has room for the request now */
+	int nfit;            /* how many do */
+	int *order;          /* holds by end, kept sorted as they are added */
 };
 
 static int idx_cmp(const void *a, const void *b)
@@ -67,17 +69,21 @@ static int add_hold(struct sim *s, struct hold h)
 			return -1;
 		s->cap = ncap;
 	}
+	{
+		/* after every hold that ends no later */
+		int lo = 0, hi = s->nholds;
+		while (lo < hi) {
+			int mid = (lo + hi) / 2;
+			if (s->holds[s->order[mid]].end <= h.end)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		memmove(s->order + lo + 1, s->order + lo, (size_t)(s->nholds - lo) * sizeof(int));
+		s->order[lo] = s->nholds;
+	}
 	s->holds[s->nholds++] = h;
 	return 0;
-}
-
-static const struct hold *sort_holds;
-
-static int by_end(const void *a, const void *b)
-{
-	int64_t x = sort_holds[*(const int *)a].end, y = sort_holds[*(const int *)b].end;
-
-	return x < y ? -1 : x > y;
 }
 
 static int64_t lim(int64_t total)
@@ -107,24 +113,39 @@ static int quota_ok(const struct place_request *q, int64_t us, int64_t uc, int64
 	       (q->quota_mem <= 0 || um + q->mem * k <= q->quota_mem);
 }
 
-/* How many nodes fit q now. */
-static int nodes_fitting(const struct sim *s, const struct place_request *q)
+/* Node n's room changed: keeps fits/nfit true. */
+static void refit(struct sim *s, const struct place_request *q, int n)
 {
-	int n, got = 0;
+	int f = node_fits(s, q, n);
 
-	for (n = 0; n < s->e->in->nnodes; n++)
-		got += node_fits(s, q, n);
-	return got;
+	s->nfit += f - s->fits[n];
+	s->fits[n] = (unsigned char)f;
 }
 
-/* Estimates q (queue index qi); adds its holds when it gets a start. */
+/* Adds (sign 1) or takes back (-1) hold h's use for q. */
+static void use(struct sim *s, const struct place_request *q, const struct hold *h, int sign,
+                int64_t u[3])
+{
+	if (h->pool_id == q->pool_id)
+		s->slices_used[h->node] += sign * h->slices;
+	s->cpu_used[h->node] += sign * h->cpu;
+	s->mem_used[h->node] += sign * h->mem;
+	if (h->user_id == q->user_id && h->pool_id == q->pool_id) {
+		u[0] += sign * h->slices;
+		u[1] += sign * h->cpu;
+		u[2] += sign * h->mem;
+	}
+}
+
+/* Estimates q (queue index qi); adds its holds when it gets a start.
+ * Costs O(slices + holds + nodes). */
 static int simulate(struct sim *s, int qi, struct eta_out *o)
 {
 	const struct eta_input *e = s->e;
 	const struct place_input *in = e->in;
 	const struct place_request *q = &in->queue[qi];
-	int nn = in->nnodes, need = q->nodes > 0 ? q->nodes : 1, i, k, n;
-	int64_t us = 0, uc = 0, um = 0, dur = e->queue_dur ? e->queue_dur[qi] : 0;
+	int nn = in->nnodes, need = q->nodes > 0 ? q->nodes : 1, i, k, n, nholds = s->nholds;
+	int64_t u[3] = { 0, 0, 0 }, dur = e->queue_dur ? e->queue_dur[qi] : 0;
 
 	memset(s->slices_cap, 0, (size_t)nn * sizeof(int));
 	memset(s->slices_used, 0, (size_t)nn * sizeof(int));
@@ -135,28 +156,22 @@ static int simulate(struct sim *s, int qi, struct eta_out *o)
 			if (in->slices[i].pool_id == q->pool_id)
 				s->slices_cap[in->slices[i].node]++;
 	/* nothing held: could it start at all? */
-	if (nodes_fitting(s, q) < need || !quota_ok(q, 0, 0, 0)) {
+	s->nfit = 0;
+	for (n = 0; n < nn; n++) {
+		s->fits[n] = 0;
+		refit(s, q, n);
+	}
+	if (s->nfit < need || !quota_ok(q, 0, 0, 0)) {
 		snprintf(o->why, sizeof(o->why),
 		         "no node that takes work now could hold it, or its quota could not");
 		return 0;
 	}
-	for (i = 0; i < s->nholds; i++) {
-		const struct hold *h = &s->holds[i];
-		if (h->pool_id == q->pool_id)
-			s->slices_used[h->node] += h->slices;
-		s->cpu_used[h->node] += h->cpu;
-		s->mem_used[h->node] += h->mem;
-		if (h->user_id == q->user_id && h->pool_id == q->pool_id) {
-			us += h->slices;
-			uc += h->cpu;
-			um += h->mem;
-		}
-		s->order[i] = i;
-	}
-	sort_holds = s->holds;
-	qsort(s->order, (size_t)s->nholds, sizeof(int), by_end);
+	for (i = 0; i < nholds; i++)
+		use(s, q, &s->holds[i], 1, u);
+	for (n = 0; n < nn; n++)
+		refit(s, q, n);
 	/* now, then each end time in turn */
-	for (k = -1; k < s->nholds; k++) {
+	for (k = -1; k < nholds; k++) {
 		int64_t t = e->now;
 		if (k >= 0) {
 			const struct hold *h = &s->holds[s->order[k]];
@@ -164,27 +179,20 @@ static int simulate(struct sim *s, int qi, struct eta_out *o)
 				break;
 			if (h->end > t)
 				t = h->end;
-			if (h->pool_id == q->pool_id)
-				s->slices_used[h->node] -= h->slices;
-			s->cpu_used[h->node] -= h->cpu;
-			s->mem_used[h->node] -= h->mem;
-			if (h->user_id == q->user_id && h->pool_id == q->pool_id) {
-				us -= h->slices;
-				uc -= h->cpu;
-				um -= h->mem;
-			}
+			use(s, q, h, -1, u);
+			refit(s, q, h->node);
 			/* several end together: the last of them decides */
-			if (k + 1 < s->nholds && s->holds[s->order[k + 1]].end <= t)
+			if (k + 1 < nholds && s->holds[s->order[k + 1]].end <= t)
 				continue;
 		}
-		if (!quota_ok(q, us, uc, um) || nodes_fitting(s, q) < need)
+		if (!quota_ok(q, u[0], u[1], u[2]) || s->nfit < need)
 			continue;
 		o->at = t;
 		/* it holds the first nodes with room from then on */
 		for (n = 0, i = 0; n < nn && i < need; n++) {
 			struct hold h = { n, q->pool_id, q->pool_id ? q->slices : 0, q->cpu, q->mem,
 				          q->user_id, dur > 0 ? t + dur : NEVER };
-			if (!node_fits(s, q, n))
+			if (!s->fits[n])
 				continue;
 			if (add_hold(s, h) < 0)
 				return -1;
@@ -218,7 +226,9 @@ int eta_run(const struct eta_input *e, struct eta_out *out)
 	s.slices_used = calloc(nn, sizeof(int));
 	s.cpu_used = calloc(nn, sizeof(int64_t));
 	s.mem_used = calloc(nn, sizeof(int64_t));
-	if (!s.qidx || !s.sidx || !s.slices_cap || !s.slices_used || !s.cpu_used || !s.mem_used)
+	s.fits = calloc(nn, 1);
+	if (!s.qidx || !s.sidx || !s.slices_cap || !s.slices_used || !s.cpu_used || !s.mem_used ||
+	    !s.fits)
 		goto out;
 	for (i = 0; i < in->nqueue; i++)
 		s.qidx[i] = (struct idx){ in->queue[i].id, i };
@@ -313,5 +323,6 @@ out:
 	free(s.slices_used);
 	free(s.cpu_used);
 	free(s.mem_used);
+	free(s.fits);
 	return rc;
 }

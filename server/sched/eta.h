@@ -24,7 +24,7 @@
 /* At most this many waiting requests get an estimate per pass (the first
  * ones in the order they were considered); the rest say they are too far
  * back. */
-#define ETA_MAX 256
+#define ETA_MAX 128
 
 struct eta_input {
 	const struct place_input *in;

@@ -247,6 +247,58 @@ TEST(only_the_first_ones_are_estimated)
 	CHECK_STR(out[ETA_MAX].why, "too far back in the queue to estimate");
 }
 
+/* A big cluster and queue (the scheduler benchmark's size): only the
+ * first ETA_MAX get an estimate, each after the one before. */
+TEST(large)
+{
+	enum { NODES = 1000, PER = 8, QUEUE = 10000 };
+	struct place_node *nd = calloc(NODES, sizeof(*nd));
+	struct place_slice *sl = calloc(NODES * PER, sizeof(*sl));
+	struct place_running *rn = calloc(NODES * PER, sizeof(*rn));
+	struct place_request *qu = calloc(QUEUE, sizeof(*qu));
+	struct place_decision *de = calloc(QUEUE, sizeof(*de));
+	int64_t *re = calloc(NODES * PER, sizeof(*re)), *du = calloc(QUEUE, sizeof(*du));
+	struct eta_out *o = calloc(QUEUE, sizeof(*o));
+	struct place_input big = { nd, NODES, sl, NODES * PER, qu, QUEUE, rn, NODES * PER };
+	struct place_result r = { de, QUEUE, 0 };
+	struct eta_input e = { &big, &r, re, du, NOW, 30 };
+
+	CHECK(nd && sl && rn && qu && de && re && du && o);
+	if (!(nd && sl && rn && qu && de && re && du && o))
+		return;
+	for (int n = 0; n < NODES; n++) {
+		nd[n] = (struct place_node){ .id = n + 1, .schedulable = 1, .cpu_total = 64000,
+			                     .mem_total = 1 << 20 };
+		for (int k = 0; k < PER; k++) {
+			int i = n * PER + k;
+			sl[i] = (struct place_slice){ .id = i + 1, .node = n, .pool_id = POOL };
+			rn[i] = (struct place_running){ .request_id = 100000 + i, .user_id = 1,
+				                        .pool_id = POOL, .node = n, .slices = 1,
+				                        .cpu = 100, .mem = 100 };
+			re[i] = NOW + 60 + i; /* one slice frees each second */
+		}
+	}
+	for (int i = 0; i < QUEUE; i++) {
+		qu[i] = (struct place_request){ .id = i + 1, .user_id = 2, .pool_id = POOL,
+			                        .slices = 1, .nodes = 1, .cpu = 100, .mem = 100,
+			                        .quota_slices = -1 };
+		du[i] = 3600;
+		de[i] = (struct place_decision){ .request_id = i + 1, .reason = REASON_CAPACITY };
+	}
+	CHECK(eta_run(&e, o) == 0);
+	CHECK(o[0].at == NOW + 60);
+	CHECK(o[ETA_MAX - 1].at == NOW + 60 + ETA_MAX - 1);
+	CHECK(o[ETA_MAX].at == 0);
+	free(nd);
+	free(sl);
+	free(rn);
+	free(qu);
+	free(de);
+	free(re);
+	free(du);
+	free(o);
+}
+
 int main(void)
 {
 	RUN(after_running_work_and_the_queue_ahead);
@@ -259,5 +311,6 @@ int main(void)
 	RUN(gang_waits_for_enough_nodes);
 	RUN(preempting_starts_within_the_grace);
 	RUN(only_the_first_ones_are_estimated);
+	RUN(large);
 	return harness_done("test_eta");
 }
