@@ -4,7 +4,7 @@
  *
  * Every run is a job a user could have submitted: its POST /jobs body is
  * made by run_body() (the one place a run is shaped; a template's expansion
- * belongs there) and checked by api_jobs_check().  All runs are recorded
+ * belongs there) and checked by job_body_check().  All runs are recorded
  * with their allocation requests in one statement, so a 201 means every run
  * is committed, and none is when any check fails.  The limits are checked
  * as POST /jobs does (admit.c) for the shape all runs share.  Idempotency-Key
@@ -20,7 +20,7 @@
 
 #include "api/admit.h"
 #include "api/api.h"
-#include "api/api_jobs.h"
+#include "api/job_body.h"
 #include "auth/auth.h"
 #include "base/events.h"
 #include "db/db.h"
@@ -31,31 +31,37 @@
 
 /* The best run of sweep s: succeeded, the metric a number, lowest or
  * highest first (ties: the earlier run). */
-#define BEST_RUN(s)                                                                          \
-	"(SELECT b.id FROM jobs b WHERE b.sweep_id = " s ".id AND b.state = 'succeeded'"     \
-	" AND jsonb_typeof(b.last_metrics -> " s ".metric) = 'number'"                       \
-	" ORDER BY CASE WHEN " s ".goal = 'min' THEN (b.last_metrics ->> " s                 \
-	".metric)::float8 END," " CASE WHEN " s ".goal = 'max' THEN (b.last_metrics ->> " s  \
+#define BEST_RUN(s)                                                                      \
+	"(SELECT b.id FROM jobs b WHERE b.sweep_id = " s ".id AND b.state = 'succeeded'" \
+	" AND jsonb_typeof(b.last_metrics -> " s ".metric) = 'number'"                   \
+	" ORDER BY CASE WHEN " s ".goal = 'min' THEN (b.last_metrics ->> " s             \
+	".metric)::float8 END,"                                                          \
+	" CASE WHEN " s ".goal = 'max' THEN (b.last_metrics ->> " s                      \
 	".metric)::float8 END DESC, b.id LIMIT 1)"
 
 /* One sweep without its runs (the list's item), built by the database. */
-#define SWEEP_FIELDS                                                                        \
-	"'id', s.id, 'name', s.name, 'user_id', s.user_id, 'username', u.username, 'tags',"  \
-	" to_json(s.tags), 'metric', s.metric, 'goal', s.goal, 'runs', s.runs,"              \
-	" 'cancelled_by', s.cancelled_by, 'cancelled_at', " DB_TS("s.cancelled_at") ","      \
-	" 'created_at', " DB_TS("s.created_at") ", 'state', CASE WHEN c.live > 0 THEN"       \
-	" 'running' WHEN s.cancelled_by IS NOT NULL THEN 'cancelled' ELSE 'finished' END,"   \
-	" 'counts', c.counts, 'best_job_id', bj.id, 'best_value', bj.v"
+#define SWEEP_FIELDS                                                                               \
+	"'id', s.id, 'name', s.name, 'user_id', s.user_id, 'username', u.username, 'tags',"        \
+	" to_json(s.tags), 'metric', s.metric, 'goal', s.goal, 'runs', s.runs,"                    \
+	" 'cancelled_by', s.cancelled_by, 'cancelled_at', " DB_TS(                                 \
+	        "s.cancelled_at") ","                                                              \
+	                          " 'created_at', " DB_TS(                                         \
+	                                  "s.created_at") ", 'state', CASE WHEN c.live > 0 THEN"   \
+	                                                  " 'running' WHEN s.cancelled_by IS NOT " \
+	                                                  "NULL THEN 'cancelled' ELSE 'finished' " \
+	                                                  "END,"                                   \
+	                                                  " 'counts', c.counts, 'best_job_id', "   \
+	                                                  "bj.id, 'best_value', bj.v"
 
-#define SWEEP_FROM                                                                         \
-	" FROM sweeps s JOIN users u ON u.id = s.user_id"                                  \
-	" CROSS JOIN LATERAL (SELECT (SELECT count(*) FROM jobs l WHERE l.sweep_id = s.id" \
-	"  AND l.state IN " LIVE ") AS live,"                                              \
+#define SWEEP_FROM                                                                           \
+	" FROM sweeps s JOIN users u ON u.id = s.user_id"                                    \
+	" CROSS JOIN LATERAL (SELECT (SELECT count(*) FROM jobs l WHERE l.sweep_id = s.id"   \
+	"  AND l.state IN " LIVE ") AS live,"                                                \
 	"  (SELECT json_object_agg(st.state, COALESCE(k.n, 0)) FROM unnest(ARRAY['queued',"  \
 	"   'starting', 'running', 'stopping', 'succeeded', 'failed', 'cancelled', 'lost'])" \
 	"   AS st(state) LEFT JOIN (SELECT state, count(*) AS n FROM jobs WHERE sweep_id ="  \
-	"   s.id GROUP BY state) k ON k.state = st.state) AS counts) c"                     \
-	" LEFT JOIN LATERAL (SELECT x.id, x.last_metrics -> s.metric AS v FROM jobs x"      \
+	"   s.id GROUP BY state) k ON k.state = st.state) AS counts) c"                      \
+	" LEFT JOIN LATERAL (SELECT x.id, x.last_metrics -> s.metric AS v FROM jobs x"       \
 	"  WHERE x.id = " BEST_RUN("s") ") bj ON true"
 
 /* One run of a sweep. */
@@ -66,9 +72,10 @@
 	" j.last_metrics, 'max_runtime_s', j.max_runtime_s, 'best', j.id IS NOT DISTINCT FROM" \
 	" bj.id, 'request', CASE WHEN r.id IS NULL THEN NULL ELSE json_build_object('state',"  \
 	" r.state, 'reason_code', r.reason_code, 'reason', r.reason, 'position', r.position,"  \
-	" 'eta', " DB_TS("r.eta_at") ", 'eta_reason', NULLIF(r.eta_reason, '')) END,"          \
-	" 'created_at', " DB_TS("j.created_at") ", 'started_at', " DB_TS(                      \
-	        "j.started_at") ", 'finished_at', " DB_TS("j.finished_at") ")"
+	" 'eta', " DB_TS(                                                                      \
+	        "r.eta_at") ", 'eta_reason', NULLIF(r.eta_reason, '')) END,"                   \
+	                    " 'created_at', " DB_TS("j.created_at") ", 'started_at', " DB_TS(  \
+	                            "j.started_at") ", 'finished_at', " DB_TS("j.finished_at") ")"
 
 static int is_admin(const struct http_req *r)
 {
@@ -204,8 +211,8 @@ static void list(struct http_req *r)
 
 struct create_ctx {
 	json_t *body;
-	char *text; /* the body as sent (validated JSON) */
-	char *runs; /* the runs' POST /jobs bodies, a JSON array */
+	char *text;   /* the body as sent (validated JSON) */
+	char *runs;   /* the runs' POST /jobs bodies, a JSON array */
 	json_t *base; /* the first run: the shape every run shares */
 	char key[208];
 	int tries;
@@ -224,9 +231,10 @@ static void create_free(void *p)
 }
 
 static const struct jfield sweep_spec[] = {
-	{ "name", J_STRING, 1, 56 }, { "job", J_OBJECT, 1, 0 },     { "grid", J_OBJECT, 0, 0 },
-	{ "list", J_ARRAY, 0, 0 },   { "metric", J_STRING, 1, 64 }, { "goal", J_STRING, 1, 8 },
-	{ "tags", J_STRINGS, 0, 16 }, { NULL, 0, 0, 0 },
+	{ "name", J_STRING, 1, 56 },   { "job", J_OBJECT, 1, 0 },
+	{ "grid", J_OBJECT, 0, 0 },    { "list", J_ARRAY, 0, 0 },
+	{ "metric", J_STRING, 1, 64 }, { "goal", J_STRING, 1, 8 },
+	{ "tags", J_STRINGS, 0, 16 },  { NULL, 0, 0, 0 },
 };
 
 static int name_ok(const char *s, size_t max)
@@ -245,8 +253,7 @@ static int metric_ok(const char *s)
 	if (n == 0 || n > 64 || (s[0] >= '0' && s[0] <= '9') || s[0] == '.' || s[0] == '-' ||
 	    s[0] == '/')
 		return 0;
-	return strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./-") ==
-	       n;
+	return strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./-") == n;
 }
 
 static int scalar(const json_t *v)
@@ -326,9 +333,10 @@ static json_t *sets_of(struct http_req *r, json_t *body)
 		json_array_foreach(lst, i, v)
 		{
 			if (!json_is_object(v)) {
-				http_reply_error(r, RC_INVALID, "e.g. [{\"lr\": 0.1}, {\"lr\": 0.01}]",
-				                 "list must hold objects (one set of hyperparameters "
-				                 "each)");
+				http_reply_error(
+				        r, RC_INVALID, "e.g. [{\"lr\": 0.1}, {\"lr\": 0.01}]",
+				        "list must hold objects (one set of hyperparameters "
+				        "each)");
 				return NULL;
 			}
 		}
@@ -443,19 +451,19 @@ static void create_insert(struct http_req *r)
 	json_t *b = c->base;
 	struct db_args a = DB_ARGS_INIT;
 
-	db_arg_ll(&a, (long long)r->auth->user_id);                               /* $1 */
-	db_arg_ll(&a, int_of(b, "image_id"));                                     /* $2 */
-	db_arg_str(&a, json_string_value(json_object_get(b, "pool")));            /* $3 */
-	db_arg_str(&a, json_string_value(json_object_get(c->body, "name")));      /* $4 */
-	db_arg_ll(&a, int_of(b, "slices"));                                       /* $5 */
-	db_arg_ll(&a, int_of(b, "cpu_millis"));                                   /* $6 */
-	db_arg_ll(&a, int_of(b, "mem_mib"));                                      /* $7 */
-	db_arg_str(&a, c->text);                                                  /* $8 */
-	db_arg_str(&a, auth_role_name(r->auth->role));                            /* $9 */
-	db_arg_str(&a, c->key[0] ? c->key : NULL);                                /* $10 */
-	db_arg_str(&a, c->runs);                                                  /* $11 */
-	db_arg_str(&a, json_string_value(json_object_get(c->body, "metric")));    /* $12 */
-	db_arg_str(&a, json_string_value(json_object_get(c->body, "goal")));      /* $13 */
+	db_arg_ll(&a, (long long)r->auth->user_id);                            /* $1 */
+	db_arg_ll(&a, int_of(b, "image_id"));                                  /* $2 */
+	db_arg_str(&a, json_string_value(json_object_get(b, "pool")));         /* $3 */
+	db_arg_str(&a, json_string_value(json_object_get(c->body, "name")));   /* $4 */
+	db_arg_ll(&a, int_of(b, "slices"));                                    /* $5 */
+	db_arg_ll(&a, int_of(b, "cpu_millis"));                                /* $6 */
+	db_arg_ll(&a, int_of(b, "mem_mib"));                                   /* $7 */
+	db_arg_str(&a, c->text);                                               /* $8 */
+	db_arg_str(&a, auth_role_name(r->auth->role));                         /* $9 */
+	db_arg_str(&a, c->key[0] ? c->key : NULL);                             /* $10 */
+	db_arg_str(&a, c->runs);                                               /* $11 */
+	db_arg_str(&a, json_string_value(json_object_get(c->body, "metric"))); /* $12 */
+	db_arg_str(&a, json_string_value(json_object_get(c->body, "goal")));   /* $13 */
 	db_query_args(
 	        "WITH prev AS (SELECT id, idempotency_hash = md5($8) AS same FROM sweeps"
 	        "  WHERE user_id = $1 AND idempotency_key = $10),"
@@ -465,12 +473,14 @@ static void create_insert(struct http_req *r)
 	        "  OR $9::user_role = ANY (vis_roles))))),"
 	        " pl AS (SELECT id FROM pools WHERE name = $3),"
 	        " ok AS (SELECT 1 AS one WHERE NOT EXISTS (SELECT 1 FROM prev)"
-	        "  AND EXISTS (SELECT 1 FROM img) AND ($3::text IS NULL OR EXISTS (SELECT 1 FROM pl))),"
+	        "  AND EXISTS (SELECT 1 FROM img) AND ($3::text IS NULL OR EXISTS (SELECT 1 FROM "
+	        "pl))),"
 	        " rq AS (SELECT gc_request_refusal($1, (SELECT id FROM pl), $5, $6, $7) AS why"
 	        "  FROM ok),"
 	        " sw AS (INSERT INTO sweeps (user_id, name, tags, metric, goal, spec, runs,"
 	        "  idempotency_key, idempotency_hash)"
-	        "  SELECT $1, $4, ARRAY(SELECT jsonb_array_elements_text(COALESCE($8::jsonb->'tags',"
+	        "  SELECT $1, $4, ARRAY(SELECT "
+	        "jsonb_array_elements_text(COALESCE($8::jsonb->'tags',"
 	        "  '[]'))), $12, $13, $8::jsonb, jsonb_array_length($11::jsonb), $10, md5($8)"
 	        "  FROM ok WHERE NOT EXISTS (SELECT 1 FROM rq WHERE why IS NOT NULL) RETURNING id),"
 	        /* the runs' ids in the sets' order */
@@ -541,8 +551,8 @@ static void create_blocked(PGresult *res, enum rc rc, void *arg)
 		return;
 	}
 	snprintf(uid, sizeof(uid), "%lld", (long long)r->auth->user_id);
-	db_query("SELECT 1 FROM sweeps WHERE user_id = $1 AND idempotency_key = $2", 2, p,
-	         key_seen, r);
+	db_query("SELECT 1 FROM sweeps WHERE user_id = $1 AND idempotency_key = $2", 2, p, key_seen,
+	         r);
 }
 
 /* Every run's body, checked as POST /jobs checks one (a JSON array, caller
@@ -561,13 +571,13 @@ static char *runs_of(struct http_req *r, json_t *body, json_t **base)
 	/* the job's fields and their types, as POST /jobs decodes them */
 	json_object_set_new(job, "name", json_string("x"));
 	text = json_dumps(job, JSON_COMPACT);
-	typed = text ? api_json_decode(text, strlen(text), api_jobs_spec, err, sizeof(err)) : NULL;
+	typed = text ? api_json_decode(text, strlen(text), job_body_spec, err, sizeof(err)) : NULL;
 	json_object_del(job, "name");
 	free(text);
 	text = NULL;
 	if (!typed) {
-		http_reply_error(r, RC_INVALID, "job takes what POST /api/v1/jobs takes",
-		                 "job: %s", err);
+		http_reply_error(r, RC_INVALID, "job takes what POST /api/v1/jobs takes", "job: %s",
+		                 err);
 		return NULL;
 	}
 	json_decref(typed);
@@ -578,7 +588,7 @@ static char *runs_of(struct http_req *r, json_t *body, json_t **base)
 	json_array_foreach(sets, i, set)
 	{
 		json_t *b = run_body(job, sweep, i, set);
-		if (!b || api_jobs_check(r, b) < 0) {
+		if (!b || job_body_check(r, b) < 0) {
 			if (!b)
 				http_reply_error(r, RC_NOMEM, NULL, "out of memory");
 			json_decref(b);
@@ -613,9 +623,10 @@ static void create(struct http_req *r)
 		return;
 	key = http_header(r, "Idempotency-Key");
 	if (!name_ok(json_string_value(json_object_get(body, "name")), 56)) {
-		http_reply_error(r, RC_INVALID, "e.g. \"resnet-lr\"",
-		                 "name must be 1 to 56 lower-case letters, digits, '.', '_' or '-', "
-		                 "starting with a letter or digit");
+		http_reply_error(
+		        r, RC_INVALID, "e.g. \"resnet-lr\"",
+		        "name must be 1 to 56 lower-case letters, digits, '.', '_' or '-', "
+		        "starting with a letter or digit");
 		goto bad;
 	}
 	if (!metric_ok(json_string_value(json_object_get(body, "metric")))) {
@@ -633,9 +644,10 @@ static void create(struct http_req *r)
 	json_array_foreach(json_object_get(body, "tags"), i, v)
 	{
 		if (!name_ok(json_string_value(v), 40)) {
-			http_reply_error(r, RC_INVALID, "e.g. [\"resnet\"]",
-			                 "tags must be 1 to 40 lower-case letters, digits, '.', '_' "
-			                 "or '-'");
+			http_reply_error(
+			        r, RC_INVALID, "e.g. [\"resnet\"]",
+			        "tags must be 1 to 40 lower-case letters, digits, '.', '_' "
+			        "or '-'");
 			goto bad;
 		}
 	}

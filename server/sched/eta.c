@@ -190,8 +190,8 @@ static int simulate(struct sim *s, int qi, struct eta_out *o)
 		o->at = t;
 		/* it holds the first nodes with room from then on */
 		for (n = 0, i = 0; n < nn && i < need; n++) {
-			struct hold h = { n, q->pool_id, q->pool_id ? q->slices : 0, q->cpu, q->mem,
-				          q->user_id, dur > 0 ? t + dur : NEVER };
+			struct hold h = { n,      q->pool_id, q->pool_id ? q->slices : 0, q->cpu,
+				          q->mem, q->user_id, dur > 0 ? t + dur : NEVER };
 			if (!s->fits[n])
 				continue;
 			if (add_hold(s, h) < 0)
@@ -200,8 +200,7 @@ static int simulate(struct sim *s, int qi, struct eta_out *o)
 		}
 		return 0;
 	}
-	snprintf(o->why, sizeof(o->why),
-	         "it waits for work that has no maximum runtime to end");
+	snprintf(o->why, sizeof(o->why), "it waits for work that has no maximum runtime to end");
 	return 0;
 }
 
@@ -240,8 +239,8 @@ int eta_run(const struct eta_input *e, struct eta_out *out)
 	for (i = 0; i < in->nrunning; i++) {
 		const struct place_running *r = &in->running[i];
 		int64_t end = e->run_end ? e->run_end[i] : 0;
-		struct hold h = { r->node, r->pool_id, r->slices, r->cpu,
-			          r->mem,  r->user_id, end > 0 ? end : NEVER };
+		struct hold h = { r->node,    r->pool_id,           r->slices, r->cpu, r->mem,
+			          r->user_id, end > 0 ? end : NEVER };
 		if (add_hold(&s, h) < 0)
 			goto out;
 	}
@@ -263,7 +262,8 @@ int eta_run(const struct eta_input *e, struct eta_out *out)
 			if (d->nchosen == 0) {
 				for (int n = 0; n < in->nnodes; n++)
 					if (in->nodes[n].id == d->node_id) {
-						struct hold h = { n, 0, 0, q->cpu, q->mem, q->user_id, end };
+						struct hold h = { n,      0,          0,  q->cpu,
+							          q->mem, q->user_id, end };
 						if (add_hold(&s, h) < 0)
 							goto out;
 					}
@@ -271,9 +271,15 @@ int eta_run(const struct eta_input *e, struct eta_out *out)
 			}
 			for (int k = 0; k < d->nchosen; k++) {
 				int n = find(s.sidx, in->nslices, d->chosen[k]);
-				int first = k == 0 || find(s.sidx, in->nslices, d->chosen[k - 1]) != n;
-				struct hold h = { n, q->pool_id, 1, first ? q->cpu : 0,
-					          first ? q->mem : 0, q->user_id, end };
+				int first =
+				        k == 0 || find(s.sidx, in->nslices, d->chosen[k - 1]) != n;
+				struct hold h = { n,
+					          q->pool_id,
+					          1,
+					          first ? q->cpu : 0,
+					          first ? q->mem : 0,
+					          q->user_id,
+					          end };
 				if (n >= 0 && add_hold(&s, h) < 0)
 					goto out;
 			}

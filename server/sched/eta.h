@@ -36,8 +36,8 @@ struct eta_input {
 };
 
 struct eta_out {
-	int64_t at;     /* unix s; 0: no estimate */
-	char why[200];  /* at == 0: why not (English, lower-case) */
+	int64_t at;    /* unix s; 0: no estimate */
+	char why[200]; /* at == 0: why not (English, lower-case) */
 };
 
 /* Fills out[i] for each in->queue[i] (placed ones get at = 0, why "").

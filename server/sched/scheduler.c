@@ -254,7 +254,8 @@ static void done_generic(PGresult *res, enum rc rc, void *arg)
 			q->cuda_min = (int)ll(res, i, 18);
 			queue_dur[i] = ll(res, i, 21);
 			prev[i].eta = ll(res, i, 22);
-			snprintf(prev[i].eta_why, sizeof(prev[i].eta_why), "%s", db_val(res, i, 23));
+			snprintf(prev[i].eta_why, sizeof(prev[i].eta_why), "%s",
+			         db_val(res, i, 23));
 			if (db_val(res, i, 19) || db_val(res, i, 20)) {
 				/* no quota at all, or the pool is closed to the role;
 				 * or more than the limit allows by itself (0020) */
@@ -404,13 +405,12 @@ static char *decisions_doc(const struct place_result *res, int *placed)
 			int qi = queue_index(d->request_id);
 			const struct eta_out *e = qi >= 0 && etas ? &etas[qi] : NULL;
 			json_array_append_new(
-			        arr,
-			        json_pack("{s:I, s:s, s:s, s:i, s:o, s:o, s:o, s:s}", "id",
-			                  (json_int_t)d->request_id, "r",
-			                  place_reason_code(d->reason), "m", message_of(d), "p",
-			                  d->position, "s", s, "n", n, "e",
-			                  e && e->at ? json_integer(e->at) : json_null(), "er",
-			                  e ? e->why : ""));
+			        arr, json_pack("{s:I, s:s, s:s, s:i, s:o, s:o, s:o, s:s}", "id",
+			                       (json_int_t)d->request_id, "r",
+			                       place_reason_code(d->reason), "m", message_of(d),
+			                       "p", d->position, "s", s, "n", n, "e",
+			                       e && e->at ? json_integer(e->at) : json_null(), "er",
+			                       e ? e->why : ""));
 		}
 	}
 	doc = json_dumps(arr, JSON_COMPACT);
@@ -539,8 +539,9 @@ static void next(void)
 		t_engine = clock_now_s() - t_engine;
 		etas = res ? calloc((size_t)in.nqueue + 1, sizeof(*etas)) : NULL;
 		if (etas) {
-			struct eta_input e = { &in, res, run_end, queue_dur, (int64_t)time(NULL),
-				               cfg.preempt_grace };
+			struct eta_input e = {
+				&in, res, run_end, queue_dur, (int64_t)time(NULL), cfg.preempt_grace
+			};
 			if (eta_run(&e, etas) < 0) {
 				free(etas);
 				etas = NULL;

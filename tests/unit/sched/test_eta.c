@@ -267,20 +267,30 @@ TEST(large)
 	if (!(nd && sl && rn && qu && de && re && du && o))
 		return;
 	for (int n = 0; n < NODES; n++) {
-		nd[n] = (struct place_node){ .id = n + 1, .schedulable = 1, .cpu_total = 64000,
-			                     .mem_total = 1 << 20 };
+		nd[n] = (struct place_node){
+			.id = n + 1, .schedulable = 1, .cpu_total = 64000, .mem_total = 1 << 20
+		};
 		for (int k = 0; k < PER; k++) {
 			int i = n * PER + k;
 			sl[i] = (struct place_slice){ .id = i + 1, .node = n, .pool_id = POOL };
-			rn[i] = (struct place_running){ .request_id = 100000 + i, .user_id = 1,
-				                        .pool_id = POOL, .node = n, .slices = 1,
-				                        .cpu = 100, .mem = 100 };
+			rn[i] = (struct place_running){ .request_id = 100000 + i,
+				                        .user_id = 1,
+				                        .pool_id = POOL,
+				                        .node = n,
+				                        .slices = 1,
+				                        .cpu = 100,
+				                        .mem = 100 };
 			re[i] = NOW + 60 + i; /* one slice frees each second */
 		}
 	}
 	for (int i = 0; i < QUEUE; i++) {
-		qu[i] = (struct place_request){ .id = i + 1, .user_id = 2, .pool_id = POOL,
-			                        .slices = 1, .nodes = 1, .cpu = 100, .mem = 100,
+		qu[i] = (struct place_request){ .id = i + 1,
+			                        .user_id = 2,
+			                        .pool_id = POOL,
+			                        .slices = 1,
+			                        .nodes = 1,
+			                        .cpu = 100,
+			                        .mem = 100,
 			                        .quota_slices = -1 };
 		du[i] = 3600;
 		de[i] = (struct place_decision){ .request_id = i + 1, .reason = REASON_CAPACITY };
