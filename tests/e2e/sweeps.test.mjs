@@ -49,6 +49,11 @@ describe('sweeps in the browser', () => {
     assert.equal(img.status, 201, img.text);
     const u = await api.post('/api/v1/users', { username: STUDENT.username, role: 'student', password: STUDENT.password });
     assert.equal(u.status, 201, u.text);
+    // a pool of one GPU, for a job that waits for another
+    const p = await api.post('/api/v1/pools', { name: 'solo', sharing: 'exclusive' });
+    assert.equal(p.status, 201, p.text);
+    assert.equal((await api.req('PUT', `/api/v1/pools/${p.json.id}/gpus`, { gpu_ids: [n.json.gpus[0].id] })).status, 200);
+    assert.equal((await api.req('PUT', '/api/v1/quotas', { user_id: u.json.user.id, pool: 'solo', max_slices: 2 })).status, 200);
     browser = await launch();
     const context = await browser.newContext({ locale: 'en-US', viewport: { width: 1360, height: 900 } });
     page = await context.newPage();
@@ -153,6 +158,32 @@ describe('sweeps in the browser', () => {
     await until(async () => (await page.locator('[data-table=runs] tbody tr[data-state=cancelled]').count()) === 2, 'both cancelled', 30000);
     await page.locator('h1 [data-state=cancelled]').waitFor();
     assert.match(await page.locator('[data-field=cancelled-by]').textContent(), new RegExp(STUDENT.username));
+  });
+
+  it('shows when a queued job may start, on the list and its page, in both languages', async () => {
+    const c = new Client(srv.base);
+    assert.equal((await c.login(STUDENT.username, STUDENT.password)).status, 200);
+    const img = (await c.get('/api/v1/images')).json.items[0];
+    const body = (name) => ({ name, image_id: img.id, pool: 'solo', slices: 1, max_runtime_s: 600, command: ['sleep', '300'], cpu_millis: 100, mem_mib: 32 });
+    const a = await c.post('/api/v1/jobs', body('holder'));
+    assert.equal(a.status, 201, a.text);
+    await until(async () => (await c.get(`/api/v1/jobs/${a.json.id}`)).json.started_at, 'holder started', 30000);
+    const b = await c.post('/api/v1/jobs', body('waiter'));
+    assert.equal(b.status, 201, b.text);
+    await until(async () => (await c.get(`/api/v1/jobs/${b.json.id}`)).json.request?.eta, 'an estimate');
+    await page.goto(`${srv.base}/#/jobs`);
+    const eta = page.locator('[data-table=jobs] tr[data-job=waiter] [data-field=eta]');
+    await eta.waitFor();
+    assert.match(await eta.textContent(), /^May start by /);
+    await shot(page, 'jobs-eta');
+    await page.locator('[data-table=jobs] tr[data-job=waiter] [data-action=open]').click();
+    await page.locator('[data-job-page] [data-field=eta]').waitFor();
+    assert.match(await page.locator('[data-job-page] [data-field=eta]').textContent(), /^May start by /);
+    await page.locator('[data-lang-switch]').selectOption('zh-CN');
+    await until(async () => /^最晚可能于/.test(await page.locator('[data-job-page] [data-field=eta]').textContent()), 'the estimate in Chinese');
+    await shot(page, 'job-eta-zh');
+    await page.locator('[data-lang-switch]').selectOption('en');
+    for (const j of [a, b]) await c.post(`/api/v1/jobs/${j.json.id}/cancel`, {});
   });
 
   it('raised no page error or CSP violation', () => {
