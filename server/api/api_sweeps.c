@@ -12,6 +12,8 @@
  * (jobs.sweep_id): the job driver runs them, GET /jobs lists them.
  * A user sees and acts on their own sweeps only (admins on all).
  */
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -303,76 +305,85 @@ static json_t *run_body(const json_t *job, const char *sweep, size_t i, json_t *
 	return b;
 }
 
-/* The hyperparameter sets of the body (new reference), in a stable order:
- * a list as given; a grid's product with its first key varying slowest and
- * each key's values in their order.  Replies 4xx itself and returns NULL. */
-static json_t *sets_of(struct http_req *r, json_t *body)
+/* A refusal of the sets: what sweep_sets() found wrong. */
+struct sets_err {
+	enum rc rc;       /* RC_INVALID, RC_TOO_MANY */
+	const char *hint; /* static; may be NULL */
+	char msg[160];
+};
+
+static json_t *sets_fail(struct sets_err *e, enum rc rc, const char *hint, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
+
+static json_t *sets_fail(struct sets_err *e, enum rc rc, const char *hint, const char *fmt, ...)
+{
+	va_list ap;
+
+	e->rc = rc;
+	e->hint = hint;
+	va_start(ap, fmt);
+	vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
+	va_end(ap);
+	return NULL;
+}
+
+/* The hyperparameter sets a sweep body asks for (new reference), in a
+ * stable order: a list as given; a grid's product with its first key
+ * varying slowest and each key's values in their order.  Pure (the fuzz
+ * target's subject): NULL with e filled when the body's grid or list is
+ * wrong or makes more than SWEEP_MAX_RUNS runs.  The sets' names and values
+ * are checked with each run's body (job_body_check()). */
+static json_t *sweep_sets(json_t *body, struct sets_err *e)
 {
 	json_t *grid = json_object_get(body, "grid"), *lst = json_object_get(body, "list");
 	json_t *sets, *v;
 	const char *k;
 	size_t i, n = 1, nkeys;
 
-	if ((grid != NULL) == (lst != NULL)) {
-		http_reply_error(r, RC_INVALID, "e.g. \"grid\": {\"lr\": [0.1, 0.01]}",
+	if ((grid != NULL) == (lst != NULL))
+		return sets_fail(e, RC_INVALID, "e.g. \"grid\": {\"lr\": [0.1, 0.01]}",
 		                 "a sweep needs either grid or list (one of them)");
-		return NULL;
-	}
 	if (lst) {
-		if (json_array_size(lst) == 0) {
-			http_reply_error(r, RC_INVALID, "e.g. \"list\": [{\"lr\": 0.1}]",
+		if (!json_is_array(lst) || json_array_size(lst) == 0)
+			return sets_fail(e, RC_INVALID, "e.g. \"list\": [{\"lr\": 0.1}]",
 			                 "list must have at least one set of hyperparameters");
-			return NULL;
-		}
-		if (json_array_size(lst) > SWEEP_MAX_RUNS) {
-			http_reply_error(r, RC_TOO_MANY, "split it into several sweeps",
+		if (json_array_size(lst) > SWEEP_MAX_RUNS)
+			return sets_fail(e, RC_TOO_MANY, "split it into several sweeps",
 			                 "list has %zu sets: a sweep makes at most %d runs",
 			                 json_array_size(lst), SWEEP_MAX_RUNS);
-			return NULL;
-		}
 		json_array_foreach(lst, i, v)
 		{
-			if (!json_is_object(v)) {
-				http_reply_error(
-				        r, RC_INVALID, "e.g. [{\"lr\": 0.1}, {\"lr\": 0.01}]",
+			if (!json_is_object(v))
+				return sets_fail(
+				        e, RC_INVALID, "e.g. [{\"lr\": 0.1}, {\"lr\": 0.01}]",
 				        "list must hold objects (one set of hyperparameters "
 				        "each)");
-				return NULL;
-			}
 		}
 		return json_incref(lst);
 	}
 	nkeys = json_object_size(grid);
-	if (nkeys == 0 || nkeys > 64) {
-		http_reply_error(r, RC_INVALID, "e.g. \"grid\": {\"lr\": [0.1, 0.01]}",
+	if (!json_is_object(grid) || nkeys == 0 || nkeys > 64)
+		return sets_fail(e, RC_INVALID, "e.g. \"grid\": {\"lr\": [0.1, 0.01]}",
 		                 "grid must name 1 to 64 hyperparameters");
-		return NULL;
-	}
 	json_object_foreach(grid, k, v)
 	{
 		size_t m = json_array_size(v), j;
-		if (!json_is_array(v) || m == 0) {
-			http_reply_error(r, RC_INVALID, "e.g. \"grid\": {\"lr\": [0.1, 0.01]}",
-			                 "grid '%s' must be a non-empty array of values", k);
-			return NULL;
-		}
+		if (!json_is_array(v) || m == 0)
+			return sets_fail(e, RC_INVALID, "e.g. \"grid\": {\"lr\": [0.1, 0.01]}",
+			                 "grid '%.64s' must be a non-empty array of values", k);
 		for (j = 0; j < m; j++)
-			if (!scalar(json_array_get(v, j))) {
-				http_reply_error(r, RC_INVALID, NULL,
-				                 "grid '%s' values must be numbers, booleans or "
+			if (!scalar(json_array_get(v, j)))
+				return sets_fail(e, RC_INVALID, NULL,
+				                 "grid '%.64s' values must be numbers, booleans or "
 				                 "strings",
 				                 k);
-				return NULL;
-			}
-		if (m > SWEEP_MAX_RUNS || n * m > SWEEP_MAX_RUNS) {
-			http_reply_error(r, RC_TOO_MANY, "use fewer values or split the sweep",
+		if (m > SWEEP_MAX_RUNS || n * m > SWEEP_MAX_RUNS)
+			return sets_fail(e, RC_TOO_MANY, "use fewer values or split the sweep",
 			                 "the grid makes more than %d runs", SWEEP_MAX_RUNS);
-			return NULL;
-		}
 		n *= m;
 	}
 	sets = json_array();
-	for (i = 0; i < n; i++) {
+	for (i = 0; sets && i < n; i++) {
 		json_t *set = json_object();
 		size_t rest = i, stride = n;
 		/* the first key varies slowest: an odometer */
@@ -385,6 +396,18 @@ static json_t *sets_of(struct http_req *r, json_t *body)
 		}
 		json_array_append_new(sets, set);
 	}
+	return sets;
+}
+
+/* sweep_sets(), replying 4xx itself on NULL. */
+static json_t *sets_of(struct http_req *r, json_t *body)
+{
+	struct sets_err e = { RC_OK, NULL, "" };
+	json_t *sets = sweep_sets(body, &e);
+
+	if (!sets)
+		http_reply_error(r, e.rc != RC_OK ? e.rc : RC_NOMEM, e.hint, "%s",
+		                 e.msg[0] ? e.msg : "out of memory");
 	return sets;
 }
 
