@@ -5,8 +5,9 @@
  * one REPEATABLE READ transaction:
  * release preempted scavenger requests whose grace is over, read nodes,
  * slices, the queue and the running allocations, ask place.c, write the
- * allocations and every request's state, reason and position, mark
- * preemption victims, commit.  The unique index on live allocations makes a
+ * allocations and every request's state, reason and position (and the
+ * start estimate of each waiting one, sched/eta.c), mark preemption
+ * victims, commit.  The unique index on live allocations makes a
  * second grant of a slice impossible even if two replicas ever both ran.
  * The pass is the cron section "sched" (cfg.sched_interval_ms); an
  * EV_ALLOC_CHANGED wake-up brings it forward, and a pass that allocated
