@@ -25,6 +25,7 @@
 #include "api/api.h"
 #include "api/job_body.h"
 #include "auth/auth.h"
+#include "base/clock.h"
 #include "base/cron.h"
 #include "base/events.h"
 #include "base/worker.h"
@@ -48,6 +49,7 @@
 	" NULLIF(j.reason_code, ''), 'exit_code', j.exit_code, 'node', n.name,"                \
 	" 'container_name', NULLIF(j.container_name, ''),"                                     \
 	" 'directory', substr(j.directory, length('home/' || u.username || '/') + 1),"         \
+	" 'last_metrics', j.last_metrics,"                                                     \
 	" 'request', CASE WHEN r.id IS NULL THEN NULL ELSE json_build_object('id', r.id,"      \
 	"  'state', r.state, 'reason_code', r.reason_code, 'reason', r.reason, 'position',"    \
 	"  r.position, " REQ_ETA ") END, 'sweep_id', j.sweep_id,"                              \
@@ -688,14 +690,17 @@ static void log_gone(void *arg)
  *
  * Each whole line is one event whose id is the byte offset just after it,
  * so a client that reconnects with Last-Event-ID goes on where it was.
- * One cron section polls every follower's file (FOLLOW_MS; a few small
- * reads on local disk) and reads each job's state every FOLLOW_CHECK
- * ticks: once it has ended and the file has no more, "event: end" with the
- * state closes the stream. */
-#define FOLLOW_MS      250
-#define FOLLOW_CHECK   4
-#define FOLLOW_READ    (64 * 1024)
-#define FOLLOW_BACKLOG (1u << 20)
+ * One cron section reads every follower's file: at once (within
+ * FOLLOW_SOON ms) when this process's job driver wrote to a log
+ * (EV_JOB_LOG), and every FOLLOW_MS anyway, for logs that another replica
+ * writes.  It reads each job's state every FOLLOW_CHECK_MS: once it has
+ * ended and the file has no more, "event: end" with the state closes the
+ * stream. */
+#define FOLLOW_MS       250
+#define FOLLOW_SOON     15
+#define FOLLOW_CHECK_MS 1000
+#define FOLLOW_READ     (64 * 1024)
+#define FOLLOW_BACKLOG  (1u << 20)
 
 struct follow {
 	struct http_req *r;
@@ -706,11 +711,11 @@ struct follow {
 	off_t off;       /* the next byte to send */
 	char part[4096]; /* a line not ended yet */
 	size_t plen;
-	char state[16]; /* the job's state at the last check ("" none yet) */
-	int ticks;
-	int checking;   /* a state read is out */
-	int gone;       /* the client left */
-	int start_tail; /* lines to start with (no Last-Event-ID) */
+	char state[16];  /* the job's state at the last check ("" none yet) */
+	double check_at; /* clock_now_ms() of the next state read */
+	int checking;    /* a state read is out */
+	int gone;        /* the client left */
+	int start_tail;  /* lines to start with (no Last-Event-ID) */
 	struct follow *next;
 };
 
@@ -743,24 +748,36 @@ static void follow_free(void *p)
 	free(f);
 }
 
-/* One event for line[0..n) ending at offset end. */
-static int follow_event(struct follow *f, const char *line, size_t n, off_t end)
+/* Appends one event for line[0..n) ending at offset end to out (carriage
+ * returns left out); -1 when out of memory. */
+static int follow_event(struct evbuffer *out, const char *line, size_t n, off_t end)
 {
 	char head[48];
-	struct evbuffer *b = evbuffer_new();
-	int rc;
+	int k = snprintf(head, sizeof(head), "id: %lld\ndata: ", (long long)end);
 
-	if (!b)
+	if (evbuffer_add(out, head, (size_t)k) < 0)
 		return -1;
-	snprintf(head, sizeof(head), "id: %lld\ndata: ", (long long)end);
-	evbuffer_add(b, head, strlen(head));
-	for (size_t i = 0; i < n; i++)
-		if (line[i] != '\r')
-			evbuffer_add(b, line + i, 1);
-	evbuffer_add(b, "\n\n", 2);
-	rc = http_stream_write(f->r, evbuffer_pullup(b, -1), evbuffer_get_length(b));
-	evbuffer_free(b);
-	return rc;
+	while (n > 0) {
+		const char *cr = memchr(line, '\r', n);
+		size_t seg = cr ? (size_t)(cr - line) : n;
+		if (seg && evbuffer_add(out, line, seg) < 0)
+			return -1;
+		seg += cr ? 1 : 0;
+		line += seg;
+		n -= seg;
+	}
+	return evbuffer_add(out, "\n\n", 2);
+}
+
+/* Sends what follow_event() gathered in out (one write for a whole read,
+ * not one per line); frees out. */
+static void follow_send(struct follow *f, struct evbuffer *out)
+{
+	size_t len = evbuffer_get_length(out);
+
+	if (len)
+		http_stream_write_buffer(f->r, out, len);
+	evbuffer_free(out);
 }
 
 /* The offset where the last n lines of fd begin (looking back at most
@@ -794,7 +811,11 @@ static off_t tail_start(int fd, long n)
 static void follow_stop(struct follow *f, int ended)
 {
 	if (ended && f->plen) {
-		follow_event(f, f->part, f->plen, f->off);
+		struct evbuffer *out = evbuffer_new();
+		if (out) {
+			follow_event(out, f->part, f->plen, f->off);
+			follow_send(f, out);
+		}
 		f->plen = 0;
 	}
 	if (ended) {
@@ -810,6 +831,7 @@ static ssize_t follow_read(struct follow *f)
 {
 	static char buf[FOLLOW_READ];
 	struct stat st;
+	struct evbuffer *out;
 	ssize_t n;
 	size_t start = 0;
 
@@ -840,6 +862,8 @@ static ssize_t follow_read(struct follow *f)
 	n = pread(f->fd, buf, sizeof(buf), f->off);
 	if (n <= 0)
 		return 0;
+	if (!(out = evbuffer_new()))
+		return 0;
 	for (ssize_t i = 0; i < n; i++) {
 		if (buf[i] != '\n')
 			continue;
@@ -849,10 +873,10 @@ static ssize_t follow_read(struct follow *f)
 			if (f->plen + k > sizeof(f->part))
 				k = sizeof(f->part) - f->plen;
 			memcpy(f->part + f->plen, buf + start, k);
-			follow_event(f, f->part, f->plen + k, f->off + i + 1);
+			follow_event(out, f->part, f->plen + k, f->off + i + 1);
 			f->plen = 0;
 		} else {
-			follow_event(f, buf + start, (size_t)i - start, f->off + i + 1);
+			follow_event(out, buf + start, (size_t)i - start, f->off + i + 1);
 		}
 		start = (size_t)i + 1;
 	}
@@ -866,10 +890,11 @@ static ssize_t follow_read(struct follow *f)
 		f->plen += k;
 		start += k;
 		if (f->plen == sizeof(f->part)) {
-			follow_event(f, f->part, f->plen, f->off + (off_t)start);
+			follow_event(out, f->part, f->plen, f->off + (off_t)start);
 			f->plen = 0;
 		}
 	}
+	follow_send(f, out);
 	f->off += n;
 	return n;
 }
@@ -906,11 +931,22 @@ static void follow_tick(struct cron_section *s, void *arg)
 			follow_stop(f, 1);
 			continue;
 		}
-		if (!f->checking && f->ticks++ % FOLLOW_CHECK == 0) {
+		if (!f->checking && clock_now_ms() >= f->check_at) {
+			f->check_at = clock_now_ms() + FOLLOW_CHECK_MS;
 			f->checking = 1;
 			db_query("SELECT state FROM jobs WHERE id = $1", 1, p, follow_checked, f);
 		}
 	}
+}
+
+/* The job driver here wrote to a log: followers read soon (a chatty job
+ * wakes them at most every FOLLOW_SOON ms). */
+static void log_grew(enum events_kind kind, void *arg)
+{
+	(void)kind;
+	(void)arg;
+	if (followers)
+		cron_soon(follow_cron, FOLLOW_SOON);
 }
 
 static void follow_gone(struct http_req *r, void *arg)
@@ -931,8 +967,11 @@ static void follow_begin(struct http_req *r, const PGresult *res, long tail, lon
 {
 	struct follow *f = calloc(1, sizeof(*f));
 
-	if (!follow_cron)
+	if (!follow_cron) {
 		follow_cron = cron_every("job-log-follow", FOLLOW_MS, FOLLOW_MS, follow_tick, NULL);
+		if (follow_cron)
+			events_subscribe(EV_JOB_LOG, log_grew, NULL);
+	}
 	if (!f || !follow_cron) {
 		free(f);
 		http_reply_error(r, RC_NOMEM, NULL, "out of memory");

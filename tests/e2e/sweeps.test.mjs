@@ -5,9 +5,8 @@
 // once their metrics are in; the list and the pages in Chinese. No uncaught
 // error or CSP violation.
 //
-// The runs print GPUCLOUD_METRIC lines; until the metrics collector fills
-// jobs.last_metrics from them, the test writes each run's loss there itself
-// (only where it is still empty).
+// Each run prints a GPUCLOUD_METRIC line; the metrics collector fills its
+// last_metrics from it.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -29,7 +28,7 @@ async function until(fn, what, ms = 15000) {
 }
 
 describe('sweeps in the browser', () => {
-  let srv, browser, page, api, cluster, sweepId;
+  let srv, browser, page, api, cluster;
   const pageErrors = [];
 
   before(async () => {
@@ -84,7 +83,8 @@ describe('sweeps in the browser', () => {
     await page.getByRole('heading', { name: 'New sweep', level: 1 }).waitFor();
     await until(async () => (await page.locator('[data-field=image] option').count()) === 1, 'the image in the picker');
     await page.locator('[data-field=name]').fill('grid');
-    await page.locator('[data-field=command]').fill('echo "hp=$GPUCLOUD_HPARAMS_JSON"; echo "GPUCLOUD_METRIC {\\"loss\\": 0.5}"');
+    // each run reports its lr as its loss: the lowest lr is best (the first such run on a tie)
+    await page.locator('[data-field=command]').fill('echo "hp=$GPUCLOUD_HPARAMS_JSON"; L=$(echo "$GPUCLOUD_HPARAMS_JSON" | sed "s/.*\\"lr\\": *\\([0-9.e-]*\\).*/\\1/"); echo "GPUCLOUD_METRIC {\\"loss\\": $L}"');
     await page.locator('[data-field=cpu]').fill('100');
     await page.locator('[data-field=memory]').fill('32');
     await page.locator('[data-field=param-values]').first().fill('0.1, 0.01, 0.001');
@@ -104,7 +104,6 @@ describe('sweeps in the browser', () => {
     await shot(page, 'sweep-new');
     await page.locator('[data-action=submit-sweep]').click();
     await page.waitForURL(/#\/sweep\?id=\d+$/);
-    sweepId = Number(new URL(page.url()).hash.split('=')[1]);
     await page.locator('[data-sweep-page] h1').filter({ hasText: 'grid' }).waitFor();
     await until(async () => (await runs().count()) === 6, '6 runs');
     const hps = await page.locator('[data-table=runs] tbody td[data-hp=lr]').allTextContents();
@@ -114,15 +113,16 @@ describe('sweeps in the browser', () => {
 
   it('shows every run succeed and marks the best once the metrics are in', async () => {
     await until(async () => (await page.locator('[data-table=runs] tbody tr[data-state=succeeded]').count()) === 6, 'all 6 succeeded', 60000);
-    // loss = lr * 10 + batch / 1000: the best (lowest) is lr 0.001, batch 32
-    psql(srv.db.url, `UPDATE jobs SET last_metrics = jsonb_build_object('loss', (hyperparameters->>'lr')::float8 * 10 + (hyperparameters->>'batch')::float8 / 1000, 'step', 3) WHERE sweep_id = ${sweepId} AND last_metrics = '{}'`);
-    await page.locator('tr[data-best=true]').waitFor();
+    // each run's loss is its lr (the collector reads the line it printed):
+    // the best is lr 0.001, batch 32 (the earlier run of the tie)
+    await page.locator('tr[data-best=true]').waitFor({ timeout: 20000 });
+    await until(async () => (await page.locator('[data-table=runs] tbody td[data-metric=loss]').allTextContents()).every((x) => x !== '—'), 'every run\'s loss', 20000);
     assert.equal(await page.locator('tr[data-best=true]').count(), 1);
     const best = page.locator('tr[data-best=true]');
     assert.equal((await best.locator('td[data-hp=lr]').textContent()).trim(), '0.001');
     assert.equal((await best.locator('td[data-hp=batch]').textContent()).trim(), '32');
     assert.match(await best.locator('[data-field=best-badge]').textContent(), /Best/);
-    assert.match(await page.locator('[data-summary]').textContent(), /loss = 0\.042/);
+    assert.match(await page.locator('[data-summary]').textContent(), /loss = 0\.001/);
     assert.equal(await page.locator('[data-action=cancel-all]').count(), 0, 'nothing live to cancel');
     await shot(page, 'sweep-detail');
   });
@@ -130,7 +130,7 @@ describe('sweeps in the browser', () => {
   it('lists the sweep, and shows the pages in Chinese', async () => {
     await page.locator('a', { hasText: '← All sweeps' }).click();
     await page.locator('[data-table=sweeps] tr[data-sweep=grid]').waitFor();
-    assert.match(await page.locator('[data-table=sweeps] tr[data-sweep=grid]').textContent(), /6 runs.*loss = 0\.042/s);
+    assert.match(await page.locator('[data-table=sweeps] tr[data-sweep=grid]').textContent(), /6 runs.*loss = 0\.001/s);
     await shot(page, 'sweeps-list');
     await page.locator('[data-lang-switch]').selectOption('zh-CN');
     await page.getByRole('heading', { name: '超参数搜索', level: 1 }).waitFor();
