@@ -182,6 +182,13 @@ describe('sweeps', () => {
     assert.equal(new Set(seen).size, seen.length);
     assert.equal(String(seen.length), sql(w.srv, `SELECT count(*) FROM sweeps WHERE user_id = ${alice.id}`));
     assert.ok('counts' in al.json.items[0] && !('jobs' in al.json.items[0]));
+    // an admin may cancel anyone's sweep; it says who did
+    const bs = await submit(bob.c, { name: 'bobs', metric: 'loss', goal: 'min', job: jobBody(w, { command: ['sleep', '300'] }), grid: { a: [1] } });
+    const ac = await w.admin.post(`/api/v1/sweeps/${bs.id}/cancel`, {});
+    assert.equal(ac.status, 202, ac.text);
+    assert.equal(ac.json.cancelled_by, 'admin');
+    const ended = await waitSweep(bob.c, bs.id, allEnded, 30000);
+    assert.equal(ended.jobs[0].state, 'cancelled');
   });
 
   it('refuses read-only tokens, cookie submits without CSRF or Origin, expired sessions', async () => {
