@@ -145,10 +145,11 @@ extern const struct route api_tensorboards_routes[];
 extern const struct route api_instances_routes[];
 extern const struct route api_jobs_routes[];
 extern const struct route api_job_metrics_routes[];
+extern const struct route api_sweeps_routes[];
 extern const struct route api_settings_routes[];
 extern const struct route api_job_templates_routes[];
 
-/* ---- job templates (api_job_templates.c, api_jobs.c) ---- */
+/* ---- job templates (api_job_templates.c, api_jobs.c, job_body.c) ---- */
 
 /* One job template as a JSON document (text), from job_templates t LEFT
  * JOIN images tim ON tim.id = t.image_id. */
@@ -163,20 +164,6 @@ extern const struct route api_job_templates_routes[];
 	" 'max_runtime_s', t.max_runtime_s, 'members', t.members, 'allow_overrides',"         \
 	" t.allow_overrides, 'enabled', t.enabled, " API_JOB_TEMPLATE_TS ")::text"
 #define API_JOB_TEMPLATE_FROM " FROM job_templates t LEFT JOIN images tim ON tim.id = t.image_id"
-
-struct template_error;
-/* A job submission from a template (the body of POST /jobs, or one run of
- * a sweep): fills body's image_id, pool, slices, CPU, memory, shm, maximum
- * runtime and (above 1) members the submission leaves out from tmpl (API_JOB_TEMPLATE_JSON
- * parsed), refuses ones that differ when the template allows no overrides,
- * and expands the template's command for body's "hyperparameters" and
- * "inputs" (home: "/home/<user>", for "~/").  On success body holds the
- * expanded "command" and the completed "hyperparameters", and *command_text
- * and *hparams_text (caller frees) are their JSON texts for the insert
- * (reals written exactly).  Returns 0, or -1 with err filled (err->field
- * names the field at fault). */
-int jobs_body_expand(json_t *body, const json_t *tmpl, const char *home, char **command_text,
-                     char **hparams_text, struct template_error *err);
 
 /* Records this replica's configured values of the site settings (the
  * admin's, when set, still win).  Synchronous, at start-up; 0 or -1. */

@@ -3,7 +3,7 @@
  * Everyone signed in reads the enabled ones (admins all); admins create,
  * replace and remove them.  What a template says is checked by
  * work/template.c before it is stored, so a stored template always expands;
- * the expansion for a submit is in api_jobs.c (jobs_body_expand()).
+ * the expansion for a submit is in job_body.c (job_body_expand()).
  */
 #include <stdlib.h>
 #include <string.h>

@@ -17,6 +17,7 @@ import images from './en/images.js';
 import jobs from './en/jobs.js';
 import quotas from './en/quotas.js';
 import errors from './en/errors.js';
+import sweeps from './en/sweeps.js';
 import templates from './en/templates.js';
 
-export default merge(shell, errors, auth, home, instances, jobs, files, cluster, users, nodes, pools, images, quotas, templates);
+export default merge(shell, errors, auth, home, instances, jobs, files, cluster, users, nodes, pools, images, quotas, sweeps, templates);

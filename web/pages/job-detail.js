@@ -116,10 +116,12 @@ export function render(main) {
       h('div', { class: 'page-head-text' },
         h('h1', null, h('span', { class: 'mono' }, job.name), ' ', jobStateBadge(job.state)),
         why.text ? h('p', { 'data-field': 'reason' }, why.text,
-          why.detail ? h('span', { class: 'msg-detail muted', 'data-field': 'reason-detail', lang: 'en' }, why.detail) : null) : null),
+          why.detail ? h('span', { class: 'msg-detail muted', 'data-field': 'reason-detail', lang: 'en' }, why.detail) : null) : null,
+        why.eta ? h('p', { class: 'muted', 'data-field': 'eta' }, why.eta) : null),
       h('div', { class: 'toolbar' }, cancelButton(job, () => poller?.refresh(), (e) => msg.error(e))));
     const row = (k, v) => [h('dt', null, t(`job.detail.${k}`)), h('dd', { 'data-fact': k }, v)];
     facts.replaceChildren(
+      ...(job.sweep_id ? [h('dt', null, t('sweep.detail.title')), h('dd', { 'data-fact': 'sweep' }, h('a', { href: `#/sweep?id=${job.sweep_id}` }, `#${job.sweep_id}`))] : []),
       ...row('image', h('span', { class: 'mono' }, job.image || '—')),
       ...(job.template ? row('template', job.template_title || job.template) : []),
       ...row('command', h('code', null, job.command.join(' '))),

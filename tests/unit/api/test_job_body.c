@@ -1,5 +1,5 @@
-/* test_api_jobs.c — a submit from a template without a server
- * (jobs_body_expand(), what POST /jobs and a sweep's runs share): the
+/* test_job_body.c — a submit from a template without a server
+ * (job_body_expand(), what POST /jobs and a sweep's runs share): the
  * template's image and resources fill what the body leaves out, the
  * body's win where the template allows, a template that allows no
  * overrides refuses them naming the field, and the command and completed
@@ -10,7 +10,7 @@
 
 #include <jansson.h>
 
-#include "api/api.h"
+#include "api/job_body.h"
 #include "harness.h"
 #include "work/template.h"
 
@@ -42,7 +42,7 @@ TEST(fills_from_the_template)
 	struct template_error e;
 	char *cmd = NULL, *hp = NULL;
 
-	CHECK(jobs_body_expand(b, t, "/home/alice", &cmd, &hp, &e) == 0);
+	CHECK(job_body_expand(b, t, "/home/alice", &cmd, &hp, &e) == 0);
 	CHECK_STR(cmd, "[\"python3\",\"/home/alice/train.py\",\"--lr\",\"0.1\",\"--amp\"]");
 	CHECK_STR(hp, "{\"lr\":0.1,\"amp\":true}");
 	CHECK(num(b, "image_id") == 7 && num(b, "cpu_millis") == 2000 && num(b, "mem_mib") == 4096);
@@ -64,7 +64,7 @@ TEST(the_body_wins_where_allowed)
 	struct template_error e;
 	char *cmd = NULL, *hp = NULL;
 
-	CHECK(jobs_body_expand(b, t, "/home/alice", &cmd, &hp, &e) == 0);
+	CHECK(job_body_expand(b, t, "/home/alice", &cmd, &hp, &e) == 0);
 	CHECK(num(b, "image_id") == 9 && num(b, "cpu_millis") == 500 && num(b, "slices") == 2);
 	CHECK_STR(hp, "{\"lr\":0.01,\"amp\":false}");
 	free(cmd);
@@ -82,7 +82,7 @@ TEST(members_of_a_distributed_template)
 	struct template_error e;
 	char *cmd = NULL, *hp = NULL;
 
-	CHECK(jobs_body_expand(b, t, "/home/alice", &cmd, &hp, &e) == 0);
+	CHECK(job_body_expand(b, t, "/home/alice", &cmd, &hp, &e) == 0);
 	CHECK(num(b, "members") == 2);
 	CHECK_STR(hp, "{}");
 	free(cmd);
@@ -97,7 +97,7 @@ static void refused(const char *tmpl, const char *body, const char *field, const
 	struct template_error e;
 	char *cmd = (char *)1, *hp = (char *)1;
 
-	CHECK(jobs_body_expand(b, t, "/home/alice", &cmd, &hp, &e) < 0);
+	CHECK(job_body_expand(b, t, "/home/alice", &cmd, &hp, &e) < 0);
 	CHECK(cmd == NULL && hp == NULL);
 	CHECK_STR(e.field, field);
 	CHECK_STR(e.reason, reason);
@@ -127,5 +127,5 @@ int main(void)
 	RUN(the_body_wins_where_allowed);
 	RUN(members_of_a_distributed_template);
 	RUN(refusals_name_the_field);
-	return harness_done("test_api_jobs");
+	return harness_done("test_job_body");
 }
