@@ -42,7 +42,7 @@ SRCS = $(addprefix server/base/,rc.c log.c config.c crypto.c worker.c csv.c cloc
        $(addprefix server/storage/,storage.c paths.c tar.c files.c quota.c areas.c) \
        $(addprefix server/auth/,auth.c) \
        $(addprefix server/sched/,place.c scheduler.c) \
-       $(addprefix server/work/,workload.c spec.c passwd.c driver.c logscan.c instances.c jobs.c \
+       $(addprefix server/work/,workload.c spec.c passwd.c driver.c logscan.c instances.c jobs.c ddp.c \
          reconcile.c reclaim.c) \
        $(addprefix server/apps/,page.c activity.c forward.c route.c upstream.c tunnel.c \
          proxy.c terminal.c) \

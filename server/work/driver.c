@@ -666,7 +666,10 @@ static void ensure_net(struct driver_launch *l)
 			return;
 		}
 	snprintf(uid, sizeof(uid), "%lld", l->user_id);
-	j = json_pack("{s:s, s:b, s:s, s:{s:s, s:s, s:s, s:s},"
+	if (l->netbody)
+		j = json_incref(l->netbody);
+	else
+		j = json_pack("{s:s, s:b, s:s, s:{s:s, s:s, s:s, s:s},"
 	              " s:{s:s}}",
 	              "Name", l->net, "CheckDuplicate", 1, "Driver", "bridge", "Labels",
 	              "gpucloud.cluster", driver_cluster_id(), "gpucloud.kind", "network",
@@ -710,7 +713,8 @@ void driver_launch_release(struct driver_launch *l)
 	etc_clear(l);
 	json_decref(l->spec);
 	json_decref(l->app_ports);
-	l->spec = l->app_ports = NULL;
+	json_decref(l->netbody);
+	l->spec = l->app_ports = l->netbody = NULL;
 }
 
 /* ---- the end of a container ---- */
