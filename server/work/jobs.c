@@ -1187,7 +1187,7 @@ static void starting_set(int changed, void *arg)
 {
 	struct op *o = arg;
 
-	if (o->members <= 1 || changed <= 0)
+	if (o->changed >= 0) /* (a member's own write may have failed) */
 		o->changed = changed;
 	launch_joined(o);
 }
