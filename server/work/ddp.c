@@ -14,31 +14,41 @@ static void ip_text(unsigned long v, char *out, size_t outlen)
 	         v & 255);
 }
 
-int ddp_addresses(const char *range, long long job_id, int rank, char *subnet, size_t subnetlen,
-                  char *gateway, size_t gatewaylen, char *addr, size_t addrlen)
+/* The range's base and the number of /27 slots in it (at most
+ * DDP_SLOTS), or -1. */
+static int range_parse(const char *range, unsigned long *base, unsigned long *slots)
 {
 	char ip[20];
 	const char *slash;
 	struct in_addr a;
 	char *end;
 	long prefix;
-	unsigned long base, slots, slot;
 
 	if (!range || !*range)
 		range = DDP_DEFAULT_SUBNET;
 	slash = strchr(range, '/');
-	if (!slash || (size_t)(slash - range) >= sizeof(ip) || rank < 0 ||
-	    rank >= DDP_MAX_MEMBERS || job_id < 0)
+	if (!slash || (size_t)(slash - range) >= sizeof(ip))
 		return -1;
 	memcpy(ip, range, (size_t)(slash - range));
 	ip[slash - range] = '\0';
 	prefix = strtol(slash + 1, &end, 10);
 	if (*end || end == slash + 1 || prefix < 8 || prefix > 27 || inet_pton(AF_INET, ip, &a) != 1)
 		return -1;
-	base = (unsigned long)ntohl(a.s_addr) & (0xffffffffUL << (32 - prefix)) & 0xffffffffUL;
-	slots = 1UL << (27 - prefix);
-	slot = (unsigned long)job_id % slots;
-	base += slot * 32;
+	*base = (unsigned long)ntohl(a.s_addr) & (0xffffffffUL << (32 - prefix)) & 0xffffffffUL;
+	*slots = prefix <= 19 ? DDP_SLOTS : 1UL << (27 - prefix);
+	return 0;
+}
+
+int ddp_addresses(const char *range, long long job_id, int rank, char *subnet, size_t subnetlen,
+                  char *gateway, size_t gatewaylen, char *addr, size_t addrlen)
+{
+	char ip[20];
+	unsigned long base, slots;
+
+	if (range_parse(range, &base, &slots) < 0 || rank < 0 || rank >= DDP_MAX_MEMBERS ||
+	    job_id < 0)
+		return -1;
+	base += ((unsigned long)job_id % slots) * 32;
 	ip_text(base, ip, sizeof(ip));
 	snprintf(subnet, subnetlen, "%s/27", ip);
 	ip_text(base + 1, gateway, gatewaylen);
@@ -46,26 +56,30 @@ int ddp_addresses(const char *range, long long job_id, int rank, char *subnet, s
 	return 0;
 }
 
-void ddp_net_name(const char *cluster, long long job_id, char *out, size_t outlen)
+void ddp_net_name(const char *cluster, char *out, size_t outlen)
 {
-	snprintf(out, outlen, "gc-%.8s-job-%lld-net", cluster ? cluster : "", job_id);
+	snprintf(out, outlen, "gc-%.8s-ddp", cluster ? cluster : "");
 }
 
-json_t *ddp_net_body(const char *name, const char *parent, const char *subnet,
-                     const char *gateway, const char *cluster, const char *owner,
-                     long long user_id, long long job_id)
+json_t *ddp_net_body(const char *name, const char *parent, const char *range, const char *cluster)
 {
-	char uid[24], jid[24];
+	unsigned long base, slots;
+	json_t *cfgs, *body;
+	char sub[24], gw[20], ip[20];
 
-	snprintf(uid, sizeof(uid), "%lld", user_id);
-	snprintf(jid, sizeof(jid), "%lld", job_id);
-	return json_pack("{s:s, s:b, s:s, s:{s:s}, s:{s:s, s:[{s:s, s:s}]},"
-	                 " s:{s:s, s:s, s:s, s:s, s:s}}",
-	                 "Name", name, "CheckDuplicate", 1, "Driver", "macvlan", "Options",
-	                 "parent", parent, "IPAM", "Driver", "default", "Config", "Subnet", subnet,
-	                 "Gateway", gateway, "Labels", "gpucloud.cluster", cluster,
-	                 "gpucloud.kind", "network", "gpucloud.owner", owner, "gpucloud.user",
-	                 uid, "gpucloud.job", jid);
+	if (range_parse(range, &base, &slots) < 0 || !(cfgs = json_array()))
+		return NULL;
+	for (unsigned long i = 0; i < slots; i++) {
+		ip_text(base + i * 32, ip, sizeof(ip));
+		snprintf(sub, sizeof(sub), "%s/27", ip);
+		ip_text(base + i * 32 + 1, gw, sizeof(gw));
+		json_array_append_new(cfgs, json_pack("{s:s, s:s}", "Subnet", sub, "Gateway", gw));
+	}
+	body = json_pack("{s:s, s:b, s:s, s:{s:s}, s:{s:s, s:o}, s:{s:s, s:s}}", "Name", name,
+	                 "CheckDuplicate", 1, "Driver", "macvlan", "Options", "parent", parent,
+	                 "IPAM", "Driver", "default", "Config", cfgs, "Labels",
+	                 "gpucloud.cluster", cluster, "gpucloud.kind", "network");
+	return body;
 }
 
 static void set(json_t *env, const char *k, const char *v)

@@ -5,29 +5,36 @@
  * network, made on each member's node by the launcher (driver.c) from
  * ddp_net_body():
  *
- * Why a per-job macvlan network.  gloo and NCCL open further connections
- * on random ports besides MASTER_PORT, and each rank advertises the
- * address of its own interface to its peers; so publishing ports of a
- * bridged container cannot work (the advertised bridge address is not
- * routable from another node — nodes are separate hosts and gpucloud runs
- * nothing on them to route it — and no fixed port set can be published).
- * Host networking would work but breaks SPEC §14 (no host network) and
- * opens every port of the job to every container on the node.  So each
- * member gets an address of its own on the nodes' data LAN: a Docker
- * macvlan network (created through the engine API; nothing installed on
- * the node) on the parent interface the node's label ddp.parent names, in
- * a /27 of the cluster's job range (label ddp.subnet, default
- * 10.208.0.0/16) chosen by the job's id, rank r at the 2+r-th address.
- * MASTER_ADDR is rank 0's address; MASTER_PORT is fixed (each job has its
- * own addresses).  Keeping other tenants out: the job's addresses are in a
- * subnet of its own; a container on a user's bridge network reaches the
- * LAN only through its node, whose kernel never delivers to macvlan
- * children of its own parent, and has no route into another job's /27
- * (no container can add one: every capability is dropped, so no
- * NET_ADMIN/NET_RAW for routes, ARP or raw frames).  Where the LAN is
- * shared with hosts that are not nodes, ddp.parent may name a VLAN
- * sub-interface (eth1.<vlan>) to keep the job range on its own segment.
- * Every other hardening rule of SPEC §14 applies unchanged (spec.c).
+ * Why a macvlan network, one /27 per job.  gloo and NCCL open further
+ * connections on random ports besides MASTER_PORT, and each rank
+ * advertises the address of its own interface to its peers; so publishing
+ * ports of a bridged container cannot work (the advertised bridge address
+ * is not routable from another node — nodes are separate hosts and
+ * gpucloud runs nothing on them to route it — and no fixed set of ports
+ * can be published).  Host networking would work but breaks SPEC §14 (no
+ * host network) and opens every port of the job to every container on the
+ * node.  So each member gets an address of its own on the nodes' data LAN:
+ * a Docker macvlan network (made through the engine API, nothing installed
+ * on the node) on the parent interface the node's label ddp.parent names.
+ * Docker allows one macvlan network per parent interface, so a node has
+ * one such network for the cluster (gc-<cluster8>-ddp, made on first use,
+ * swept by the reconciler when empty), declaring DDP_SLOTS /27 subnets of
+ * the range in label ddp.subnet (default 10.208.0.0/16; rank 0's node's
+ * label counts); a job takes the /27 of slot id % DDP_SLOTS, rank r its
+ * 2+r-th address (its gateway, the first, is nobody), MASTER_ADDR is rank
+ * 0's and MASTER_PORT fixed.
+ * Keeping other tenants out: a job's members are alone in their /27, and
+ * a member's only route outside it is the /27's gateway, which does not
+ * exist: another job's member (another /27) cannot reach it, and no
+ * container can change that — every capability is dropped, so no
+ * NET_ADMIN/NET_RAW for addresses, routes, ARP or raw frames.  A container
+ * on a user's bridge network reaches the LAN only through its node, whose
+ * kernel never delivers to macvlan children of its own parent.  Where the
+ * LAN has hosts that are not nodes, ddp.parent should name an interface
+ * (or VLAN sub-interface) kept for the nodes.  Every other rule of SPEC
+ * §14 applies unchanged (spec.c).  Limit: DDP_SLOTS distributed jobs run
+ * at once without sharing a /27 (two live jobs whose ids are equal modulo
+ * DDP_SLOTS collide: the second one's start fails with "address in use").
  *
  * Pure functions: no I/O, unit-tested without an engine.
  */
@@ -41,22 +48,23 @@
 #define DDP_MAX_MEMBERS    16
 #define DDP_MASTER_PORT    29500
 #define DDP_DEFAULT_SUBNET "10.208.0.0/16"
+#define DDP_SLOTS          256
 
-/* The job's /27 in range (a.b.c.d/p, p <= 27; NULL or "": the default) by
- * its id, into subnet ("a.b.c.d/27") and gateway (its first address), and
- * member rank's address into addr.  Returns 0, or -1 when range is not an
- * IPv4 CIDR with a prefix of 8 to 27 or rank is out of 0..15. */
+/* The job's /27 in range (a.b.c.d/p, 8 <= p <= 27; NULL or "": the
+ * default; at most its first DDP_SLOTS /27s are used) by its id, into
+ * subnet ("a.b.c.d/27") and gateway (its first address), and member rank's
+ * address into addr.  Returns 0, or -1 when range is not such a CIDR or
+ * rank is out of 0..15. */
 int ddp_addresses(const char *range, long long job_id, int rank, char *subnet, size_t subnetlen,
                   char *gateway, size_t gatewaylen, char *addr, size_t addrlen);
 
-/* The job's network name: gc-<cluster8>-job-<id>-net. */
-void ddp_net_name(const char *cluster, long long job_id, char *out, size_t outlen);
+/* The cluster's distributed-job network on a node: gc-<cluster8>-ddp. */
+void ddp_net_name(const char *cluster, char *out, size_t outlen);
 
-/* The /networks/create body of the job's network on one node (parent: the
- * node's ddp.parent label).  NULL when out of memory. */
-json_t *ddp_net_body(const char *name, const char *parent, const char *subnet,
-                     const char *gateway, const char *cluster, const char *owner,
-                     long long user_id, long long job_id);
+/* Its /networks/create body: macvlan on parent (the node's ddp.parent),
+ * the /27s of range, gpucloud.* labels.  NULL when range is bad or out of
+ * memory. */
+json_t *ddp_net_body(const char *name, const char *parent, const char *range, const char *cluster);
 
 /* Sets the torchrun-style variables of member rank of world members into
  * env (an object): MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK, NODE_RANK,

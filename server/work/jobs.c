@@ -1231,9 +1231,8 @@ static int member_net(struct op *o, const PGresult *res, json_t *penv, json_t *e
 		snprintf(err, errlen, "the node label ddp.subnet is not an IPv4 range (a.b.c.d/8..27)");
 		goto out;
 	}
-	ddp_net_name(driver_cluster_id(), o->id, o->l.net, sizeof(o->l.net));
-	o->l.netbody = ddp_net_body(o->l.net, parent, subnet, gw, driver_cluster_id(), o->username,
-	                            o->user_id, o->id);
+	ddp_net_name(driver_cluster_id(), o->l.net, sizeof(o->l.net));
+	o->l.netbody = ddp_net_body(o->l.net, parent, range, driver_cluster_id());
 	ddp_env(penv, labels, master, o->members, o->rank);
 	snprintf(rk, sizeof(rk), "%d", o->rank);
 	json_object_set_new(penv, "GPUCLOUD_JOB_RANK", json_string(rk));
