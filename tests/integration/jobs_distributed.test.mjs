@@ -137,7 +137,7 @@ describe('distributed jobs', () => {
     const script = readFileSync(new URL('../../deploy/examples/jobs/ddp.py', import.meta.url), 'utf8');
     assert.equal((await alice.c.req('PUT', '/api/v1/files/home/ddp.py', script)).status, 201);
     const j = await submit(alice, {
-      name: 'ddp', image_id: torch.id, command: ['python3', 'ddp.py'], cpu_millis: 1000, mem_mib: 2048, shm_mib: 256,
+      name: 'ddp', image_id: torch.id, command: ['python3', '/home/alice/ddp.py'], cpu_millis: 1000, mem_mib: 2048, shm_mib: 256,
       hyperparameters: { steps: 5 },
     });
     const done = await waitJob(alice.c, j.id, FINAL, 420000);
@@ -161,6 +161,19 @@ describe('distributed jobs', () => {
     assert.equal(liveAllocs(w.srv, j.id), 0, 'GPUs released');
     for (const url of [env.GPUCLOUD_WORLD_DOCKER1, env.GPUCLOUD_WORLD_DOCKER2])
       assert.equal(ours(w.srv, url).filter((c) => c.name.includes(`-job-${j.id}`)).length, 0, 'containers removed');
+  });
+
+  it('fails the job with the first failing member\'s exit code, both logs kept', async () => {
+    const j = await submit(alice, { name: 'fastfail', command: ['sh', '-c', 'echo hello $RANK; [ $RANK = 1 ] && exit 3; exec sleep 300'] });
+    const done = await waitJob(alice.c, j.id, FINAL, 30000);
+    assert.equal(done.state, 'failed', JSON.stringify(done));
+    assert.equal(done.reason, 'rank 1: exited with code 3');
+    assert.equal(done.exit_code, 3);
+    for (const r of [0, 1]) {
+      const l = await alice.c.get(`/api/v1/jobs/${j.id}/logs?rank=${r}`);
+      assert.equal(l.status, 200, l.text);
+      assert.match(l.text, new RegExp(`^hello ${r}$`, 'm'), `rank ${r}'s log`);
+    }
   });
 
   it("fails the job with a killed member's reason and stops the other member", async () => {
