@@ -31,6 +31,18 @@
 #include "storage/paths.h"
 #include "storage/storage.h"
 
+/* A distributed job's members (0027), for JOB_JSON; null for one member. */
+/* clang-format off */
+#define JOB_RANKS \
+	" 'members', j.members, 'ranks', CASE WHEN j.members > 1 THEN COALESCE((SELECT" \
+	"  json_agg(json_build_object('rank', m.rank, 'node', mn.name, 'state', m.state," \
+	"  'exit_code', m.exit_code, 'reason', m.reason, 'reason_code'," \
+	"  NULLIF(m.reason_code, ''), 'address', NULLIF(m.address, ''), 'container_name'," \
+	"  NULLIF(m.container_name, ''), 'started_at', " DB_TS("m.started_at") "," \
+	"  'finished_at', " DB_TS("m.finished_at") ") ORDER BY m.rank) FROM job_members m" \
+	"  LEFT JOIN nodes mn ON mn.id = m.node_id WHERE m.job_id = j.id), '[]') END,"
+/* clang-format on */
+
 /* One job as a JSON document (text), built by the database. */
 #define JOB_JSON                                                                               \
 	"json_build_object('id', j.id, 'name', j.name, 'user_id', j.user_id, 'username',"      \
@@ -50,14 +62,7 @@
 	" 'gpus', COALESCE((SELECT json_agg(json_build_object('uuid', g.uuid, 'index', g.idx," \
 	"  'model', g.model) ORDER BY a.id) FROM allocations a JOIN slices s"                  \
 	"  ON s.id = a.slice_id JOIN gpus g ON g.id = s.gpu_id"                                \
-	"  WHERE a.request_id = j.request_id AND a.released_at IS NULL), '[]'),"               \
-	" 'members', j.members, 'ranks', CASE WHEN j.members > 1 THEN COALESCE((SELECT"        \
-	"  json_agg(json_build_object('rank', m.rank, 'node', mn.name, 'state', m.state,"      \
-	"  'exit_code', m.exit_code, 'reason', m.reason, 'reason_code',"                        \
-	"  NULLIF(m.reason_code, ''), 'address', NULLIF(m.address, ''), 'container_name',"      \
-	"  NULLIF(m.container_name, ''), 'started_at', " DB_TS("m.started_at") ","              \
-	"  'finished_at', " DB_TS("m.finished_at") ") ORDER BY m.rank) FROM job_members m"      \
-	"  LEFT JOIN nodes mn ON mn.id = m.node_id WHERE m.job_id = j.id), '[]') END,"          \
+	"  WHERE a.request_id = j.request_id AND a.released_at IS NULL), '[]')," JOB_RANKS     \
 	" 'created_at', " DB_TS("j.created_at") ", 'started_at', " DB_TS(                      \
 	        "j.started_at") ", 'finished_at', " DB_TS("j.finished_at") ")::text"
 

@@ -32,7 +32,8 @@ static int range_parse(const char *range, unsigned long *base, unsigned long *sl
 	memcpy(ip, range, (size_t)(slash - range));
 	ip[slash - range] = '\0';
 	prefix = strtol(slash + 1, &end, 10);
-	if (*end || end == slash + 1 || prefix < 8 || prefix > 27 || inet_pton(AF_INET, ip, &a) != 1)
+	if (*end || end == slash + 1 || prefix < 8 || prefix > 27 ||
+	    inet_pton(AF_INET, ip, &a) != 1)
 		return -1;
 	*base = (unsigned long)ntohl(a.s_addr) & (0xffffffffUL << (32 - prefix)) & 0xffffffffUL;
 	*slots = prefix <= 19 ? DDP_SLOTS : 1UL << (27 - prefix);
@@ -77,8 +78,8 @@ json_t *ddp_net_body(const char *name, const char *parent, const char *range, co
 	}
 	body = json_pack("{s:s, s:b, s:s, s:{s:s}, s:{s:s, s:o}, s:{s:s, s:s}}", "Name", name,
 	                 "CheckDuplicate", 1, "Driver", "macvlan", "Options", "parent", parent,
-	                 "IPAM", "Driver", "default", "Config", cfgs, "Labels",
-	                 "gpucloud.cluster", cluster, "gpucloud.kind", "network");
+	                 "IPAM", "Driver", "default", "Config", cfgs, "Labels", "gpucloud.cluster",
+	                 cluster, "gpucloud.kind", "network");
 	return body;
 }
 

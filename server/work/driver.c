@@ -670,11 +670,11 @@ static void ensure_net(struct driver_launch *l)
 		j = json_incref(l->netbody);
 	else
 		j = json_pack("{s:s, s:b, s:s, s:{s:s, s:s, s:s, s:s},"
-	              " s:{s:s}}",
-	              "Name", l->net, "CheckDuplicate", 1, "Driver", "bridge", "Labels",
-	              "gpucloud.cluster", driver_cluster_id(), "gpucloud.kind", "network",
-	              "gpucloud.owner", l->owner, "gpucloud.user", uid, "Options",
-	              "com.docker.network.bridge.enable_icc", "true");
+		              " s:{s:s}}",
+		              "Name", l->net, "CheckDuplicate", 1, "Driver", "bridge", "Labels",
+		              "gpucloud.cluster", driver_cluster_id(), "gpucloud.kind", "network",
+		              "gpucloud.owner", l->owner, "gpucloud.user", uid, "Options",
+		              "com.docker.network.bridge.enable_icc", "true");
 	body = j ? json_dumps(j, JSON_COMPACT) : NULL;
 	json_decref(j);
 	l->call = e && body ? docker_request(e, "POST", "/networks/create", "application/json",

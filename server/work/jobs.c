@@ -828,7 +828,6 @@ static void op_resume(long long id, enum workload_state stop_to, const char *why
 	op_resume_member(id, 0, stop_to, why, "cancelled");
 }
 
-
 /* ---- distributed jobs: the members' ends (0027_job_members.sql) ----
  *
  * Each member is an operation of its own (rank), launched and watched as a
@@ -972,10 +971,11 @@ static void member_mark_stopped(long long id, int rank)
 
 	snprintf(ids, sizeof(ids), "%lld", id);
 	snprintf(rk, sizeof(rk), "%d", rank);
-	db_query("UPDATE job_members SET state = 'stopped', reason = 'not started: the job stopped',"
-	         " reason_code = 'stopped', finished_at = now(), updated_at = now()"
-	         " WHERE job_id = $1 AND rank = $2::int AND state = 'queued'",
-	         2, p, settle_cb, (void *)(intptr_t)id);
+	db_query(
+	        "UPDATE job_members SET state = 'stopped', reason = 'not started: the job stopped',"
+	        " reason_code = 'stopped', finished_at = now(), updated_at = now()"
+	        " WHERE job_id = $1 AND rank = $2::int AND state = 'queued'",
+	        2, p, settle_cb, (void *)(intptr_t)id);
 }
 
 /* Stops a watched member on purpose (the job stops). */
@@ -1116,14 +1116,15 @@ static void launch_running(void *arg, const char *ports)
 		const char *p[3] = { ids, rk, o->l.cid };
 		snprintf(ids, sizeof(ids), "%lld", o->id);
 		snprintf(rk, sizeof(rk), "%d", o->rank);
-		db_query("WITH u AS (UPDATE job_members SET state = 'running', container_id = $3,"
-		         "  started_at = COALESCE(started_at, now()), updated_at = now()"
-		         "  WHERE job_id = $1 AND rank = $2::int AND state IN ('queued', 'starting')"
-		         "  RETURNING rank)"
-		         " SELECT (SELECT count(*) FROM u), (SELECT count(*) FROM job_members"
-		         "  WHERE job_id = $1 AND rank <> $2::int AND started_at IS NOT NULL),"
-		         " j.members FROM jobs j WHERE j.id = $1",
-		         3, p, member_running_set, o);
+		db_query(
+		        "WITH u AS (UPDATE job_members SET state = 'running', container_id = $3,"
+		        "  started_at = COALESCE(started_at, now()), updated_at = now()"
+		        "  WHERE job_id = $1 AND rank = $2::int AND state IN ('queued', 'starting')"
+		        "  RETURNING rank)"
+		        " SELECT (SELECT count(*) FROM u), (SELECT count(*) FROM job_members"
+		        "  WHERE job_id = $1 AND rank <> $2::int AND started_at IS NOT NULL),"
+		        " j.members FROM jobs j WHERE j.id = $1",
+		        3, p, member_running_set, o);
 		return;
 	}
 	set_state(o->id, ST, WL_RUNNING, "", "", 0, running_set, o);
@@ -1228,7 +1229,8 @@ static int member_net(struct op *o, const PGresult *res, json_t *penv, json_t *e
 	                  sizeof(master)) < 0 ||
 	    ddp_addresses(range, o->id, o->rank, subnet, sizeof(subnet), gw, sizeof(gw), o->addr,
 	                  sizeof(o->addr)) < 0) {
-		snprintf(err, errlen, "the node label ddp.subnet is not an IPv4 range (a.b.c.d/8..27)");
+		snprintf(err, errlen,
+		         "the node label ddp.subnet is not an IPv4 range (a.b.c.d/8..27)");
 		goto out;
 	}
 	ddp_net_name(driver_cluster_id(), o->l.net, sizeof(o->l.net));

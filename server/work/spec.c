@@ -206,10 +206,9 @@ json_t *spec_build(const struct spec_input *in, char *sig_out, size_t sig_len)
 	                 "HostConfig", hc, "Hostname", in->name);
 	env = exposed = labels = hc = NULL; /* handed off */
 	if (spec && in->ipv4 && in->network)
-		json_object_set_new(
-		        spec, "NetworkingConfig",
-		        json_pack("{s:{s:{s:{s:s}}}}", "EndpointsConfig", in->network, "IPAMConfig",
-		                  "IPv4Address", in->ipv4));
+		json_object_set_new(spec, "NetworkingConfig",
+		                    json_pack("{s:{s:{s:{s:s}}}}", "EndpointsConfig", in->network,
+		                              "IPAMConfig", "IPv4Address", in->ipv4));
 	if (spec && json_is_array(in->cmd) && json_array_size(in->cmd) > 0)
 		json_object_set_new(spec, "Cmd", json_deep_copy(in->cmd));
 	if (spec && sig_out)

@@ -136,14 +136,16 @@ TEST(fixed_address_in_spec)
 	in.pids_limit = 100;
 	s = spec_build(&in, sig, sizeof(sig));
 	CHECK(s != NULL);
-	CHECK_STR(json_string_value(json_object_get(json_object_get(s, "HostConfig"), "NetworkMode")),
-	          "gc-c0ffee00-ddp");
+	CHECK_STR(
+	        json_string_value(json_object_get(json_object_get(s, "HostConfig"), "NetworkMode")),
+	        "gc-c0ffee00-ddp");
 	CHECK_STR(json_string_value(json_object_get(
-	                  json_object_get(json_object_get(json_object_get(json_object_get(
-	                                                                          s, "NetworkingConfig"),
-	                                                                  "EndpointsConfig"),
-	                                                  "gc-c0ffee00-ddp"),
-	                                  "IPAMConfig"),
+	                  json_object_get(
+	                          json_object_get(
+	                                  json_object_get(json_object_get(s, "NetworkingConfig"),
+	                                                  "EndpointsConfig"),
+	                                  "gc-c0ffee00-ddp"),
+	                          "IPAMConfig"),
 	                  "IPv4Address")),
 	          "10.208.0.163");
 	CHECK(strstr(sig, "@10.208.0.163") != NULL); /* another address: another container */
