@@ -17,7 +17,8 @@ import { existsSync, readFileSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { stopClean } from '../lib/itest.mjs';
-import { world, mkUser, create, waitState, cleanup, ours, sql, eventually, env, docker } from './instances_lib.mjs';
+import { startServer, dropDatabase, Client, ADMIN_PASSWORD } from '../lib/server.mjs';
+import { world, mkUser, create, waitState, cleanup, ours, sql, eventually, env, docker, FAST } from './instances_lib.mjs';
 
 const FINAL = ['succeeded', 'failed', 'cancelled', 'lost'];
 const PARENT = 'gcddp0';
@@ -50,20 +51,25 @@ function probe(url, container, ip, port) {
   } catch (e) { return String(e.stdout || '') + String(e.stderr || ''); }
 }
 
+// Both nodes' GPUs in the pool, both nodes on the job LAN.
+async function ddpWorld() {
+  ensureParent();
+  const w = await world();
+  const gp = await w.admin.req('PUT', `/api/v1/pools/${w.pool.id}/gpus`, { gpu_ids: [...w.n1.gpus, ...w.n2.gpus].map((g) => g.id) });
+  assert.equal(gp.status, 200, gp.text);
+  for (const n of [w.n1, w.n2]) {
+    const r = await w.admin.req('PATCH', `/api/v1/nodes/${n.id}`, { labels: { 'ddp.parent': PARENT, 'nccl.socket_ifname': 'eth0', ib: 'false', 'nccl.debug': 'WARN' } });
+    assert.equal(r.status, 200, r.text);
+  }
+  return w;
+}
+
 describe('distributed jobs', () => {
   let w, alice, bob, torch;
   before(async () => {
-    ensureParent();
-    w = await world();
+    w = await ddpWorld();
     alice = await mkUser(w, 'alice');
     bob = await mkUser(w, 'bob');
-    // both nodes' GPUs in the pool, both nodes on the job LAN
-    const gp = await w.admin.req('PUT', `/api/v1/pools/${w.pool.id}/gpus`, { gpu_ids: [...w.n1.gpus, ...w.n2.gpus].map((g) => g.id) });
-    assert.equal(gp.status, 200, gp.text);
-    for (const n of [w.n1, w.n2]) {
-      const r = await w.admin.req('PATCH', `/api/v1/nodes/${n.id}`, { labels: { 'ddp.parent': PARENT, 'nccl.socket_ifname': 'eth0', ib: 'false', 'nccl.debug': 'WARN' } });
-      assert.equal(r.status, 200, r.text);
-    }
     if (env.GPUCLOUD_WORLD_PYTORCH_IMAGE) {
       const img = await w.admin.post('/api/v1/images', {
         reference: env.GPUCLOUD_WORLD_PYTORCH_IMAGE, registry_id: w.registry.id, display_name: 'PyTorch 1.13 (CPU)',
@@ -251,5 +257,54 @@ describe('distributed jobs', () => {
     assert.equal(liveAllocs(w.srv, j.id), 0);
     // someone else's job: not found, also by rank
     assert.equal((await bob.c.get(`/api/v1/jobs/${j.id}/logs?rank=1`)).status, 404);
+  });
+});
+
+describe('distributed jobs across a gpucloudd crash', () => {
+  let w, srv2, db, dir;
+  before(async () => {
+    w = await ddpWorld();
+    db = w.srv.db;
+    dir = w.srv.dir;
+  });
+  after(async () => {
+    try {
+      if (srv2) await stopClean(srv2);
+      if (w?.srv) await w.srv.stop({ keepDb: true });
+    } finally {
+      cleanup(w?.srv);
+      if (db) dropDatabase(db.name);
+    }
+  });
+
+  it('follows every member again: both logs complete, the job ends succeeded', async () => {
+    const alice = await mkUser(w, 'alice');
+    const N = 60;
+    const r = await alice.c.post('/api/v1/jobs', {
+      name: 'chatty', image_id: w.image.id, cpu_millis: 200, mem_mib: 64, pool: 'a100', slices: 1, members: 2,
+      command: ['sh', '-c', `i=0; while [ $i -lt ${N} ]; do i=$((i+1)); echo "r$RANK line $i"; sleep 0.1; done`],
+    });
+    assert.equal(r.status, 201, r.text);
+    const id = r.json.id;
+    const logs = [0, 1].map((k) => join(dir, 'data', 'home', 'alice', r.json.directory, k ? `output.rank${k}.log` : 'output.log'));
+    const has = (f, re) => { try { return re.test(readFileSync(f, 'utf8')); } catch { return false; } };
+    assert.ok(await eventually(() => has(logs[0], /line 10\n/) && has(logs[1], /line 10\n/), 30000), 'both members run and log');
+    w.srv.proc.kill('SIGKILL');
+    await eventually(() => w.srv.exited !== null, 5000);
+    await new Promise((res) => setTimeout(res, 1500));
+    srv2 = await startServer({ db, args: [...FAST, `--state-dir=${dir}`] });
+    const admin = new Client(srv2.base);
+    assert.equal((await admin.login('admin', ADMIN_PASSWORD)).status, 200);
+    let job;
+    assert.ok(await eventually(async () => { job = (await admin.get(`/api/v1/jobs/${id}`)).json; return FINAL.includes(job.state); }, 40000), `job ended: ${JSON.stringify(job)}`);
+    assert.equal(job.state, 'succeeded', JSON.stringify(job));
+    assert.deepEqual(job.ranks.map((m) => m.state), ['succeeded', 'succeeded']);
+    for (const k of [0, 1]) {
+      const lines = readFileSync(logs[k], 'utf8').split('\n').filter(Boolean);
+      assert.deepEqual(lines, Array.from({ length: N }, (_, i) => `r${k} line ${i + 1}`), `rank ${k}: every line once, in order`);
+    }
+    assert.equal(liveAllocs(w.srv, id), 0);
+    for (const url of [env.GPUCLOUD_WORLD_DOCKER1, env.GPUCLOUD_WORLD_DOCKER2])
+      assert.equal(ours(w.srv, url).length, 0, 'containers removed');
   });
 });
