@@ -40,9 +40,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		buf[nl - buf] = '\0';
 	id = n ? (long long)data[0] * 977 : 0;
 	for (int r = -1; r <= DDP_MAX_MEMBERS; r++) {
-		if (ddp_addresses(buf, id, r, sub, sizeof(sub), gw, sizeof(gw), addr, sizeof(addr)) <
-		    0) {
-			assert(r < 0 || r >= DDP_MAX_MEMBERS || ddp_net_body("n", "p", buf, "c") == NULL);
+		if (ddp_addresses(buf, id, r, sub, sizeof(sub), gw, sizeof(gw), addr,
+		                  sizeof(addr)) < 0) {
+			assert(r < 0 || r >= DDP_MAX_MEMBERS ||
+			       ddp_net_body("n", "p", buf, "c") == NULL);
 			continue;
 		}
 		assert(r >= 0 && r < DDP_MAX_MEMBERS);
