@@ -7,9 +7,11 @@
  * exit read back, the cause from the log tail (logscan.c), the container
  * removed and the final state written with the allocation released); the
  * runtime limit's timer; cancel and preemption as a stop with a grace.
+ * A distributed job's members are operations of their own (op.rank), see
+ * "distributed jobs" below.
  * Does not own: the API (api_jobs.c), the loop and the engine steps
  * (driver.c), the create body (spec.c), the edges (workload.c), the mounts
- * (storage.c).
+ * (storage.c), the members' network and variables (ddp.c).
  */
 #include "work/jobs.h"
 
