@@ -1560,6 +1560,22 @@ static void op_requeue(long long id)
 
 /* ---- the driver's pass ---- */
 
+/* A queued job that ended before it started (set_state's callback, arg:
+ * the id): its members never did; they end with its reason. */
+static void members_unstarted(int changed, void *arg)
+{
+	char ids[24];
+	const char *p[1] = { ids };
+
+	if (changed <= 0)
+		return;
+	snprintf(ids, sizeof(ids), "%lld", (long long)(intptr_t)arg);
+	db_query("UPDATE job_members m SET state = 'stopped', reason = j.reason,"
+	         " reason_code = j.reason_code, finished_at = now(), updated_at = now()"
+	         " FROM jobs j WHERE j.id = $1 AND m.job_id = j.id AND m.state = 'queued'",
+	         1, p, NULL, NULL);
+}
+
 /* A distributed job's row of the pass (columns: see kind.pass_sql). */
 static void decide_members(const PGresult *res, int i)
 {
@@ -1586,8 +1602,8 @@ static void decide_members(const PGresult *res, int i)
 		if (op_find(id))
 			return;
 		if (cancel) {
-			set_state(id, Q, WL_CANCELLED, cancelled, "cancelled", WL_RELEASE, NULL,
-			          NULL);
+			set_state(id, Q, WL_CANCELLED, cancelled, "cancelled", WL_RELEASE,
+			          members_unstarted, (void *)(intptr_t)id);
 		} else if (strcmp(rstate, "allocated") == 0) {
 			for (int r = 0; r < members; r++)
 				op_launch(id, r);
@@ -1596,7 +1612,8 @@ static void decide_members(const PGresult *res, int i)
 			         *rwhy     ? rwhy
 			         : *rstate ? rstate
 			                   : "it is gone");
-			set_state(id, Q, WL_FAILED, why, "released", WL_RELEASE, NULL, NULL);
+			set_state(id, Q, WL_FAILED, why, "released", WL_RELEASE, members_unstarted,
+			          (void *)(intptr_t)id);
 		}
 		return;
 	}

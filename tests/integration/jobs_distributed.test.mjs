@@ -219,6 +219,15 @@ describe('distributed jobs', () => {
     assert.equal(liveAllocs(w.srv, j.id), 0, 'no partial placement');
     assert.deepEqual(last.ranks.map((m) => m.state), ['queued', 'queued']);
     assert.equal(ours(w.srv, engine(b.node === 'node1' ? 'node2' : 'node1')).filter((c) => c.name.includes(`-job-${j.id}`)).length, 0);
+    // a queued gang cancelled: its members never started
+    const q = await submit(alice, { name: 'gang-cancel', slices: 4, command: ['true'] });
+    assert.equal((await alice.c.post(`/api/v1/jobs/${q.id}/cancel`)).status, 202);
+    let qc;
+    assert.ok(await eventually(async () => {
+      qc = (await alice.c.get(`/api/v1/jobs/${q.id}`)).json;
+      return qc.state === 'cancelled' && qc.ranks.every((m) => m.state === 'stopped');
+    }, 10000), JSON.stringify(qc));
+    assert.equal(qc.ranks[1].reason, 'cancelled by alice');
     // the blocker ends: both placed
     assert.equal((await bob.c.post(`/api/v1/jobs/${blocker.id}/cancel`)).status, 202);
     const done = await waitJob(alice.c, j.id, FINAL, 60000);
