@@ -18,7 +18,7 @@ import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { stopClean } from '../lib/itest.mjs';
 import { startServer, dropDatabase, Client, ADMIN_PASSWORD } from '../lib/server.mjs';
-import { world, mkUser, create, waitState, cleanup, ours, sql, eventually, env, docker, FAST } from './instances_lib.mjs';
+import { world, mkUser, create, waitState, cleanup, ours, sql, eventually, env, docker, inspect, FAST } from './instances_lib.mjs';
 
 const FINAL = ['succeeded', 'failed', 'cancelled', 'lost'];
 const PARENT = 'gcddp0';
@@ -188,6 +188,21 @@ describe('distributed jobs', () => {
     assert.deepEqual(run.ranks.map((m) => m.state), ['running', 'running']);
     const victim = run.ranks[1], other = run.ranks[0];
     await eventually(async () => (await alice.c.get(`/api/v1/jobs/${j.id}/logs?rank=1`)).text.includes('up 1'), 10000);
+    // hardened as every container (SPEC §14): only the network differs
+    for (const m of run.ranks) {
+      const ci = inspect(engine(m.node), m.container_name);
+      assert.match(ci.HostConfig.NetworkMode, /^gc-[0-9a-f]{8}-ddp$/);
+      assert.deepEqual(Object.keys(ci.NetworkSettings.Networks), [ci.HostConfig.NetworkMode]);
+      assert.equal(ci.NetworkSettings.Networks[ci.HostConfig.NetworkMode].IPAddress, m.address);
+      assert.equal(ci.HostConfig.Privileged, false);
+      assert.deepEqual(ci.HostConfig.CapDrop, ['ALL']);
+      assert.ok(ci.HostConfig.SecurityOpt.includes('no-new-privileges'));
+      assert.equal(ci.HostConfig.IpcMode, 'private');
+      assert.notEqual(ci.HostConfig.PidMode, 'host');
+      assert.match(ci.Config.User, /^[1-9]\d*:[1-9]\d*$/);
+      assert.equal(ci.Config.Labels['gpucloud.kind'], 'job');
+      assert.equal(ci.Config.Labels['gpucloud.id'], String(j.id));
+    }
     docker(engine(victim.node), 'kill', victim.container_name);
     const done = await waitJob(alice.c, j.id, FINAL, 30000);
     assert.equal(done.state, 'failed', JSON.stringify(done));
