@@ -758,6 +758,13 @@ static void resume_row(PGresult *res, enum rc rc, void *arg)
 				settle(id);
 			return;
 		}
+		if (strtoll(db_val(res, 0, 3), NULL, 10) &&
+		    !nodes_engine(strtoll(db_val(res, 0, 3), NULL, 10))) {
+			/* the node's client is not loaded yet (start-up): a later pass */
+			free(x);
+			op_free(o);
+			return;
+		}
 		if (stopping && strcmp(db_val(res, 0, 7), "stopping") != 0) {
 			/* stopped now by the pass (cancel, preemption...): its
 			 * reason, not the row's */
@@ -1588,6 +1595,7 @@ static void decide_members(const PGresult *res, int i)
 	const char *jreason = db_val(res, i, 9), *jcode = db_val(res, i, 10);
 	long live = strtol(db_val(res, i, 11), NULL, 10);
 	long started = strtol(db_val(res, i, 12), NULL, 10);
+	const char *alive = db_val(res, i, 13);
 	int cancel = strcmp(desired, "cancelled") == 0, grace = cfg.instance_stop_grace;
 	enum workload_state stop_to = 0;
 	char why[400] = "", code[32] = "", cancelled[200];
@@ -1646,6 +1654,10 @@ static void decide_members(const PGresult *res, int i)
 		set_state(id, ST | R, WL_STOPPING, why, code, 0, NULL, NULL);
 	for (int r = 0; r < members; r++) {
 		struct op *o = op_find_rank(id, r);
+		char rk[16];
+		snprintf(rk, sizeof(rk), ",%d,", r);
+		if (!o && !strstr(alive, rk))
+			continue; /* ended: nothing to follow */
 		if (!o && strcmp(state, "starting") == 0 && !stop_to)
 			op_launch(id, r); /* follows a member already started instead */
 		else if (!o)
@@ -1738,7 +1750,11 @@ static const struct driver_kind kind = {
 	            " (SELECT count(*) FROM job_members m WHERE m.job_id = j.id"
 	            "  AND m.state IN ('queued', 'starting', 'running')),"
 	            " (SELECT count(*) FROM job_members m WHERE m.job_id = j.id"
-	            "  AND m.started_at IS NOT NULL)"
+	            "  AND m.started_at IS NOT NULL),"
+	            /* the live members' ranks: ",0,2," */
+	            " COALESCE((SELECT ',' || string_agg(m.rank::text, ',') || ','"
+	            "  FROM job_members m WHERE m.job_id = j.id"
+	            "  AND m.state IN ('queued', 'starting', 'running')), '')"
 	            " FROM jobs j LEFT JOIN alloc_requests r ON r.id = j.request_id"
 	            " WHERE j.state IN ('starting', 'running', 'stopping')"
 	            " OR (j.state = 'queued' AND (j.desired <> 'running'"
