@@ -18,6 +18,10 @@
 -- member is over (work/jobs.c).
 
 ALTER TABLE jobs ADD COLUMN members integer NOT NULL DEFAULT 1 CHECK (members BETWEEN 1 AND 16);
+-- a distributed job's /27 on the nodes' distributed-job network (work/ddp.h):
+-- taken at its first launch (the lowest free one), given back once it ended
+ALTER TABLE jobs ADD COLUMN ddp_slot integer CHECK (ddp_slot BETWEEN 0 AND 255);
+CREATE UNIQUE INDEX jobs_ddp_slot_idx ON jobs (ddp_slot);
 
 CREATE TABLE job_members (
     job_id         bigint NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,

@@ -40,16 +40,16 @@ static int range_parse(const char *range, unsigned long *base, unsigned long *sl
 	return 0;
 }
 
-int ddp_addresses(const char *range, long long job_id, int rank, char *subnet, size_t subnetlen,
+int ddp_addresses(const char *range, long long slot, int rank, char *subnet, size_t subnetlen,
                   char *gateway, size_t gatewaylen, char *addr, size_t addrlen)
 {
 	char ip[20];
 	unsigned long base, slots;
 
 	if (range_parse(range, &base, &slots) < 0 || rank < 0 || rank >= DDP_MAX_MEMBERS ||
-	    job_id < 0)
+	    slot < 0)
 		return -1;
-	base += ((unsigned long)job_id % slots) * 32;
+	base += ((unsigned long)slot % slots) * 32;
 	ip_text(base, ip, sizeof(ip));
 	snprintf(subnet, subnetlen, "%s/27", ip);
 	ip_text(base + 1, gateway, gatewaylen);

@@ -20,9 +20,10 @@
  * one such network for the cluster (gc-<cluster8>-ddp, made on first use,
  * swept by the reconciler when empty), declaring DDP_SLOTS /27 subnets of
  * the range in label ddp.subnet (default 10.208.0.0/16; rank 0's node's
- * label counts); a job takes the /27 of slot id % DDP_SLOTS, rank r its
- * 2+r-th address (its gateway, the first, is nobody), MASTER_ADDR is rank
- * 0's and MASTER_PORT fixed.
+ * label counts); a job takes the lowest slot no other job holds
+ * (jobs.ddp_slot, given back when it ends), rank r the 2+r-th address of
+ * that /27 (its gateway, the first, is nobody); MASTER_ADDR is rank 0's
+ * and MASTER_PORT fixed.
  * Keeping other tenants out: a job's members are alone in their /27, and
  * a member's only route outside it is the /27's gateway, which does not
  * exist: another job's member (another /27) cannot reach it, and no
@@ -32,9 +33,9 @@
  * kernel never delivers to macvlan children of its own parent.  Where the
  * LAN has hosts that are not nodes, ddp.parent should name an interface
  * (or VLAN sub-interface) kept for the nodes.  Every other rule of SPEC
- * §14 applies unchanged (spec.c).  Limit: DDP_SLOTS distributed jobs run
- * at once without sharing a /27 (two live jobs whose ids are equal modulo
- * DDP_SLOTS collide: the second one's start fails with "address in use").
+ * §14 applies unchanged (spec.c).  Limit: DDP_SLOTS distributed jobs at
+ * once (fewer when ddp.subnet is smaller than a /19); one more waits for a
+ * slot in starting.
  *
  * Pure functions: no I/O, unit-tested without an engine.
  */
@@ -50,12 +51,13 @@
 #define DDP_DEFAULT_SUBNET "10.208.0.0/16"
 #define DDP_SLOTS          256
 
-/* The job's /27 in range (a.b.c.d/p, 8 <= p <= 27; NULL or "": the
- * default; at most its first DDP_SLOTS /27s are used) by its id, into
+/* The /27 of slot (modulo the range's /27s) in range (a.b.c.d/p,
+ * 8 <= p <= 27; NULL or "": the default; at most its first DDP_SLOTS /27s
+ * are used), into
  * subnet ("a.b.c.d/27") and gateway (its first address), and member rank's
  * address into addr.  Returns 0, or -1 when range is not such a CIDR or
  * rank is out of 0..15. */
-int ddp_addresses(const char *range, long long job_id, int rank, char *subnet, size_t subnetlen,
+int ddp_addresses(const char *range, long long slot, int rank, char *subnet, size_t subnetlen,
                   char *gateway, size_t gatewaylen, char *addr, size_t addrlen);
 
 /* The cluster's distributed-job network on a node: gc-<cluster8>-ddp. */

@@ -1234,10 +1234,10 @@ static int member_net(struct op *o, const PGresult *res, json_t *penv, json_t *e
 		         "members use to reach each other): an admin sets it");
 		goto out;
 	}
-	if (ddp_addresses(range, o->id, 0, subnet, sizeof(subnet), gw, sizeof(gw), master,
-	                  sizeof(master)) < 0 ||
-	    ddp_addresses(range, o->id, o->rank, subnet, sizeof(subnet), gw, sizeof(gw), o->addr,
-	                  sizeof(o->addr)) < 0) {
+	if (ddp_addresses(range, strtoll(db_val(res, 0, 22), NULL, 10), 0, subnet, sizeof(subnet),
+	                  gw, sizeof(gw), master, sizeof(master)) < 0 ||
+	    ddp_addresses(range, strtoll(db_val(res, 0, 22), NULL, 10), o->rank, subnet,
+	                  sizeof(subnet), gw, sizeof(gw), o->addr, sizeof(o->addr)) < 0) {
 		snprintf(err, errlen,
 		         "the node label ddp.subnet is not an IPv4 range (a.b.c.d/8..27)");
 		goto out;
@@ -1346,7 +1346,8 @@ out:
  * 5 command (JSON), 6 env, 7 hyperparameters, 8 cpu_millis, 9 mem_mib,
  * 10 shm_mib, 11 GPUs (of the rank's node), 12 node url, 13 node id,
  * 14 state, 15 request state, 16 directory, 17 max_runtime_s, 18 members,
- * 19 the node's labels, 20 rank 0's node's labels, 21 the member's state. */
+ * 19 the node's labels, 20 rank 0's node's labels, 21 the member's state,
+ * 22 the job's /27 slot (ddp.h). */
 static void launch_row(PGresult *res, enum rc rc, void *arg)
 {
 	struct op *o = arg;
@@ -1364,6 +1365,10 @@ static void launch_row(PGresult *res, enum rc rc, void *arg)
 		int rank = o->rank;
 		op_free(o);
 		op_resume_member(id, rank, 0, NULL, NULL);
+		return;
+	}
+	if (o->members > 1 && !db_val(res, 0, 22)) {
+		op_free(o); /* its /27 not taken yet (a concurrent taker): next pass */
 		return;
 	}
 	if (!db_val(res, 0, 15) || strcmp(db_val(res, 0, 15), "allocated") != 0) {
@@ -1427,16 +1432,13 @@ static void launch_row(PGresult *res, enum rc rc, void *arg)
 	}
 }
 
-static void op_launch(long long id, int rank)
+static void launch_select(struct op *o)
 {
-	struct op *o = op_new_rank(id, rank, OP_LAUNCH);
 	char ids[24], rk[16];
 	const char *p[2] = { ids, rk };
 
-	if (!o)
-		return;
-	snprintf(ids, sizeof(ids), "%lld", id);
-	snprintf(rk, sizeof(rk), "%d", rank);
+	snprintf(ids, sizeof(ids), "%lld", o->id);
+	snprintf(rk, sizeof(rk), "%d", o->rank);
 	db_query("SELECT j.id, j.user_id, u.username, j.image_id, im.reference,"
 	         " array_to_json(j.command)::text, j.env::text, j.hyperparameters::text,"
 	         " j.cpu_millis, j.mem_mib, j.shm_mib,"
@@ -1450,7 +1452,7 @@ static void op_launch(long long id, int rank)
 	         "  JOIN gpus g ON g.id = x.gpu_id LEFT JOIN gpu_mig m ON m.id = x.mig_id),"
 	         "  '[]')::text,"
 	         " n.url, t.node_id, j.state, r.state, j.directory, j.max_runtime_s,"
-	         " j.members, n.labels::text, n0.labels::text, m.state"
+	         " j.members, n.labels::text, n0.labels::text, m.state, j.ddp_slot"
 	         " FROM jobs j JOIN users u ON u.id = j.user_id"
 	         " LEFT JOIN images im ON im.id = j.image_id"
 	         " LEFT JOIN alloc_requests r ON r.id = j.request_id"
@@ -1467,6 +1469,49 @@ static void op_launch(long long id, int rank)
 	         " LEFT JOIN job_members m ON m.job_id = j.id AND m.rank = $2::int"
 	         " WHERE j.id = $1",
 	         2, p, launch_row, o);
+}
+
+/* A distributed job's /27 (ddp.h): the lowest slot no job holds, taken
+ * once by whichever member launches first; a concurrent taker of the same
+ * slot fails on the unique index and its launch tries again next pass.
+ * Ended jobs give theirs back (cleared before, in a statement of its own,
+ * so the two never meet in one). */
+static void slot_taken(PGresult *res, enum rc rc, void *arg)
+{
+	(void)res;
+	(void)rc;
+	launch_select(arg);
+}
+
+static void slots_freed(PGresult *res, enum rc rc, void *arg)
+{
+	struct op *o = arg;
+	char ids[24];
+	const char *p[1] = { ids };
+
+	(void)res;
+	(void)rc;
+	snprintf(ids, sizeof(ids), "%lld", o->id);
+	db_query(
+	        "UPDATE jobs SET ddp_slot = (SELECT g FROM generate_series(0, 255) g"
+	        "  WHERE NOT EXISTS (SELECT 1 FROM jobs x WHERE x.ddp_slot = g) ORDER BY g LIMIT 1)"
+	        " WHERE id = $1 AND ddp_slot IS NULL",
+	        1, p, slot_taken, o);
+}
+
+static void op_launch(long long id, int rank, int members)
+{
+	struct op *o = op_new_rank(id, rank, OP_LAUNCH);
+
+	if (!o)
+		return;
+	if (members <= 1) {
+		launch_select(o);
+		return;
+	}
+	db_query("UPDATE jobs SET ddp_slot = NULL WHERE ddp_slot IS NOT NULL"
+	         " AND state NOT IN ('queued', 'starting', 'running', 'stopping')",
+	         0, NULL, slots_freed, o);
 }
 
 /* ---- retry policy ----
@@ -1614,7 +1659,7 @@ static void decide_members(const PGresult *res, int i)
 			          members_unstarted, (void *)(intptr_t)id);
 		} else if (strcmp(rstate, "allocated") == 0) {
 			for (int r = 0; r < members; r++)
-				op_launch(id, r);
+				op_launch(id, r, members);
 		} else if (strcmp(rstate, "queued") != 0) {
 			snprintf(why, sizeof(why), "the allocation request ended: %s",
 			         *rwhy     ? rwhy
@@ -1659,7 +1704,7 @@ static void decide_members(const PGresult *res, int i)
 		if (!o && !strstr(alive, rk))
 			continue; /* ended: nothing to follow */
 		if (!o && strcmp(state, "starting") == 0 && !stop_to)
-			op_launch(id, r); /* follows a member already started instead */
+			op_launch(id, r, members); /* follows a member already started instead */
 		else if (!o)
 			op_resume_member(id, r, stop_to, why, code);
 		else if (o->kind == OP_WATCH && stop_to)
@@ -1712,7 +1757,7 @@ static void decide(const PGresult *res, int i)
 			set_state(id, Q, WL_CANCELLED, cancelled, "cancelled", WL_RELEASE, NULL,
 			          NULL);
 		} else if (strcmp(rstate, "allocated") == 0) {
-			op_launch(id, 0);
+			op_launch(id, 0, 1);
 		} else if (strcmp(rstate, "queued") != 0) {
 			snprintf(why, sizeof(why), "the allocation request ended: %s",
 			         *rwhy     ? rwhy
@@ -1723,7 +1768,7 @@ static void decide(const PGresult *res, int i)
 		return;
 	}
 	if (strcmp(state, "starting") == 0 && !cancel) {
-		op_launch(id, 0); /* a launch of a process that died: resume it */
+		op_launch(id, 0, 1); /* a launch of a process that died: resume it */
 		return;
 	}
 	/* starting (cancelled), running, stopping: follow the container to

@@ -20,7 +20,7 @@ TEST(addresses)
 	CHECK_STR(addr, "10.208.0.34");
 	CHECK(ddp_addresses("", 1, 15, sub, sizeof(sub), gw, sizeof(gw), addr, sizeof(addr)) == 0);
 	CHECK_STR(addr, "10.208.0.49"); /* the last of 16 members, inside the /27 */
-	/* slot = id % 256: job 257 shares job 1's /27 */
+	/* slot modulo the range's /27s */
 	CHECK(ddp_addresses("10.208.0.0/16", 257, 1, sub, sizeof(sub), gw, sizeof(gw), addr,
 	                    sizeof(addr)) == 0);
 	CHECK_STR(sub, "10.208.0.32/27");
