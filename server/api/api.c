@@ -445,4 +445,6 @@ void api_register_all(void)
 	router_add(api_instances_routes);
 	router_add(api_settings_routes);
 	router_add(api_jobs_routes);
+	router_add(api_job_metrics_routes);
+	router_add(api_sweeps_routes);
 }

@@ -23,7 +23,9 @@
 
 #include "api/admit.h"
 #include "api/api.h"
+#include "api/job_body.h"
 #include "auth/auth.h"
+#include "base/clock.h"
 #include "base/cron.h"
 #include "base/events.h"
 #include "base/worker.h"
@@ -43,6 +45,9 @@
 	"  LEFT JOIN nodes mn ON mn.id = m.node_id WHERE m.job_id = j.id), '[]') END,"
 /* clang-format on */
 
+/* A queued request's start estimate, or why it has none (sched/eta.h). */
+#define REQ_ETA "'eta', " DB_TS("r.eta_at") ", 'eta_reason', NULLIF(r.eta_reason, '')"
+
 /* One job as a JSON document (text), built by the database. */
 #define JOB_JSON                                                                               \
 	"json_build_object('id', j.id, 'name', j.name, 'user_id', j.user_id, 'username',"      \
@@ -56,9 +61,10 @@
 	" NULLIF(j.reason_code, ''), 'exit_code', j.exit_code, 'node', n.name,"                \
 	" 'container_name', NULLIF(j.container_name, ''),"                                     \
 	" 'directory', substr(j.directory, length('home/' || u.username || '/') + 1),"         \
+	" 'last_metrics', j.last_metrics,"                                                     \
 	" 'request', CASE WHEN r.id IS NULL THEN NULL ELSE json_build_object('id', r.id,"      \
 	"  'state', r.state, 'reason_code', r.reason_code, 'reason', r.reason, 'position',"    \
-	"  r.position) END,"                                                                   \
+	"  r.position, " REQ_ETA ") END, 'sweep_id', j.sweep_id,"                              \
 	" 'gpus', COALESCE((SELECT json_agg(json_build_object('uuid', g.uuid, 'index', g.idx," \
 	"  'model', g.model) ORDER BY a.id) FROM allocations a JOIN slices s"                  \
 	"  ON s.id = a.slice_id JOIN gpus g ON g.id = s.gpu_id"                                \
@@ -304,58 +310,11 @@ static void create_free(void *p)
 	free(c);
 }
 
-static const struct jfield create_spec[] = {
-	{ "name", J_STRING, 1, 63 },
-	{ "image_id", J_INT, 1, 0 },
-	{ "command", J_ARRAY, 1, 256 },
-	{ "env", J_OBJECT, 0, 0 },
-	{ "hyperparameters", J_OBJECT, 0, 0 },
-	{ "tags", J_STRINGS, 0, 16 },
-	{ "pool", J_STRING, 0, 63 },
-	{ "slices", J_INT, 0, 0 },
-	{ "cpu_millis", J_INT, 0, 0 },
-	{ "mem_mib", J_INT, 0, 0 },
-	{ "shm_mib", J_INT, 0, 0 },
-	{ "priority", J_STRING, 0, 16 },
-	{ "max_runtime_s", J_INT, 0, 0 },
-	{ "retry_limit", J_INT, 0, 0 },
-	{ "members", J_INT, 0, 0 },
-	{ NULL, 0, 0, 0 },
-};
-
-static int name_ok(const char *s, size_t max)
-{
-	size_t n = s ? strlen(s) : 0;
-
-	if (n == 0 || n > max || !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= '0' && s[0] <= '9')))
-		return 0;
-	return strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789._-") == n;
-}
-
-static int ident_ok(const char *k, size_t max, const char *more)
-{
-	size_t n = strlen(k);
-
-	if (n == 0 || n > max || (k[0] >= '0' && k[0] <= '9'))
-		return 0;
-	return strspn(k, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") +
-	               strspn(k + strspn(k, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvw"
-	                                    "xyz0123456789_"),
-	                      more) ==
-	       n;
-}
-
 static long long int_or(json_t *body, const char *name, long long def)
 {
 	json_t *v = json_object_get(body, name);
 
 	return json_is_integer(v) ? (long long)json_integer_value(v) : def;
-}
-
-static int text_ok(json_t *v, size_t max)
-{
-	return json_is_string(v) && json_string_length(v) <= max &&
-	       !memchr(json_string_value(v), '\0', json_string_length(v));
 }
 
 static void create_insert(struct http_req *r);
@@ -543,116 +502,9 @@ static void create_blocked(PGresult *res, enum rc rc, void *arg)
 	         r);
 }
 
-/* Checks everything a submit says; replies 4xx itself and returns -1. */
-static int create_valid(struct http_req *r, json_t *body)
-{
-	const char *prio = json_string_value(json_object_get(body, "priority")), *k;
-	int has_pool = json_is_string(json_object_get(body, "pool"));
-	json_t *v;
-	size_t i;
-
-	if (!name_ok(json_string_value(json_object_get(body, "name")), 63)) {
-		http_reply_error(
-		        r, RC_INVALID, "e.g. \"resnet-lr0.1\"",
-		        "name must be 1 to 63 lower-case letters, digits, '.', '_' or '-', "
-		        "starting with a letter or digit");
-		return -1;
-	}
-	if (prio && strcmp(prio, "normal") && strcmp(prio, "scavenger") && strcmp(prio, "exam")) {
-		http_reply_error(r, RC_INVALID, NULL, "priority must be exam, normal or scavenger");
-		return -1;
-	}
-	if (prio && strcmp(prio, "exam") == 0 && !(r->auth->role & (ROLE_TEACHER | ROLE_ADMIN))) {
-		http_reply_error(r, RC_FORBIDDEN, NULL,
-		                 "only teachers and admins may ask for exam priority");
-		return -1;
-	}
-	if (json_object_get(body, "slices") &&
-	    (!has_pool || int_or(body, "slices", 0) < 1 || int_or(body, "slices", 0) > 64)) {
-		http_reply_error(r, RC_INVALID, "name a pool to have GPUs",
-		                 "slices must be 1 to 64, with a pool");
-		return -1;
-	}
-	if (json_object_get(body, "members") &&
-	    (int_or(body, "members", 0) < 1 || int_or(body, "members", 0) > 16 ||
-	     (int_or(body, "members", 1) > 1 && !has_pool))) {
-		http_reply_error(r, RC_INVALID,
-		                 "a distributed job runs one member per node, each with 'slices' "
-		                 "of the pool",
-		                 "members must be 1 to 16; more than 1 needs a pool");
-		return -1;
-	}
-	if (int_or(body, "image_id", 0) < 1 || int_or(body, "cpu_millis", 1000) < 10 ||
-	    int_or(body, "cpu_millis", 1000) > 1024000 || int_or(body, "mem_mib", 1024) < 16 ||
-	    int_or(body, "mem_mib", 1024) > (1LL << 24) || int_or(body, "shm_mib", 64) < 1 ||
-	    int_or(body, "shm_mib", 64) > (1LL << 20) || int_or(body, "max_runtime_s", 86400) < 1 ||
-	    int_or(body, "max_runtime_s", 86400) > 30 * 86400 ||
-	    int_or(body, "retry_limit", 0) < 0 || int_or(body, "retry_limit", 0) > 10) {
-		http_reply_error(r, RC_INVALID, NULL,
-		                 "image_id must be positive; cpu_millis 10 to 1024000, mem_mib 16 "
-		                 "to 16777216, shm_mib 1 to 1048576, max_runtime_s 1 to 2592000 "
-		                 "(30 days), retry_limit 0 to 10");
-		return -1;
-	}
-	if (json_array_size(json_object_get(body, "command")) == 0) {
-		http_reply_error(r, RC_INVALID, "e.g. [\"python3\", \"train.py\"]",
-		                 "command must name the program to run");
-		return -1;
-	}
-	json_array_foreach(json_object_get(body, "command"), i, v)
-	{
-		if (!text_ok(v, 8192)) {
-			http_reply_error(r, RC_INVALID,
-			                 "e.g. [\"sh\", \"-c\", \"python3 train.py\"]",
-			                 "command must be an array of strings (each at most 8192 "
-			                 "bytes)");
-			return -1;
-		}
-	}
-	json_array_foreach(json_object_get(body, "tags"), i, v)
-	{
-		if (!name_ok(json_string_value(v), 40)) {
-			http_reply_error(
-			        r, RC_INVALID, "e.g. [\"resnet\", \"sweep-3\"]",
-			        "tags must be 1 to 40 lower-case letters, digits, '.', '_' "
-			        "or '-'");
-			return -1;
-		}
-	}
-	if (json_object_size(json_object_get(body, "env")) > 64) {
-		http_reply_error(r, RC_INVALID, NULL, "env has more than 64 variables");
-		return -1;
-	}
-	json_object_foreach(json_object_get(body, "env"), k, v)
-	{
-		if (!ident_ok(k, 128, "") || !text_ok(v, 4096)) {
-			http_reply_error(r, RC_INVALID, "e.g. {\"EPOCHS\": \"3\"}",
-			                 "env must map variable names (letters, digits, '_') to "
-			                 "strings of at most 4096 bytes");
-			return -1;
-		}
-	}
-	if (json_object_size(json_object_get(body, "hyperparameters")) > 64) {
-		http_reply_error(r, RC_INVALID, NULL, "hyperparameters has more than 64 entries");
-		return -1;
-	}
-	json_object_foreach(json_object_get(body, "hyperparameters"), k, v)
-	{
-		if (!ident_ok(k, 64, "_.-") ||
-		    !(json_is_number(v) || json_is_boolean(v) || text_ok(v, 1024))) {
-			http_reply_error(
-			        r, RC_INVALID, "e.g. {\"lr\": 0.01, \"epochs\": 3}",
-			        "hyperparameters must map names (letters, digits, '_', '.', "
-			        "'-') to numbers, booleans or strings of at most 1024 bytes");
-			return -1;
-		}
-	}
-	return 0;
-}
-
 static void create(struct http_req *r)
 {
-	json_t *body = api_json_body(r, create_spec);
+	json_t *body = api_json_body(r, job_body_spec);
 	const char *key;
 	struct create_ctx *c;
 	char uid[24];
@@ -662,7 +514,7 @@ static void create(struct http_req *r)
 	if (!body)
 		return; /* replied: the request is over (its headers too) */
 	key = http_header(r, "Idempotency-Key");
-	if (create_valid(r, body) < 0)
+	if (job_body_check(r, body) < 0)
 		goto bad;
 	if (key && (!*key || strlen(key) > 200 ||
 	            strspn(key, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
@@ -865,14 +717,17 @@ static void log_gone(void *arg)
  *
  * Each whole line is one event whose id is the byte offset just after it,
  * so a client that reconnects with Last-Event-ID goes on where it was.
- * One cron section polls every follower's file (FOLLOW_MS; a few small
- * reads on local disk) and reads each job's state every FOLLOW_CHECK
- * ticks: once it has ended and the file has no more, "event: end" with the
- * state closes the stream. */
-#define FOLLOW_MS      250
-#define FOLLOW_CHECK   4
-#define FOLLOW_READ    (64 * 1024)
-#define FOLLOW_BACKLOG (1u << 20)
+ * One cron section reads every follower's file: at once (within
+ * FOLLOW_SOON ms) when this process's job driver wrote to a log
+ * (EV_JOB_LOG), and every FOLLOW_MS anyway, for logs that another replica
+ * writes.  It reads each job's state every FOLLOW_CHECK_MS: once it has
+ * ended and the file has no more, "event: end" with the state closes the
+ * stream. */
+#define FOLLOW_MS       250
+#define FOLLOW_SOON     15
+#define FOLLOW_CHECK_MS 1000
+#define FOLLOW_READ     (64 * 1024)
+#define FOLLOW_BACKLOG  (1u << 20)
 
 struct follow {
 	struct http_req *r;
@@ -883,11 +738,11 @@ struct follow {
 	off_t off;       /* the next byte to send */
 	char part[4096]; /* a line not ended yet */
 	size_t plen;
-	char state[16]; /* the job's state at the last check ("" none yet) */
-	int ticks;
-	int checking;   /* a state read is out */
-	int gone;       /* the client left */
-	int start_tail; /* lines to start with (no Last-Event-ID) */
+	char state[16];  /* the job's state at the last check ("" none yet) */
+	double check_at; /* clock_now_ms() of the next state read */
+	int checking;    /* a state read is out */
+	int gone;        /* the client left */
+	int start_tail;  /* lines to start with (no Last-Event-ID) */
 	struct follow *next;
 };
 
@@ -920,24 +775,36 @@ static void follow_free(void *p)
 	free(f);
 }
 
-/* One event for line[0..n) ending at offset end. */
-static int follow_event(struct follow *f, const char *line, size_t n, off_t end)
+/* Appends one event for line[0..n) ending at offset end to out (carriage
+ * returns left out); -1 when out of memory. */
+static int follow_event(struct evbuffer *out, const char *line, size_t n, off_t end)
 {
 	char head[48];
-	struct evbuffer *b = evbuffer_new();
-	int rc;
+	int k = snprintf(head, sizeof(head), "id: %lld\ndata: ", (long long)end);
 
-	if (!b)
+	if (evbuffer_add(out, head, (size_t)k) < 0)
 		return -1;
-	snprintf(head, sizeof(head), "id: %lld\ndata: ", (long long)end);
-	evbuffer_add(b, head, strlen(head));
-	for (size_t i = 0; i < n; i++)
-		if (line[i] != '\r')
-			evbuffer_add(b, line + i, 1);
-	evbuffer_add(b, "\n\n", 2);
-	rc = http_stream_write(f->r, evbuffer_pullup(b, -1), evbuffer_get_length(b));
-	evbuffer_free(b);
-	return rc;
+	while (n > 0) {
+		const char *cr = memchr(line, '\r', n);
+		size_t seg = cr ? (size_t)(cr - line) : n;
+		if (seg && evbuffer_add(out, line, seg) < 0)
+			return -1;
+		seg += cr ? 1 : 0;
+		line += seg;
+		n -= seg;
+	}
+	return evbuffer_add(out, "\n\n", 2);
+}
+
+/* Sends what follow_event() gathered in out (one write for a whole read,
+ * not one per line); frees out. */
+static void follow_send(struct follow *f, struct evbuffer *out)
+{
+	size_t len = evbuffer_get_length(out);
+
+	if (len)
+		http_stream_write_buffer(f->r, out, len);
+	evbuffer_free(out);
 }
 
 /* The offset where the last n lines of fd begin (looking back at most
@@ -971,7 +838,11 @@ static off_t tail_start(int fd, long n)
 static void follow_stop(struct follow *f, int ended)
 {
 	if (ended && f->plen) {
-		follow_event(f, f->part, f->plen, f->off);
+		struct evbuffer *out = evbuffer_new();
+		if (out) {
+			follow_event(out, f->part, f->plen, f->off);
+			follow_send(f, out);
+		}
 		f->plen = 0;
 	}
 	if (ended) {
@@ -987,6 +858,7 @@ static ssize_t follow_read(struct follow *f)
 {
 	static char buf[FOLLOW_READ];
 	struct stat st;
+	struct evbuffer *out;
 	ssize_t n;
 	size_t start = 0;
 
@@ -1017,6 +889,8 @@ static ssize_t follow_read(struct follow *f)
 	n = pread(f->fd, buf, sizeof(buf), f->off);
 	if (n <= 0)
 		return 0;
+	if (!(out = evbuffer_new()))
+		return 0;
 	for (ssize_t i = 0; i < n; i++) {
 		if (buf[i] != '\n')
 			continue;
@@ -1026,10 +900,10 @@ static ssize_t follow_read(struct follow *f)
 			if (f->plen + k > sizeof(f->part))
 				k = sizeof(f->part) - f->plen;
 			memcpy(f->part + f->plen, buf + start, k);
-			follow_event(f, f->part, f->plen + k, f->off + i + 1);
+			follow_event(out, f->part, f->plen + k, f->off + i + 1);
 			f->plen = 0;
 		} else {
-			follow_event(f, buf + start, (size_t)i - start, f->off + i + 1);
+			follow_event(out, buf + start, (size_t)i - start, f->off + i + 1);
 		}
 		start = (size_t)i + 1;
 	}
@@ -1043,10 +917,11 @@ static ssize_t follow_read(struct follow *f)
 		f->plen += k;
 		start += k;
 		if (f->plen == sizeof(f->part)) {
-			follow_event(f, f->part, f->plen, f->off + (off_t)start);
+			follow_event(out, f->part, f->plen, f->off + (off_t)start);
 			f->plen = 0;
 		}
 	}
+	follow_send(f, out);
 	f->off += n;
 	return n;
 }
@@ -1083,11 +958,22 @@ static void follow_tick(struct cron_section *s, void *arg)
 			follow_stop(f, 1);
 			continue;
 		}
-		if (!f->checking && f->ticks++ % FOLLOW_CHECK == 0) {
+		if (!f->checking && clock_now_ms() >= f->check_at) {
+			f->check_at = clock_now_ms() + FOLLOW_CHECK_MS;
 			f->checking = 1;
 			db_query("SELECT state FROM jobs WHERE id = $1", 1, p, follow_checked, f);
 		}
 	}
+}
+
+/* The job driver here wrote to a log: followers read soon (a chatty job
+ * wakes them at most every FOLLOW_SOON ms). */
+static void log_grew(enum events_kind kind, void *arg)
+{
+	(void)kind;
+	(void)arg;
+	if (followers)
+		cron_soon(follow_cron, FOLLOW_SOON);
 }
 
 static void follow_gone(struct http_req *r, void *arg)
@@ -1110,8 +996,11 @@ static void follow_begin(struct http_req *r, const PGresult *res, long tail, lon
 	struct follow *f = calloc(1, sizeof(*f));
 	char file[40];
 
-	if (!follow_cron)
+	if (!follow_cron) {
 		follow_cron = cron_every("job-log-follow", FOLLOW_MS, FOLLOW_MS, follow_tick, NULL);
+		if (follow_cron)
+			events_subscribe(EV_JOB_LOG, log_grew, NULL);
+	}
 	if (!f || !follow_cron) {
 		free(f);
 		http_reply_error(r, RC_NOMEM, NULL, "out of memory");

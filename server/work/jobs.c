@@ -38,6 +38,7 @@
 #include "work/ddp.h"
 #include "work/driver.h"
 #include "work/instances.h"
+#include "work/jobmetrics.h"
 #include "work/logscan.h"
 #include "work/spec.h"
 #include "work/workload.h"
@@ -609,9 +610,11 @@ static int log_data(struct docker_call *call, int stream, const char *data, size
 			break;
 		}
 		o->size += n;
+		jobmetrics_job_output(o->id, data, (size_t)n); /* a line: its metrics soon */
 		data += n;
 		len -= (size_t)n;
 	}
+	events_deliver(EV_JOB_LOG); /* this process's followers read now */
 	return 0;
 }
 

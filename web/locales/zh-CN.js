@@ -18,5 +18,6 @@ import jobs from './zh-CN/jobs.js';
 import jobMembers from './zh-CN/job-members.js';
 import quotas from './zh-CN/quotas.js';
 import errors from './zh-CN/errors.js';
+import sweeps from './zh-CN/sweeps.js';
 
-export default merge(shell, errors, auth, home, instances, jobs, jobMembers, files, cluster, users, nodes, pools, images, quotas);
+export default merge(shell, errors, auth, home, instances, jobs, jobMembers, files, cluster, users, nodes, pools, images, quotas, sweeps);

@@ -97,4 +97,13 @@ export default {
   'job.form.badJson': 'Hyperparameters must be a JSON object, e.g. {"lr": 0.01}.',
   'job.form.pickImage': 'Pick an image.',
   'job.form.noImages': 'No image is available to you.',
+  'job.metrics.title': 'Metrics',
+  'job.metrics.emptyBefore': 'No metrics yet. To chart a value, print a line such as',
+  'job.metrics.emptyAfter': '(stdout or stderr), or append such JSON objects, one per line, to',
+  'job.metrics.step': 'step',
+  'job.metrics.usage': 'Resource use',
+  'job.metrics.cpu': 'CPU (% of one core)',
+  'job.metrics.memory': 'Memory',
+  'job.metrics.noUsage': 'No samples yet (taken about every 10 s while the job runs).',
+  'job.metrics.gpuNotMeasurable': 'GPU use: not measurable on this node.',
 };

@@ -97,4 +97,13 @@ export default {
   'job.form.badJson': '超参数必须是 JSON 对象，例如 {"lr": 0.01}。',
   'job.form.pickImage': '请选择镜像。',
   'job.form.noImages': '没有可用的镜像。',
+  'job.metrics.title': '指标',
+  'job.metrics.emptyBefore': '还没有指标。要绘制某个数值，请打印这样一行：',
+  'job.metrics.emptyAfter': '（标准输出或标准错误），或把这样的 JSON 对象逐行追加到',
+  'job.metrics.step': '步',
+  'job.metrics.usage': '资源使用',
+  'job.metrics.cpu': 'CPU（单核的 %）',
+  'job.metrics.memory': '内存',
+  'job.metrics.noUsage': '还没有采样（作业运行时约每 10 秒采样一次）。',
+  'job.metrics.gpuNotMeasurable': 'GPU 使用率：此节点无法测量。',
 };
