@@ -101,6 +101,13 @@ describe('distributed jobs', () => {
     assert.equal((await alice.c.get(`/api/v1/jobs/${j.id}/logs?rank=1`)).status, 404);
     assert.equal((await alice.c.get(`/api/v1/jobs/${j.id}/logs?rank=x`)).status, 400);
     await waitJob(alice.c, j.id, FINAL);
+    // a sweep's runs are not distributed
+    const sw = await alice.c.post('/api/v1/sweeps', {
+      name: 'sw', metric: 'loss', goal: 'min', grid: { lr: [0.1, 0.2] },
+      job: { image_id: w.image.id, command: ['true'], pool: 'a100', slices: 1, members: 2 },
+    });
+    assert.equal(sw.status, 400, sw.text);
+    assert.match(sw.json.error.message, /members must be 1/);
   });
 
   it('gives every member the torchrun-style variables and the NCCL settings of its node', async () => {
@@ -161,6 +168,10 @@ describe('distributed jobs', () => {
     assert.deepEqual(metrics.map((m) => m.step), [1, 2, 3, 4, 5]);
     assert.ok(metrics.every((m) => typeof m.loss === 'number'));
     assert.doesNotMatch(logs[1], /GPUCLOUD_METRIC/, 'metrics from rank 0 only');
+    // the metrics collector reads rank 0's output.log
+    let lm;
+    assert.ok(await eventually(async () => { lm = (await alice.c.get(`/api/v1/jobs/${j.id}`)).json.last_metrics; return typeof lm?.loss === 'number'; }, 20000), JSON.stringify(lm));
+    assert.equal(lm.loss, metrics[4].loss, 'the last step\'s loss');
     const dir = join(w.srv.dir, 'data', 'home', 'alice', done.directory);
     assert.ok(existsSync(join(dir, 'checkpoint.pt')), 'rank 0 wrote the checkpoint');
     assert.ok(existsSync(join(dir, 'output.rank1.log')), "rank 1's log");
