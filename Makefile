@@ -43,7 +43,7 @@ SRCS = $(addprefix server/base/,rc.c log.c config.c crypto.c worker.c csv.c cloc
        $(addprefix server/auth/,auth.c) \
        $(addprefix server/sched/,place.c eta.c scheduler.c) \
        $(addprefix server/work/,workload.c spec.c passwd.c driver.c logscan.c template.c instances.c jobs.c \
-         reconcile.c reclaim.c metricline.c jobmetrics.c) \
+         reconcile.c reclaim.c metricline.c jobmetrics.c ddp.c) \
        $(addprefix server/apps/,page.c activity.c forward.c route.c upstream.c tunnel.c \
          proxy.c terminal.c) \
        $(addprefix server/api/,api.c metrics.c api_health.c api_auth.c api_users.c \

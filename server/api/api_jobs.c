@@ -34,6 +34,18 @@
 #include "storage/storage.h"
 #include "work/template.h"
 
+/* A distributed job's members (0027), for JOB_JSON; null for one member. */
+/* clang-format off */
+#define JOB_RANKS \
+	" 'members', j.members, 'ranks', CASE WHEN j.members > 1 THEN COALESCE((SELECT" \
+	"  json_agg(json_build_object('rank', m.rank, 'node', mn.name, 'state', m.state," \
+	"  'exit_code', m.exit_code, 'reason', m.reason, 'reason_code'," \
+	"  NULLIF(m.reason_code, ''), 'address', NULLIF(m.address, ''), 'container_name'," \
+	"  NULLIF(m.container_name, ''), 'started_at', " DB_TS("m.started_at") "," \
+	"  'finished_at', " DB_TS("m.finished_at") ") ORDER BY m.rank) FROM job_members m" \
+	"  LEFT JOIN nodes mn ON mn.id = m.node_id WHERE m.job_id = j.id), '[]') END,"
+/* clang-format on */
+
 /* A queued request's start estimate, or why it has none (sched/eta.h). */
 #define REQ_ETA "'eta', " DB_TS("r.eta_at") ", 'eta_reason', NULLIF(r.eta_reason, '')"
 
@@ -57,7 +69,7 @@
 	" 'gpus', COALESCE((SELECT json_agg(json_build_object('uuid', g.uuid, 'index', g.idx," \
 	"  'model', g.model) ORDER BY a.id) FROM allocations a JOIN slices s"                  \
 	"  ON s.id = a.slice_id JOIN gpus g ON g.id = s.gpu_id"                                \
-	"  WHERE a.request_id = j.request_id AND a.released_at IS NULL), '[]'),"               \
+	"  WHERE a.request_id = j.request_id AND a.released_at IS NULL), '[]')," JOB_RANKS     \
 	" 'template_id', j.template_id, 'template', jt.name, 'template_title', jt.title,"      \
 	" 'created_at', " DB_TS("j.created_at") ", 'started_at', " DB_TS(                      \
 	        "j.started_at") ", 'finished_at', " DB_TS("j.finished_at") ")::text"
@@ -393,9 +405,10 @@ static void create_insert(struct http_req *r)
 	db_arg_str(&a, auth_role_name(r->auth->role));    /* $11 */
 	db_arg_str(&a, c->key[0] ? c->key : NULL);        /* $12 */
 	db_arg_ll(&a, int_or(b, "max_runtime_s", 86400)); /* $13 */
-	db_arg_str(&a, c->command);                       /* $14: NULL, the body's */
-	db_arg_str(&a, c->hparams);                       /* $15: NULL, the body's */
-	db_arg_ll_opt(&a, int_or(b, "template_id", 0), c->command != NULL); /* $16 */
+	db_arg_ll(&a, int_or(b, "members", 1));           /* $14 */
+	db_arg_str(&a, c->command);                       /* $15: NULL, the body's */
+	db_arg_str(&a, c->hparams);                       /* $16: NULL, the body's */
+	db_arg_ll_opt(&a, int_or(b, "template_id", 0), c->command != NULL); /* $17 */
 	db_query_args(
 	        "WITH prev AS (SELECT id, idempotency_hash = md5($9) AS same FROM jobs"
 	        "  WHERE user_id = $1 AND idempotency_key = $12),"
@@ -412,31 +425,34 @@ static void create_insert(struct http_req *r)
 	        "  WHERE EXISTS (SELECT 1 FROM v) AND EXISTS (SELECT 1 FROM img)"
 	        "  AND ($3::text IS NULL OR EXISTS (SELECT 1 FROM pl))),"
 	        " req AS (INSERT INTO alloc_requests (user_id, pool_id, owner_kind, owner_id,"
-	        "  priority, slices, cpu_millis, mem_mib, cuda_min)"
+	        "  priority, slices, cpu_millis, mem_mib, cuda_min, nodes)"
 	        "  SELECT $1, pl.id, 'job', v.jid::text, $10::alloc_priority,"
 	        "  CASE WHEN pl.id IS NULL THEN 0 ELSE $5::int END, $6, $7,"
-	        "  CASE WHEN pl.id IS NULL THEN 0 ELSE img.cuda_min END"
+	        "  CASE WHEN pl.id IS NULL THEN 0 ELSE img.cuda_min END, $14::int"
 	        "  FROM v CROSS JOIN img LEFT JOIN pl ON true"
 	        "  WHERE ($3::text IS NULL OR pl.id IS NOT NULL)"
 	        "  AND NOT EXISTS (SELECT 1 FROM rq WHERE why IS NOT NULL) RETURNING id),"
 	        " ins AS (INSERT INTO jobs (id, user_id, name, tags, image_id, command, env,"
 	        "  hyperparameters, pool_id, slices, cpu_millis, mem_mib, shm_mib, priority,"
 	        "  max_runtime_s, retry_limit, request_id, directory, idempotency_key,"
-	        "  idempotency_hash, container_name, template_id)"
+	        "  idempotency_hash, container_name, members, template_id)"
 	        "  SELECT v.jid, $1, $4,"
 	        "  ARRAY(SELECT jsonb_array_elements_text(COALESCE(body.b->'tags', '[]'))),"
 	        "  img.id,"
-	        "  ARRAY(SELECT jsonb_array_elements_text(COALESCE($14::jsonb, "
+	        "  ARRAY(SELECT jsonb_array_elements_text(COALESCE($15::jsonb, "
 	        "body.b->'command'))),"
 	        "  COALESCE(body.b->'env', '{}'),"
-	        "  COALESCE($15::jsonb, body.b->'hyperparameters', '{}'),"
+	        "  COALESCE($16::jsonb, body.b->'hyperparameters', '{}'),"
 	        "  (SELECT id FROM pl), CASE WHEN $3::text IS NULL THEN 0 ELSE $5::int END,"
 	        "  $6, $7, $8, $10::alloc_priority, $13,"
 	        "  COALESCE((body.b->>'retry_limit')::int, 0), (SELECT id FROM req),"
 	        "  'home/' || usr.username || '/jobs/' || v.jid || '-' || $4, $12, md5($9),"
 	        "  'gc-' || substr((SELECT cluster_id FROM cluster_identity), 1, 8) || '-job-'"
-	        "  || v.jid, $16::bigint"
-	        "  FROM v, img, usr, body WHERE EXISTS (SELECT 1 FROM req) RETURNING id)"
+	        "  || v.jid, $14::int, $17::bigint"
+	        "  FROM v, img, usr, body WHERE EXISTS (SELECT 1 FROM req) RETURNING id),"
+	        /* a distributed job's members (0027) */
+	        " mem AS (INSERT INTO job_members (job_id, rank) SELECT ins.id, g"
+	        "  FROM ins, generate_series(0, $14::int - 1) g WHERE $14::int > 1)"
 	        " SELECT (SELECT id FROM ins), (SELECT why FROM rq), (SELECT id FROM prev),"
 	        " (SELECT same FROM prev)",
 	        &a, created, r);
@@ -451,7 +467,7 @@ static void admit(struct http_req *r)
 
 	c->fit.pool = json_string_value(json_object_get(b, "pool"));
 	c->fit.slices = (int)int_or(b, "slices", c->fit.pool ? 1 : 0);
-	c->fit.nodes = 1;
+	c->fit.nodes = (int)int_or(b, "members", 1);
 	c->fit.cpu = int_or(b, "cpu_millis", 1000);
 	c->fit.mem = int_or(b, "mem_mib", 1024);
 	c->fit.ok = create_insert;
@@ -672,7 +688,18 @@ struct log_ctx {
 	int gone;       /* the client left */
 	int follow;     /* ?follow=1: Server-Sent Events */
 	long long from; /* follow: the Last-Event-ID offset, or -1 */
+	long rank;      /* ?rank=: a distributed job's member (0027) */
 };
+
+/* The log of a job's member: rank 0's is output.log, rank r's
+ * output.rank<r>.log (work/jobs.c writes them). */
+static void log_file(long rank, char *out, size_t outlen)
+{
+	if (rank > 0)
+		snprintf(out, outlen, "output.rank%ld.log", rank);
+	else
+		snprintf(out, outlen, "output.log");
+}
 
 /* worker: the last tail lines (at most LOG_MAX_BYTES) of the log */
 static void log_read(void *arg)
@@ -1036,9 +1063,11 @@ static void follow_gone(struct http_req *r, void *arg)
 
 /* Starts following the log of the row's job (log_row's columns); from:
  * the Last-Event-ID offset, or -1 for the last tail lines. */
-static void follow_begin(struct http_req *r, const PGresult *res, long tail, long long from)
+static void follow_begin(struct http_req *r, const PGresult *res, long tail, long long from,
+                         long rank)
 {
 	struct follow *f = calloc(1, sizeof(*f));
+	char file[40];
 
 	if (!follow_cron) {
 		follow_cron = cron_every("job-log-follow", FOLLOW_MS, FOLLOW_MS, follow_tick, NULL);
@@ -1056,7 +1085,8 @@ static void follow_begin(struct http_req *r, const PGresult *res, long tail, lon
 	f->start_tail = from >= 0 ? 0 : (int)tail;
 	snprintf(f->ids, sizeof(f->ids), "%s", db_val(res, 0, 3));
 	storage_area_home(&f->area, strtoll(db_val(res, 0, 0), NULL, 10), db_val(res, 0, 1));
-	snprintf(f->rel, sizeof(f->rel), "jobs/%s/output.log", db_val(res, 0, 2));
+	log_file(rank, file, sizeof(file));
+	snprintf(f->rel, sizeof(f->rel), "jobs/%s/%s", db_val(res, 0, 2), file);
 	if (r->data_free)
 		r->data_free(r->data);
 	r->data = f;
@@ -1074,6 +1104,7 @@ static void log_row(PGresult *res, enum rc rc, void *arg)
 {
 	struct http_req *r = arg;
 	struct log_ctx *c = r->data;
+	char file[40];
 
 	if (rc != RC_OK) {
 		api_reply_db_error(r, rc, "");
@@ -1083,12 +1114,18 @@ static void log_row(PGresult *res, enum rc rc, void *arg)
 		http_reply_error(r, RC_NOTFOUND, "GET /api/v1/jobs lists yours", "no such job");
 		return;
 	}
+	if (c->rank >= strtol(db_val(res, 0, 4), NULL, 10)) {
+		http_reply_error(r, RC_NOTFOUND, "rank is 0 to the job's members - 1",
+		                 "the job has no member of rank %ld", c->rank);
+		return;
+	}
 	if (c->follow) {
-		follow_begin(r, res, c->tail, c->from);
+		follow_begin(r, res, c->tail, c->from, c->rank);
 		return;
 	}
 	storage_area_home(&c->area, strtoll(db_val(res, 0, 0), NULL, 10), db_val(res, 0, 1));
-	snprintf(c->rel, sizeof(c->rel), "jobs/%s/output.log", db_val(res, 0, 2));
+	log_file(c->rank, file, sizeof(file));
+	snprintf(c->rel, sizeof(c->rel), "jobs/%s/%s", db_val(res, 0, 2), file);
 	r->data_free = log_gone;
 	if (worker_submit(log_read, log_sent, c) < 0) {
 		r->data_free = NULL;
@@ -1102,14 +1139,15 @@ static void logs(struct http_req *r)
 {
 	struct log_ctx *c;
 	long long id;
-	char tail[16], follow[8], ids[24], uid[24];
+	char tail[16], follow[8], ids[24], uid[24], rank[16];
 	const char *p[2], *last;
-	long nt, nf;
+	long nt, nf, nr;
 
 	if (api_id(r, "id", &id) < 0)
 		return;
 	if ((nt = api_query(r, "tail", tail, sizeof(tail))) == -2 ||
-	    (nf = api_query(r, "follow", follow, sizeof(follow))) == -2)
+	    (nf = api_query(r, "follow", follow, sizeof(follow))) == -2 ||
+	    (nr = api_query(r, "rank", rank, sizeof(rank))) == -2)
 		return;
 	if (nf >= 0 && strcmp(follow, "0") != 0 && strcmp(follow, "1") != 0) {
 		http_reply_error(r, RC_INVALID, "follow=1 streams the log",
@@ -1132,6 +1170,15 @@ static void logs(struct http_req *r)
 		}
 		c->tail = (long)t;
 	}
+	if (nr >= 0) {
+		long long v;
+		if (http_parse_decimal(rank, &v) < 0 || v < 0 || v > 15) {
+			free(c);
+			http_reply_error(r, RC_INVALID, "e.g. rank=1", "rank must be 0 to 15");
+			return;
+		}
+		c->rank = (long)v;
+	}
 	c->follow = nf >= 0 && strcmp(follow, "1") == 0;
 	c->from = -1;
 	last = http_header(r, "Last-Event-ID");
@@ -1152,7 +1199,7 @@ static void logs(struct http_req *r)
 	p[0] = ids;
 	p[1] = owner_param(r, uid, sizeof(uid));
 	db_query("SELECT j.user_id, u.username, substr(j.directory,"
-	         "  length('home/' || u.username || '/jobs/') + 1), j.id"
+	         "  length('home/' || u.username || '/jobs/') + 1), j.id, j.members"
 	         " FROM jobs j JOIN users u ON u.id = j.user_id"
 	         " WHERE j.id = $1 AND ($2::bigint IS NULL OR j.user_id = $2::bigint)",
 	         2, p, log_row, r);

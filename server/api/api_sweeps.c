@@ -604,6 +604,12 @@ static char *runs_of(struct http_req *r, json_t *body, json_t **base)
 		return NULL;
 	}
 	json_decref(typed);
+	if (json_integer_value(json_object_get(job, "members")) > 1) {
+		/* (runs are inserted without members: 0027 is POST /jobs only) */
+		http_reply_error(r, RC_INVALID, "submit distributed jobs one by one",
+		                 "job: a sweep's runs are not distributed (members must be 1)");
+		return NULL;
+	}
 	sets = sets_of(r, body);
 	if (!sets)
 		return NULL;

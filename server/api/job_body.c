@@ -30,6 +30,7 @@ const struct jfield job_body_spec[] = {
 	{ "priority", J_STRING, 0, 16 },
 	{ "max_runtime_s", J_INT, 0, 0 },
 	{ "retry_limit", J_INT, 0, 0 },
+	{ "members", J_INT, 0, 0 }, /* a distributed job (POST /jobs only) */
 	{ NULL, 0, 0, 0 },
 };
 
@@ -112,6 +113,15 @@ int job_body_check(struct http_req *r, json_t *body)
 	    (!has_pool || int_or(body, "slices", 0) < 1 || int_or(body, "slices", 0) > 64)) {
 		http_reply_error(r, RC_INVALID, "name a pool to have GPUs",
 		                 "slices must be 1 to 64, with a pool");
+		return -1;
+	}
+	if (json_object_get(body, "members") &&
+	    (int_or(body, "members", 0) < 1 || int_or(body, "members", 0) > 16 ||
+	     (int_or(body, "members", 1) > 1 && !has_pool))) {
+		http_reply_error(r, RC_INVALID,
+		                 "a distributed job runs one member per node, each with 'slices' "
+		                 "of the pool",
+		                 "members must be 1 to 16; more than 1 needs a pool");
 		return -1;
 	}
 	if (int_or(body, "image_id", 0) < 1 || int_or(body, "cpu_millis", 1000) < 10 ||

@@ -14,6 +14,7 @@ import { h, messageBox } from '../ui.js';
 import { poll } from '../parts/poll.js';
 import { jobStateBadge, jobReason, jobResources, jobLive, cancelButton } from '../parts/job.js';
 import { lineChart } from '../parts/chart.js';
+import { jobMembers } from '../parts/job-members.js';
 
 const POLL_MS = 2000;
 const TAIL = 500;
@@ -103,6 +104,7 @@ export function render(main) {
   const facts = h('dl', { class: 'props', 'data-facts': '' });
   const logBox = h('pre', { class: 'code-sample', 'data-log': '', 'aria-live': 'off', tabindex: 0 });
   const logState = h('p', { class: 'muted', 'data-log-state': '' });
+  const membersBox = h('div', { 'data-members-box': '' });
   let job = null;
   let key = '';
   let lastLogState = '';
@@ -135,6 +137,7 @@ export function render(main) {
       ...row('submitted', formatDate(job.created_at)),
       ...row('started', job.started_at ? formatDate(job.started_at) : '—'),
       ...row('finished', job.finished_at ? formatDate(job.finished_at) : '—'));
+    membersBox.replaceChildren(...[jobMembers(job)].filter(Boolean));
   }
 
   async function loadLog() {
@@ -194,6 +197,7 @@ export function render(main) {
     h('p', null, h('a', { href: '#/jobs' }, t('job.back'))),
     head, msg.el,
     h('section', { class: 'card' }, h('h2', null, t('job.detail.facts')), facts),
+    membersBox,
     metrics.el,
     h('section', { class: 'card' },
       h('div', { class: 'page-head-row' }, h('h2', null, t('job.detail.log')),
