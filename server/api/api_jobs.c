@@ -298,9 +298,10 @@ static void list(struct http_req *r)
 
 struct create_ctx {
 	json_t *body;
-	char *text;    /* the body as sent (validated JSON) */
-	char *command; /* from a template: the expanded command (JSON), else NULL */
-	char *hparams; /* from a template: the completed hyperparameters (JSON) */
+	char *text; /* the body as sent (validated JSON) */
+	/* from a template: {"template_id", "command" (expanded),
+	 * "hyperparameters" (completed)} as JSON text, else NULL */
+	char *expanded;
 	char key[208];
 	int tries; /* the insert again after a concurrent submit's */
 	struct admit fit;
@@ -312,8 +313,7 @@ static void create_free(void *p)
 
 	json_decref(c->body);
 	free(c->text);
-	free(c->command);
-	free(c->hparams);
+	free(c->expanded);
 	free(c);
 }
 
@@ -406,9 +406,7 @@ static void create_insert(struct http_req *r)
 	db_arg_str(&a, c->key[0] ? c->key : NULL);        /* $12 */
 	db_arg_ll(&a, int_or(b, "max_runtime_s", 86400)); /* $13 */
 	db_arg_ll(&a, int_or(b, "members", 1));           /* $14 */
-	db_arg_str(&a, c->command);                       /* $15: NULL, the body's */
-	db_arg_str(&a, c->hparams);                       /* $16: NULL, the body's */
-	db_arg_ll_opt(&a, int_or(b, "template_id", 0), c->command != NULL); /* $17 */
+	db_arg_str(&a, c->expanded);                      /* $15: NULL, the body's */
 	db_query_args(
 	        "WITH prev AS (SELECT id, idempotency_hash = md5($9) AS same FROM jobs"
 	        "  WHERE user_id = $1 AND idempotency_key = $12),"
@@ -439,16 +437,16 @@ static void create_insert(struct http_req *r)
 	        "  SELECT v.jid, $1, $4,"
 	        "  ARRAY(SELECT jsonb_array_elements_text(COALESCE(body.b->'tags', '[]'))),"
 	        "  img.id,"
-	        "  ARRAY(SELECT jsonb_array_elements_text(COALESCE($15::jsonb, "
+	        "  ARRAY(SELECT jsonb_array_elements_text(COALESCE($15::jsonb->'command', "
 	        "body.b->'command'))),"
 	        "  COALESCE(body.b->'env', '{}'),"
-	        "  COALESCE($16::jsonb, body.b->'hyperparameters', '{}'),"
+	        "  COALESCE($15::jsonb->'hyperparameters', body.b->'hyperparameters', '{}'),"
 	        "  (SELECT id FROM pl), CASE WHEN $3::text IS NULL THEN 0 ELSE $5::int END,"
 	        "  $6, $7, $8, $10::alloc_priority, $13,"
 	        "  COALESCE((body.b->>'retry_limit')::int, 0), (SELECT id FROM req),"
 	        "  'home/' || usr.username || '/jobs/' || v.jid || '-' || $4, $12, md5($9),"
 	        "  'gc-' || substr((SELECT cluster_id FROM cluster_identity), 1, 8) || '-job-'"
-	        "  || v.jid, $14::int, $17::bigint"
+	        "  || v.jid, $14::int, ($15::jsonb->>'template_id')::bigint"
 	        "  FROM v, img, usr, body WHERE EXISTS (SELECT 1 FROM req) RETURNING id),"
 	        /* a distributed job's members (0027) */
 	        " mem AS (INSERT INTO job_members (job_id, rank) SELECT ins.id, g"
@@ -537,7 +535,7 @@ static void template_row(PGresult *res, enum rc rc, void *arg)
 	struct create_ctx *c = r->data;
 	struct template_error err;
 	json_t *tmpl, *details;
-	char home[300];
+	char home[300], *cmd = NULL, *hp = NULL;
 	int ok;
 
 	if (rc != RC_OK) {
@@ -555,7 +553,27 @@ static void template_row(PGresult *res, enum rc rc, void *arg)
 	snprintf(home, sizeof(home), "/home/%s", r->auth->username);
 	/* the one place a submit meets its template (a sweep's runs go
 	 * through job_body_expand() as well) */
-	ok = tmpl && job_body_expand(c->body, tmpl, home, &c->command, &c->hparams, &err) == 0;
+	ok = tmpl && job_body_expand(c->body, tmpl, home, &cmd, &hp, &err) == 0;
+	if (ok) {
+		/* one parameter for the insert: the statement has no room for
+		 * three more */
+		size_t n = strlen(cmd) + strlen(hp) + 96;
+		c->expanded = malloc(n);
+		if (c->expanded)
+			snprintf(
+			        c->expanded, n,
+			        "{\"template_id\": %lld, \"command\": %s, \"hyperparameters\": %s}",
+			        (long long)json_integer_value(
+			                json_object_get(c->body, "template_id")),
+			        cmd, hp);
+	}
+	free(cmd);
+	free(hp);
+	if (ok && !c->expanded) {
+		json_decref(tmpl);
+		http_reply_error(r, RC_NOMEM, NULL, "out of memory");
+		return;
+	}
 	json_decref(tmpl);
 	if (!ok) {
 		details = json_pack("[{s:s, s:s}]", "field", err.field, "reason", err.reason);

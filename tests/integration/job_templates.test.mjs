@@ -207,6 +207,15 @@ describe('job templates', () => {
     const r2 = await alice.c.post('/api/v1/jobs', { name: 'home', template_id: t2.json.id, image_id: w.image.id, inputs: { greeting: '~/data' }, hyperparameters: { amp: false, 'batch-size': 7 } });
     assert.equal(r2.status, 201, r2.text);
     assert.deepEqual(r2.json.command, ['echo', '/home/alice/data', '--lr', '0.01', '--batch-size', '7', '--opt', 'adam', '--note', 'a b']);
+    // the distributed template's members reach the job (which needs a pool for them)
+    const ddp = (await alice.c.get(T)).json.items.find((x) => x.name === 'pytorch-ddp');
+    const nopool = await alice.c.post('/api/v1/jobs', { name: 'ddp', template_id: ddp.id, image_id: w.image.id, cpu_millis: 200, mem_mib: 64 });
+    assert.equal(nopool.status, 400, nopool.text);
+    assert.match(nopool.json.error.message, /more than 1 needs a pool/);
+    // with a pool: it asks for 2 nodes (this world has one, so it never fits)
+    const d = await alice.c.post('/api/v1/jobs', { name: 'ddp', template_id: ddp.id, image_id: w.image.id, pool: 'a100', cpu_millis: 200, mem_mib: 64 });
+    assert.equal(d.status, 422, d.text);
+    assert.deepEqual(d.json.error.details[0], { what: 'nodes', most: 1, asked: 2, pool: 'a100' });
   });
 
   it('refuses bad hyperparameters, inputs and overrides naming the field', async () => {
