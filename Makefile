@@ -49,7 +49,8 @@ SRCS = $(addprefix server/base/,rc.c log.c config.c crypto.c worker.c csv.c cloc
        $(addprefix server/api/,api.c metrics.c api_health.c api_auth.c api_users.c \
          api_tokens.c api_audit.c api_nodes.c api_pools.c api_allocations.c \
          api_files.c api_uploads.c api_images.c api_registries.c api_routes.c \
-         api_tensorboards.c api_instances.c api_settings.c admit.c api_jobs.c)
+         api_tensorboards.c api_instances.c api_settings.c admit.c api_jobs.c \
+         jobcursor.c)
 MAIN = server/main.c
 
 OBJS      = $(SRCS:server/%.c=$(BUILD)/obj/%.o)
