@@ -957,20 +957,13 @@ static void log_ctx_free(void *p)
 	free(c);
 }
 
-/* 1 when line[0..n) (NUL-terminated at n) matches the search. */
-static int line_matches(struct log_ctx *c, char *line, size_t n)
+/* 1 when line[0..n) (NUL-terminated at n) matches the search; low is the
+ * line in ASCII lower case and c->q is too (text searches ignore case). */
+static int line_matches(struct log_ctx *c, const char *line, const char *low, size_t n)
 {
-	size_t qn = strlen(c->q);
-
 	if (c->regex)
 		return regexec(&c->re, line, 0, NULL, 0) == 0;
-	if (qn > n)
-		return 0;
-	/* ASCII case-insensitive: the worker's own copy, no allocation */
-	for (size_t i = 0; i + qn <= n; i++)
-		if (strncasecmp(line + i, c->q, qn) == 0)
-			return 1;
-	return 0;
+	return memmem(low, n, c->q, strlen(c->q)) != NULL;
 }
 
 static void match_add(struct log_ctx *c, long long line, long long off, const char *text, size_t n)
@@ -1011,24 +1004,31 @@ static void log_search(struct log_ctx *c, int fd)
 {
 	enum { CHUNK = 1 << 20 };
 	char *buf = malloc(CHUNK), *line = malloc(LOG_LINE_MAX + 1);
+	char *low = malloc(LOG_LINE_MAX + 1);
 	size_t ll = 0;
 	long long lineno = 1, lstart = 0, pos = 0;
 	ssize_t n;
 
 	c->matches = json_array();
-	if (!buf || !line || !c->matches) {
+	if (!buf || !line || !low || !c->matches) {
 		c->err = ENOMEM;
 		goto out;
 	}
+	for (char *q = c->q; *q; q++)
+		if (*q >= 'A' && *q <= 'Z' && !c->regex)
+			*q = (char)(*q - 'A' + 'a');
 	while ((n = pread(fd, buf, CHUNK, pos)) > 0) {
 		for (ssize_t i = 0; i < n; i++) {
-			if (buf[i] != '\n') {
-				if (ll < LOG_LINE_MAX)
-					line[ll++] = buf[i];
+			char ch = buf[i];
+			if (ch != '\n') {
+				if (ll < LOG_LINE_MAX) {
+					line[ll] = ch;
+					low[ll++] = ch >= 'A' && ch <= 'Z' ? (char)(ch - 'A' + 'a') : ch;
+				}
 				continue;
 			}
 			line[ll] = '\0';
-			if (line_matches(c, line, ll)) {
+			if (line_matches(c, line, low, ll)) {
 				if ((int)json_array_size(c->matches) >= c->limit) {
 					c->truncated = 1;
 					goto out;
@@ -1047,7 +1047,7 @@ static void log_search(struct log_ctx *c, int fd)
 	}
 	if (ll > 0) { /* the last line, not ended yet */
 		line[ll] = '\0';
-		if (line_matches(c, line, ll)) {
+		if (line_matches(c, line, low, ll)) {
 			if ((int)json_array_size(c->matches) >= c->limit)
 				c->truncated = 1;
 			else
@@ -1057,6 +1057,7 @@ static void log_search(struct log_ctx *c, int fd)
 out:
 	free(buf);
 	free(line);
+	free(low);
 }
 
 /* worker: bytes [off, off + want) of the log (at most LOG_MAX_BYTES). */
