@@ -10,6 +10,7 @@ import { t, formatNumber, formatDate } from '../i18n.js';
 import { h, messageBox } from '../ui.js';
 import { poll } from '../parts/poll.js';
 import { jobStateBadge, jobReason, jobResources, jobLive, cancelButton } from '../parts/job.js';
+import { jobOutputs } from '../parts/job-outputs.js';
 
 const POLL_MS = 2000;
 const TAIL = 500;
@@ -113,4 +114,5 @@ export function render(main) {
   let poller = null;
   if (!Number.isInteger(id) || id < 1) { head.replaceChildren(h('h1', null, t('job.detail.gone'))); return; }
   poller = poll(() => api.get(`/jobs/${id}`), POLL_MS, { until: main, show, fail, stopped: stopFollow });
+  const outputs = jobOutputs(id); main.querySelector('[data-job-page]').append(outputs.el); outputs.refresh();
 }
