@@ -208,11 +208,12 @@ static void list_done(PGresult *res, enum rc rc, void *arg)
 	json_decref(keys);
 	json_object_set_new(out, "items", items);
 	json_object_set_new(out, "counts", json_loads(db_val(res, 0, 1), 0, NULL));
-	json_object_set_new(out, "sort", json_string(c->sort == 'c'   ? "created"
-	                                             : c->sort == 's' ? "started"
-	                                             : c->sort == 'f' ? "finished"
-	                                             : c->sort == 'n' ? "name"
-	                                                              : "runtime"));
+	json_object_set_new(out, "sort",
+	                    json_string(c->sort == 'c'   ? "created"
+	                                : c->sort == 's' ? "started"
+	                                : c->sort == 'f' ? "finished"
+	                                : c->sort == 'n' ? "name"
+	                                                 : "runtime"));
 	json_object_set_new(out, "order", json_string(c->dir == 'a' ? "asc" : "desc"));
 	http_reply_json(r, 200, out);
 }
@@ -324,7 +325,8 @@ static void list(struct http_req *r)
 	limit = 50;
 	if (nl >= 0) {
 		if (http_parse_decimal(lb, &lim) < 0 || lim < 1) {
-			http_reply_error(r, RC_INVALID, "1 to 500", "limit must be a positive integer");
+			http_reply_error(r, RC_INVALID, "1 to 500",
+			                 "limit must be a positive integer");
 			return;
 		}
 		limit = lim > 500 ? 500 : (int)lim;
@@ -363,7 +365,8 @@ static void list(struct http_req *r)
 			if (strcmp(sortq, sorts[k].name) == 0)
 				break;
 		if (k == sizeof(sorts) / sizeof(sorts[0])) {
-			http_reply_error(r, RC_INVALID, "created, started, finished, name or runtime",
+			http_reply_error(r, RC_INVALID,
+			                 "created, started, finished, name or runtime",
 			                 "unknown sort '%s'", sortq);
 			return;
 		}
@@ -377,7 +380,8 @@ static void list(struct http_req *r)
 	memset(&cur, 0, sizeof(cur));
 	if (ncu >= 0 && cursor[0]) {
 		if (jobcursor_parse(cursor, strlen(cursor), &cur) < 0) {
-			http_reply_error(r, RC_INVALID, "pass next_cursor from the previous page as is",
+			http_reply_error(r, RC_INVALID,
+			                 "pass next_cursor from the previous page as is",
 			                 "bad cursor");
 			return;
 		}
@@ -411,35 +415,35 @@ static void list(struct http_req *r)
 	c->sort = sd->code;
 	c->dir = asc ? 'a' : 'd';
 	snprintf(uid, sizeof(uid), "%lld", (long long)r->auth->user_id);
-	db_arg_str(&a, is_admin(r) ? NULL : uid);                     /* $1 the caller */
-	db_arg_str(&a, nu >= 0 ? user : NULL);                        /* $2 */
-	db_arg_str(&a, nq >= 0 && q[0] ? q : NULL);                   /* $3 */
-	db_arg_str(&a, ns >= 0 ? since : NULL);                       /* $4 */
-	db_arg_str(&a, nn >= 0 ? until : NULL);                       /* $5 */
-	db_arg_str(&a, arr[0] ? arr : NULL);                          /* $6 */
-	db_arg_ll_opt(&a, cur.id, cur.id > 0);                        /* $7 */
-	db_arg_ll(&a, limit + 1);                                     /* $8 */
-	db_arg_ll_opt(&a, image_id, have_image_id);                   /* $9 */
+	db_arg_str(&a, is_admin(r) ? NULL : uid);                             /* $1 the caller */
+	db_arg_str(&a, nu >= 0 ? user : NULL);                                /* $2 */
+	db_arg_str(&a, nq >= 0 && q[0] ? q : NULL);                           /* $3 */
+	db_arg_str(&a, ns >= 0 ? since : NULL);                               /* $4 */
+	db_arg_str(&a, nn >= 0 ? until : NULL);                               /* $5 */
+	db_arg_str(&a, arr[0] ? arr : NULL);                                  /* $6 */
+	db_arg_ll_opt(&a, cur.id, cur.id > 0);                                /* $7 */
+	db_arg_ll(&a, limit + 1);                                             /* $8 */
+	db_arg_ll_opt(&a, image_id, have_image_id);                           /* $9 */
 	db_arg_str(&a, ni >= 0 && image[0] && !have_image_id ? image : NULL); /* $10 */
-	db_arg_str(&a, np >= 0 && pool[0] ? pool : NULL);             /* $11 */
-	db_arg_str(&a, have_tags ? tagarr : NULL);                    /* $12 */
-	db_arg_str(&a, nes >= 0 ? esince : NULL);                     /* $13 */
-	db_arg_str(&a, neu >= 0 ? euntil : NULL);                     /* $14 */
-	if (sd->code != 'c') /* created's statement has no $15 */
+	db_arg_str(&a, np >= 0 && pool[0] ? pool : NULL);                     /* $11 */
+	db_arg_str(&a, have_tags ? tagarr : NULL);                            /* $12 */
+	db_arg_str(&a, nes >= 0 ? esince : NULL);                             /* $13 */
+	db_arg_str(&a, neu >= 0 ? euntil : NULL);                             /* $14 */
+	if (sd->code != 'c')                                 /* created's statement has no $15 */
 		db_arg_str(&a, cur.id > 0 ? cur.key : NULL); /* $15 */
-#define LIST_WHERE                                                                            \
-	" ($1::bigint IS NULL OR j.user_id = $1::bigint)"                                     \
-	" AND ($2::text IS NULL OR j.user_id = (SELECT id FROM users WHERE username = $2))" \
-	" AND ($3::text IS NULL OR gc_job_search_text(j.name, j.tags, j.command, j.reason)"  \
-	"  ILIKE '%%' || replace(replace(replace($3, '\\', '\\\\'), '%%', '\\%%'), '_', '\\_')" \
-	"  || '%%')"                                                                          \
-	" AND ($4::timestamptz IS NULL OR j.created_at >= $4::timestamptz)"                   \
-	" AND ($5::timestamptz IS NULL OR j.created_at < $5::timestamptz)"                    \
-	" AND ($9::bigint IS NULL OR j.image_id = $9::bigint)"                                \
+#define LIST_WHERE                                                                                \
+	" ($1::bigint IS NULL OR j.user_id = $1::bigint)"                                         \
+	" AND ($2::text IS NULL OR j.user_id = (SELECT id FROM users WHERE username = $2))"       \
+	" AND ($3::text IS NULL OR gc_job_search_text(j.name, j.tags, j.command, j.reason)"       \
+	"  ILIKE '%%' || replace(replace(replace($3, '\\', '\\\\'), '%%', '\\%%'), '_', '\\_')"   \
+	"  || '%%')"                                                                              \
+	" AND ($4::timestamptz IS NULL OR j.created_at >= $4::timestamptz)"                       \
+	" AND ($5::timestamptz IS NULL OR j.created_at < $5::timestamptz)"                        \
+	" AND ($9::bigint IS NULL OR j.image_id = $9::bigint)"                                    \
 	" AND ($10::text IS NULL OR j.image_id IN (SELECT id FROM images WHERE reference = $10))" \
-	" AND ($11::text IS NULL OR j.pool_id = (SELECT id FROM pools WHERE name = $11))"     \
-	" AND ($12::text[] IS NULL OR j.tags @> $12::text[])"                                 \
-	" AND ($13::timestamptz IS NULL OR j.finished_at >= $13::timestamptz)"                \
+	" AND ($11::text IS NULL OR j.pool_id = (SELECT id FROM pools WHERE name = $11))"         \
+	" AND ($12::text[] IS NULL OR j.tags @> $12::text[])"                                     \
+	" AND ($13::timestamptz IS NULL OR j.finished_at >= $13::timestamptz)"                    \
 	" AND ($14::timestamptz IS NULL OR j.finished_at < $14::timestamptz)"
 	snprintf(sql, sizeof(sql),
 	         "WITH pg AS (SELECT j.id, %s AS k FROM jobs j WHERE" LIST_WHERE
@@ -991,9 +995,9 @@ static void match_add(struct log_ctx *c, long long line, long long off, const ch
 		txt = json_stringn(t, k);
 	}
 	free(t);
-	json_array_append_new(c->matches, json_pack("{s:I, s:I, s:I, s:o}", "line", (json_int_t)line,
-	                                            "offset", (json_int_t)off, "length",
-	                                            (json_int_t)n, "text", txt));
+	json_array_append_new(c->matches,
+	                      json_pack("{s:I, s:I, s:I, s:o}", "line", (json_int_t)line, "offset",
+	                                (json_int_t)off, "length", (json_int_t)n, "text", txt));
 }
 
 /* worker: the matching lines of the whole log, read in pieces (a 50 MB log
@@ -1023,7 +1027,8 @@ static void log_search(struct log_ctx *c, int fd)
 			if (ch != '\n') {
 				if (ll < LOG_LINE_MAX) {
 					line[ll] = ch;
-					low[ll++] = ch >= 'A' && ch <= 'Z' ? (char)(ch - 'A' + 'a') : ch;
+					low[ll++] = ch >= 'A' && ch <= 'Z' ? (char)(ch - 'A' + 'a')
+					                                   : ch;
 				}
 				continue;
 			}
@@ -1201,11 +1206,11 @@ static void log_sent(void *arg)
 		snprintf(cr, sizeof(cr), "bytes */%lld", c->size);
 		http_add_header(r, "Content-Range", cr);
 		/* 416 has no rc of its own: the error shape by hand */
-		http_reply_json(r, 416,
-		                json_pack("{s:{s:s, s:s, s:s}}", "error", "code",
-		                          "range_not_satisfiable", "message",
-		                          "range not satisfiable", "hint",
-		                          "ask for bytes inside the log (its size is in Content-Range)"));
+		http_reply_json(
+		        r, 416,
+		        json_pack("{s:{s:s, s:s, s:s}}", "error", "code", "range_not_satisfiable",
+		                  "message", "range not satisfiable", "hint",
+		                  "ask for bytes inside the log (its size is in Content-Range)"));
 	} else if (c->ranged) {
 		snprintf(cr, sizeof(cr), "bytes %lld-%lld/%lld", c->off,
 		         c->off + (long long)c->len - 1, c->size);

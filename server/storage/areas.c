@@ -188,7 +188,8 @@ void areas_resolve(const struct areas_caller *caller, const char *name, int want
 		db_query("SELECT j.user_id, u.username,"
 		         " substr(j.directory, length('home/' || u.username || '/') + 1)"
 		         " FROM jobs j JOIN users u ON u.id = j.user_id"
-		         " WHERE j.id = $1::bigint AND ($2::bigint IS NULL OR j.user_id = $2::bigint)",
+		         " WHERE j.id = $1::bigint AND ($2::bigint IS NULL OR j.user_id = "
+		         "$2::bigint)",
 		         2, p, resolve_job_done, rs);
 		return;
 	}

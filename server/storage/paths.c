@@ -213,7 +213,8 @@ int paths_open_nofollow(int rootfd, const char *path, int flags)
 
 	memset(&how, 0, sizeof(how));
 	how.flags = (unsigned long long)((flags & ~O_CREAT) | O_CLOEXEC | O_NONBLOCK);
-	how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV;
+	how.resolve =
+	        RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV;
 	return (int)syscall(SYS_openat2, rootfd, *path ? path : ".", &how, sizeof(how));
 }
 
