@@ -9,7 +9,7 @@
 
 static int digits(const char *s, size_t n, size_t max)
 {
-	if (n == 0 || n > max)
+	if (n == 0 || n > max || (n > 1 && s[0] == '0')) /* one spelling per number */
 		return 0;
 	for (size_t i = 0; i < n; i++)
 		if (s[i] < '0' || s[i] > '9')

@@ -24,7 +24,8 @@ struct jobcursor {
 
 /* Parses s[0..len).  Returns 0 with *c set, or -1 when it is not a cursor
  * this module writes: an id of 1 to 18 digits, or the form above with a key
- * of the sort's shape (a decimal of at most 19 digits, or a job name). */
+ * of the sort's shape (a decimal of at most 19 digits, or a job name);
+ * numbers without leading zeros, so a cursor has one spelling. */
 int jobcursor_parse(const char *s, size_t len, struct jobcursor *c);
 
 /* Writes c as text into out (NUL-terminated).  Returns the length, or -1
