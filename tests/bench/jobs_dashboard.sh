@@ -91,7 +91,7 @@ INSERT INTO pools (name) VALUES ('a100'), ('h100'), ('t4');
 CREATE TEMP TABLE ids AS SELECT array_agg(id ORDER BY id) AS u FROM users;
 INSERT INTO jobs (user_id, name, tags, image_id, command, pool_id, slices, state, reason,
                   directory, created_at, started_at, finished_at)
-SELECT u[1 + (i * 7919) % cardinality(u)],
+SELECT u[1 + ((i::bigint * 7919) % cardinality(u))::int],
        (ARRAY['resnet', 'bert', 'vit', 'gpt2', 'unet', 'lstm'])[1 + i % 6] || '-' || (i % 1000),
        CASE i % 5 WHEN 0 THEN ARRAY['sweep-' || (i % 97)] WHEN 1 THEN ARRAY['baseline', 'v' || (i % 13)]
             WHEN 2 THEN ARRAY[]::text[] ELSE ARRAY['exp-' || (i % 501)] END,
