@@ -41,16 +41,16 @@ SRCS = $(addprefix server/base/,rc.c log.c config.c crypto.c worker.c csv.c cloc
        $(addprefix server/engine/,docker.c nodes.c nvsmi.c images.c registry.c) \
        $(addprefix server/storage/,storage.c paths.c tar.c files.c quota.c areas.c) \
        $(addprefix server/auth/,auth.c) \
-       $(addprefix server/sched/,place.c scheduler.c) \
+       $(addprefix server/sched/,place.c eta.c scheduler.c) \
        $(addprefix server/work/,workload.c spec.c passwd.c driver.c logscan.c instances.c jobs.c \
-         reconcile.c reclaim.c) \
+         reconcile.c reclaim.c metricline.c jobmetrics.c ddp.c) \
        $(addprefix server/apps/,page.c activity.c forward.c route.c upstream.c tunnel.c \
          proxy.c terminal.c) \
        $(addprefix server/api/,api.c metrics.c api_health.c api_auth.c api_users.c \
          api_tokens.c api_audit.c api_nodes.c api_pools.c api_allocations.c \
          api_files.c api_uploads.c api_images.c api_registries.c api_routes.c \
-         api_tensorboards.c api_instances.c api_settings.c admit.c api_jobs.c \
-         jobcursor.c)
+         api_tensorboards.c api_instances.c api_settings.c admit.c job_body.c api_jobs.c \
+         api_job_metrics.c api_sweeps.c jobcursor.c)
 MAIN = server/main.c
 
 OBJS      = $(SRCS:server/%.c=$(BUILD)/obj/%.o)

@@ -446,6 +446,8 @@ void api_register_all(void)
 	router_add(api_instances_routes);
 	router_add(api_settings_routes);
 	router_add(api_jobs_routes);
+	router_add(api_job_metrics_routes);
+	router_add(api_sweeps_routes);
 }
 
 /* ---- byte ranges (files and job logs) ---- */

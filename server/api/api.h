@@ -144,6 +144,8 @@ extern const struct route api_terminal_routes[];
 extern const struct route api_tensorboards_routes[];
 extern const struct route api_instances_routes[];
 extern const struct route api_jobs_routes[];
+extern const struct route api_job_metrics_routes[];
+extern const struct route api_sweeps_routes[];
 extern const struct route api_settings_routes[];
 
 /* Records this replica's configured values of the site settings (the

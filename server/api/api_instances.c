@@ -27,6 +27,9 @@
 #include "engine/nodes.h"
 #include "work/reclaim.h"
 
+/* A queued request's start estimate, or why it has none (sched/eta.h). */
+#define REQ_ETA "'eta', " DB_TS("r.eta_at") ", 'eta_reason', NULLIF(r.eta_reason, '')"
+
 /* One instance as a JSON document (text), built by the database. */
 #define INST_JSON                                                                                                                                         \
 	"json_build_object('id', i.id, 'name', i.name, 'user_id', i.user_id, 'username',"                                                                 \
@@ -42,7 +45,7 @@
 	"  WHERE ip.instance_id = i.id), '[]'),"                                                                                                          \
 	" 'request', CASE WHEN r.id IS NULL THEN NULL ELSE json_build_object('id', r.id,"                                                                 \
 	"  'state', r.state, 'reason_code', r.reason_code, 'reason', r.reason, 'position',"                                                               \
-	"  r.position, 'preempt_requested_at', " DB_TS(                                                                                                   \
+	"  r.position, " REQ_ETA ", 'preempt_requested_at', " DB_TS(                                                                                      \
 	        "r.preempt_requested_at") ") END,"                                                                                                        \
 	                                  " 'gpus', COALESCE((SELECT "                                                                                    \
 	                                  "json_agg(json_build_object('uuid', g.uuid, 'index', "                                                          \

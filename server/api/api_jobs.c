@@ -25,14 +25,31 @@
 
 #include "api/admit.h"
 #include "api/api.h"
+#include "api/job_body.h"
 #include "api/jobcursor.h"
 #include "auth/auth.h"
+#include "base/clock.h"
 #include "base/cron.h"
 #include "base/events.h"
 #include "base/worker.h"
 #include "db/db.h"
 #include "storage/paths.h"
 #include "storage/storage.h"
+
+/* A distributed job's members (0027), for JOB_JSON; null for one member. */
+/* clang-format off */
+#define JOB_RANKS \
+	" 'members', j.members, 'ranks', CASE WHEN j.members > 1 THEN COALESCE((SELECT" \
+	"  json_agg(json_build_object('rank', m.rank, 'node', mn.name, 'state', m.state," \
+	"  'exit_code', m.exit_code, 'reason', m.reason, 'reason_code'," \
+	"  NULLIF(m.reason_code, ''), 'address', NULLIF(m.address, ''), 'container_name'," \
+	"  NULLIF(m.container_name, ''), 'started_at', " DB_TS("m.started_at") "," \
+	"  'finished_at', " DB_TS("m.finished_at") ") ORDER BY m.rank) FROM job_members m" \
+	"  LEFT JOIN nodes mn ON mn.id = m.node_id WHERE m.job_id = j.id), '[]') END,"
+/* clang-format on */
+
+/* A queued request's start estimate, or why it has none (sched/eta.h). */
+#define REQ_ETA "'eta', " DB_TS("r.eta_at") ", 'eta_reason', NULLIF(r.eta_reason, '')"
 
 /* One job as a JSON document (text), built by the database. */
 #define JOB_JSON                                                                               \
@@ -47,13 +64,14 @@
 	" NULLIF(j.reason_code, ''), 'exit_code', j.exit_code, 'node', n.name,"                \
 	" 'container_name', NULLIF(j.container_name, ''),"                                     \
 	" 'directory', substr(j.directory, length('home/' || u.username || '/') + 1),"         \
+	" 'last_metrics', j.last_metrics,"                                                     \
 	" 'request', CASE WHEN r.id IS NULL THEN NULL ELSE json_build_object('id', r.id,"      \
 	"  'state', r.state, 'reason_code', r.reason_code, 'reason', r.reason, 'position',"    \
-	"  r.position) END,"                                                                   \
+	"  r.position, " REQ_ETA ") END, 'sweep_id', j.sweep_id,"                              \
 	" 'gpus', COALESCE((SELECT json_agg(json_build_object('uuid', g.uuid, 'index', g.idx," \
 	"  'model', g.model) ORDER BY a.id) FROM allocations a JOIN slices s"                  \
 	"  ON s.id = a.slice_id JOIN gpus g ON g.id = s.gpu_id"                                \
-	"  WHERE a.request_id = j.request_id AND a.released_at IS NULL), '[]'),"               \
+	"  WHERE a.request_id = j.request_id AND a.released_at IS NULL), '[]')," JOB_RANKS     \
 	" 'created_at', " DB_TS("j.created_at") ", 'started_at', " DB_TS(                      \
 	        "j.started_at") ", 'finished_at', " DB_TS("j.finished_at") ")::text"
 
@@ -486,57 +504,11 @@ static void create_free(void *p)
 	free(c);
 }
 
-static const struct jfield create_spec[] = {
-	{ "name", J_STRING, 1, 63 },
-	{ "image_id", J_INT, 1, 0 },
-	{ "command", J_ARRAY, 1, 256 },
-	{ "env", J_OBJECT, 0, 0 },
-	{ "hyperparameters", J_OBJECT, 0, 0 },
-	{ "tags", J_STRINGS, 0, 16 },
-	{ "pool", J_STRING, 0, 63 },
-	{ "slices", J_INT, 0, 0 },
-	{ "cpu_millis", J_INT, 0, 0 },
-	{ "mem_mib", J_INT, 0, 0 },
-	{ "shm_mib", J_INT, 0, 0 },
-	{ "priority", J_STRING, 0, 16 },
-	{ "max_runtime_s", J_INT, 0, 0 },
-	{ "retry_limit", J_INT, 0, 0 },
-	{ NULL, 0, 0, 0 },
-};
-
-static int name_ok(const char *s, size_t max)
-{
-	size_t n = s ? strlen(s) : 0;
-
-	if (n == 0 || n > max || !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= '0' && s[0] <= '9')))
-		return 0;
-	return strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789._-") == n;
-}
-
-static int ident_ok(const char *k, size_t max, const char *more)
-{
-	size_t n = strlen(k);
-
-	if (n == 0 || n > max || (k[0] >= '0' && k[0] <= '9'))
-		return 0;
-	return strspn(k, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") +
-	               strspn(k + strspn(k, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvw"
-	                                    "xyz0123456789_"),
-	                      more) ==
-	       n;
-}
-
 static long long int_or(json_t *body, const char *name, long long def)
 {
 	json_t *v = json_object_get(body, name);
 
 	return json_is_integer(v) ? (long long)json_integer_value(v) : def;
-}
-
-static int text_ok(json_t *v, size_t max)
-{
-	return json_is_string(v) && json_string_length(v) <= max &&
-	       !memchr(json_string_value(v), '\0', json_string_length(v));
 }
 
 static void create_insert(struct http_req *r);
@@ -620,6 +592,7 @@ static void create_insert(struct http_req *r)
 	db_arg_str(&a, auth_role_name(r->auth->role));    /* $11 */
 	db_arg_str(&a, c->key[0] ? c->key : NULL);        /* $12 */
 	db_arg_ll(&a, int_or(b, "max_runtime_s", 86400)); /* $13 */
+	db_arg_ll(&a, int_or(b, "members", 1));           /* $14 */
 	db_query_args(
 	        "WITH prev AS (SELECT id, idempotency_hash = md5($9) AS same FROM jobs"
 	        "  WHERE user_id = $1 AND idempotency_key = $12),"
@@ -636,17 +609,17 @@ static void create_insert(struct http_req *r)
 	        "  WHERE EXISTS (SELECT 1 FROM v) AND EXISTS (SELECT 1 FROM img)"
 	        "  AND ($3::text IS NULL OR EXISTS (SELECT 1 FROM pl))),"
 	        " req AS (INSERT INTO alloc_requests (user_id, pool_id, owner_kind, owner_id,"
-	        "  priority, slices, cpu_millis, mem_mib, cuda_min)"
+	        "  priority, slices, cpu_millis, mem_mib, cuda_min, nodes)"
 	        "  SELECT $1, pl.id, 'job', v.jid::text, $10::alloc_priority,"
 	        "  CASE WHEN pl.id IS NULL THEN 0 ELSE $5::int END, $6, $7,"
-	        "  CASE WHEN pl.id IS NULL THEN 0 ELSE img.cuda_min END"
+	        "  CASE WHEN pl.id IS NULL THEN 0 ELSE img.cuda_min END, $14::int"
 	        "  FROM v CROSS JOIN img LEFT JOIN pl ON true"
 	        "  WHERE ($3::text IS NULL OR pl.id IS NOT NULL)"
 	        "  AND NOT EXISTS (SELECT 1 FROM rq WHERE why IS NOT NULL) RETURNING id),"
 	        " ins AS (INSERT INTO jobs (id, user_id, name, tags, image_id, command, env,"
 	        "  hyperparameters, pool_id, slices, cpu_millis, mem_mib, shm_mib, priority,"
 	        "  max_runtime_s, retry_limit, request_id, directory, idempotency_key,"
-	        "  idempotency_hash, container_name)"
+	        "  idempotency_hash, container_name, members)"
 	        "  SELECT v.jid, $1, $4,"
 	        "  ARRAY(SELECT jsonb_array_elements_text(COALESCE(body.b->'tags', '[]'))),"
 	        "  img.id, ARRAY(SELECT jsonb_array_elements_text(body.b->'command')),"
@@ -656,8 +629,11 @@ static void create_insert(struct http_req *r)
 	        "  COALESCE((body.b->>'retry_limit')::int, 0), (SELECT id FROM req),"
 	        "  'home/' || usr.username || '/jobs/' || v.jid || '-' || $4, $12, md5($9),"
 	        "  'gc-' || substr((SELECT cluster_id FROM cluster_identity), 1, 8) || '-job-'"
-	        "  || v.jid"
-	        "  FROM v, img, usr, body WHERE EXISTS (SELECT 1 FROM req) RETURNING id)"
+	        "  || v.jid, $14::int"
+	        "  FROM v, img, usr, body WHERE EXISTS (SELECT 1 FROM req) RETURNING id),"
+	        /* a distributed job's members (0027) */
+	        " mem AS (INSERT INTO job_members (job_id, rank) SELECT ins.id, g"
+	        "  FROM ins, generate_series(0, $14::int - 1) g WHERE $14::int > 1)"
 	        " SELECT (SELECT id FROM ins), (SELECT why FROM rq), (SELECT id FROM prev),"
 	        " (SELECT same FROM prev)",
 	        &a, created, r);
@@ -672,7 +648,7 @@ static void admit(struct http_req *r)
 
 	c->fit.pool = json_string_value(json_object_get(b, "pool"));
 	c->fit.slices = (int)int_or(b, "slices", c->fit.pool ? 1 : 0);
-	c->fit.nodes = 1;
+	c->fit.nodes = (int)int_or(b, "members", 1);
 	c->fit.cpu = int_or(b, "cpu_millis", 1000);
 	c->fit.mem = int_or(b, "mem_mib", 1024);
 	c->fit.ok = create_insert;
@@ -720,107 +696,9 @@ static void create_blocked(PGresult *res, enum rc rc, void *arg)
 	         r);
 }
 
-/* Checks everything a submit says; replies 4xx itself and returns -1. */
-static int create_valid(struct http_req *r, json_t *body)
-{
-	const char *prio = json_string_value(json_object_get(body, "priority")), *k;
-	int has_pool = json_is_string(json_object_get(body, "pool"));
-	json_t *v;
-	size_t i;
-
-	if (!name_ok(json_string_value(json_object_get(body, "name")), 63)) {
-		http_reply_error(
-		        r, RC_INVALID, "e.g. \"resnet-lr0.1\"",
-		        "name must be 1 to 63 lower-case letters, digits, '.', '_' or '-', "
-		        "starting with a letter or digit");
-		return -1;
-	}
-	if (prio && strcmp(prio, "normal") && strcmp(prio, "scavenger") && strcmp(prio, "exam")) {
-		http_reply_error(r, RC_INVALID, NULL, "priority must be exam, normal or scavenger");
-		return -1;
-	}
-	if (prio && strcmp(prio, "exam") == 0 && !(r->auth->role & (ROLE_TEACHER | ROLE_ADMIN))) {
-		http_reply_error(r, RC_FORBIDDEN, NULL,
-		                 "only teachers and admins may ask for exam priority");
-		return -1;
-	}
-	if (json_object_get(body, "slices") &&
-	    (!has_pool || int_or(body, "slices", 0) < 1 || int_or(body, "slices", 0) > 64)) {
-		http_reply_error(r, RC_INVALID, "name a pool to have GPUs",
-		                 "slices must be 1 to 64, with a pool");
-		return -1;
-	}
-	if (int_or(body, "image_id", 0) < 1 || int_or(body, "cpu_millis", 1000) < 10 ||
-	    int_or(body, "cpu_millis", 1000) > 1024000 || int_or(body, "mem_mib", 1024) < 16 ||
-	    int_or(body, "mem_mib", 1024) > (1LL << 24) || int_or(body, "shm_mib", 64) < 1 ||
-	    int_or(body, "shm_mib", 64) > (1LL << 20) || int_or(body, "max_runtime_s", 86400) < 1 ||
-	    int_or(body, "max_runtime_s", 86400) > 30 * 86400 ||
-	    int_or(body, "retry_limit", 0) < 0 || int_or(body, "retry_limit", 0) > 10) {
-		http_reply_error(r, RC_INVALID, NULL,
-		                 "image_id must be positive; cpu_millis 10 to 1024000, mem_mib 16 "
-		                 "to 16777216, shm_mib 1 to 1048576, max_runtime_s 1 to 2592000 "
-		                 "(30 days), retry_limit 0 to 10");
-		return -1;
-	}
-	if (json_array_size(json_object_get(body, "command")) == 0) {
-		http_reply_error(r, RC_INVALID, "e.g. [\"python3\", \"train.py\"]",
-		                 "command must name the program to run");
-		return -1;
-	}
-	json_array_foreach(json_object_get(body, "command"), i, v)
-	{
-		if (!text_ok(v, 8192)) {
-			http_reply_error(r, RC_INVALID,
-			                 "e.g. [\"sh\", \"-c\", \"python3 train.py\"]",
-			                 "command must be an array of strings (each at most 8192 "
-			                 "bytes)");
-			return -1;
-		}
-	}
-	json_array_foreach(json_object_get(body, "tags"), i, v)
-	{
-		if (!name_ok(json_string_value(v), 40)) {
-			http_reply_error(
-			        r, RC_INVALID, "e.g. [\"resnet\", \"sweep-3\"]",
-			        "tags must be 1 to 40 lower-case letters, digits, '.', '_' "
-			        "or '-'");
-			return -1;
-		}
-	}
-	if (json_object_size(json_object_get(body, "env")) > 64) {
-		http_reply_error(r, RC_INVALID, NULL, "env has more than 64 variables");
-		return -1;
-	}
-	json_object_foreach(json_object_get(body, "env"), k, v)
-	{
-		if (!ident_ok(k, 128, "") || !text_ok(v, 4096)) {
-			http_reply_error(r, RC_INVALID, "e.g. {\"EPOCHS\": \"3\"}",
-			                 "env must map variable names (letters, digits, '_') to "
-			                 "strings of at most 4096 bytes");
-			return -1;
-		}
-	}
-	if (json_object_size(json_object_get(body, "hyperparameters")) > 64) {
-		http_reply_error(r, RC_INVALID, NULL, "hyperparameters has more than 64 entries");
-		return -1;
-	}
-	json_object_foreach(json_object_get(body, "hyperparameters"), k, v)
-	{
-		if (!ident_ok(k, 64, "_.-") ||
-		    !(json_is_number(v) || json_is_boolean(v) || text_ok(v, 1024))) {
-			http_reply_error(
-			        r, RC_INVALID, "e.g. {\"lr\": 0.01, \"epochs\": 3}",
-			        "hyperparameters must map names (letters, digits, '_', '.', "
-			        "'-') to numbers, booleans or strings of at most 1024 bytes");
-			return -1;
-		}
-	}
-	return 0;
-}
-
 static void create(struct http_req *r)
 {
-	json_t *body = api_json_body(r, create_spec);
+	json_t *body = api_json_body(r, job_body_spec);
 	const char *key;
 	struct create_ctx *c;
 	char uid[24];
@@ -830,7 +708,7 @@ static void create(struct http_req *r)
 	if (!body)
 		return; /* replied: the request is over (its headers too) */
 	key = http_header(r, "Idempotency-Key");
-	if (create_valid(r, body) < 0)
+	if (job_body_check(r, body) < 0)
 		goto bad;
 	if (key && (!*key || strlen(key) > 200 ||
 	            strspn(key, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
@@ -948,6 +826,7 @@ struct log_ctx {
 	int re_ok;
 	json_t *matches;
 	int truncated;
+	long rank;      /* ?rank=: a distributed job's member (0027) */
 };
 
 static void log_ctx_free(void *p)
@@ -1104,6 +983,16 @@ static void log_range(struct log_ctx *c, int fd)
 	c->len = (size_t)n;
 }
 
+/* The log of a job's member: rank 0's is output.log, rank r's
+ * output.rank<r>.log (work/jobs.c writes them). */
+static void log_file(long rank, char *out, size_t outlen)
+{
+	if (rank > 0)
+		snprintf(out, outlen, "output.rank%ld.log", rank);
+	else
+		snprintf(out, outlen, "output.log");
+}
+
 /* worker: the last tail lines (at most LOG_MAX_BYTES) of the log, a
  * range of it, or a search */
 static void log_read(void *arg)
@@ -1236,14 +1125,17 @@ static void log_gone(void *arg)
  *
  * Each whole line is one event whose id is the byte offset just after it,
  * so a client that reconnects with Last-Event-ID goes on where it was.
- * One cron section polls every follower's file (FOLLOW_MS; a few small
- * reads on local disk) and reads each job's state every FOLLOW_CHECK
- * ticks: once it has ended and the file has no more, "event: end" with the
- * state closes the stream. */
-#define FOLLOW_MS      250
-#define FOLLOW_CHECK   4
-#define FOLLOW_READ    (64 * 1024)
-#define FOLLOW_BACKLOG (1u << 20)
+ * One cron section reads every follower's file: at once (within
+ * FOLLOW_SOON ms) when this process's job driver wrote to a log
+ * (EV_JOB_LOG), and every FOLLOW_MS anyway, for logs that another replica
+ * writes.  It reads each job's state every FOLLOW_CHECK_MS: once it has
+ * ended and the file has no more, "event: end" with the state closes the
+ * stream. */
+#define FOLLOW_MS       250
+#define FOLLOW_SOON     15
+#define FOLLOW_CHECK_MS 1000
+#define FOLLOW_READ     (64 * 1024)
+#define FOLLOW_BACKLOG  (1u << 20)
 
 struct follow {
 	struct http_req *r;
@@ -1254,11 +1146,11 @@ struct follow {
 	off_t off;       /* the next byte to send */
 	char part[4096]; /* a line not ended yet */
 	size_t plen;
-	char state[16]; /* the job's state at the last check ("" none yet) */
-	int ticks;
-	int checking;   /* a state read is out */
-	int gone;       /* the client left */
-	int start_tail; /* lines to start with (no Last-Event-ID) */
+	char state[16];  /* the job's state at the last check ("" none yet) */
+	double check_at; /* clock_now_ms() of the next state read */
+	int checking;    /* a state read is out */
+	int gone;        /* the client left */
+	int start_tail;  /* lines to start with (no Last-Event-ID) */
 	struct follow *next;
 };
 
@@ -1291,24 +1183,36 @@ static void follow_free(void *p)
 	free(f);
 }
 
-/* One event for line[0..n) ending at offset end. */
-static int follow_event(struct follow *f, const char *line, size_t n, off_t end)
+/* Appends one event for line[0..n) ending at offset end to out (carriage
+ * returns left out); -1 when out of memory. */
+static int follow_event(struct evbuffer *out, const char *line, size_t n, off_t end)
 {
 	char head[48];
-	struct evbuffer *b = evbuffer_new();
-	int rc;
+	int k = snprintf(head, sizeof(head), "id: %lld\ndata: ", (long long)end);
 
-	if (!b)
+	if (evbuffer_add(out, head, (size_t)k) < 0)
 		return -1;
-	snprintf(head, sizeof(head), "id: %lld\ndata: ", (long long)end);
-	evbuffer_add(b, head, strlen(head));
-	for (size_t i = 0; i < n; i++)
-		if (line[i] != '\r')
-			evbuffer_add(b, line + i, 1);
-	evbuffer_add(b, "\n\n", 2);
-	rc = http_stream_write(f->r, evbuffer_pullup(b, -1), evbuffer_get_length(b));
-	evbuffer_free(b);
-	return rc;
+	while (n > 0) {
+		const char *cr = memchr(line, '\r', n);
+		size_t seg = cr ? (size_t)(cr - line) : n;
+		if (seg && evbuffer_add(out, line, seg) < 0)
+			return -1;
+		seg += cr ? 1 : 0;
+		line += seg;
+		n -= seg;
+	}
+	return evbuffer_add(out, "\n\n", 2);
+}
+
+/* Sends what follow_event() gathered in out (one write for a whole read,
+ * not one per line); frees out. */
+static void follow_send(struct follow *f, struct evbuffer *out)
+{
+	size_t len = evbuffer_get_length(out);
+
+	if (len)
+		http_stream_write_buffer(f->r, out, len);
+	evbuffer_free(out);
 }
 
 /* The offset where the last n lines of fd begin (looking back at most
@@ -1342,7 +1246,11 @@ static off_t tail_start(int fd, long n)
 static void follow_stop(struct follow *f, int ended)
 {
 	if (ended && f->plen) {
-		follow_event(f, f->part, f->plen, f->off);
+		struct evbuffer *out = evbuffer_new();
+		if (out) {
+			follow_event(out, f->part, f->plen, f->off);
+			follow_send(f, out);
+		}
 		f->plen = 0;
 	}
 	if (ended) {
@@ -1358,6 +1266,7 @@ static ssize_t follow_read(struct follow *f)
 {
 	static char buf[FOLLOW_READ];
 	struct stat st;
+	struct evbuffer *out;
 	ssize_t n;
 	size_t start = 0;
 
@@ -1388,6 +1297,8 @@ static ssize_t follow_read(struct follow *f)
 	n = pread(f->fd, buf, sizeof(buf), f->off);
 	if (n <= 0)
 		return 0;
+	if (!(out = evbuffer_new()))
+		return 0;
 	for (ssize_t i = 0; i < n; i++) {
 		if (buf[i] != '\n')
 			continue;
@@ -1397,10 +1308,10 @@ static ssize_t follow_read(struct follow *f)
 			if (f->plen + k > sizeof(f->part))
 				k = sizeof(f->part) - f->plen;
 			memcpy(f->part + f->plen, buf + start, k);
-			follow_event(f, f->part, f->plen + k, f->off + i + 1);
+			follow_event(out, f->part, f->plen + k, f->off + i + 1);
 			f->plen = 0;
 		} else {
-			follow_event(f, buf + start, (size_t)i - start, f->off + i + 1);
+			follow_event(out, buf + start, (size_t)i - start, f->off + i + 1);
 		}
 		start = (size_t)i + 1;
 	}
@@ -1414,10 +1325,11 @@ static ssize_t follow_read(struct follow *f)
 		f->plen += k;
 		start += k;
 		if (f->plen == sizeof(f->part)) {
-			follow_event(f, f->part, f->plen, f->off + (off_t)start);
+			follow_event(out, f->part, f->plen, f->off + (off_t)start);
 			f->plen = 0;
 		}
 	}
+	follow_send(f, out);
 	f->off += n;
 	return n;
 }
@@ -1454,11 +1366,22 @@ static void follow_tick(struct cron_section *s, void *arg)
 			follow_stop(f, 1);
 			continue;
 		}
-		if (!f->checking && f->ticks++ % FOLLOW_CHECK == 0) {
+		if (!f->checking && clock_now_ms() >= f->check_at) {
+			f->check_at = clock_now_ms() + FOLLOW_CHECK_MS;
 			f->checking = 1;
 			db_query("SELECT state FROM jobs WHERE id = $1", 1, p, follow_checked, f);
 		}
 	}
+}
+
+/* The job driver here wrote to a log: followers read soon (a chatty job
+ * wakes them at most every FOLLOW_SOON ms). */
+static void log_grew(enum events_kind kind, void *arg)
+{
+	(void)kind;
+	(void)arg;
+	if (followers)
+		cron_soon(follow_cron, FOLLOW_SOON);
 }
 
 static void follow_gone(struct http_req *r, void *arg)
@@ -1475,12 +1398,17 @@ static void follow_gone(struct http_req *r, void *arg)
 
 /* Starts following the log of the row's job (log_row's columns); from:
  * the Last-Event-ID offset, or -1 for the last tail lines. */
-static void follow_begin(struct http_req *r, const PGresult *res, long tail, long long from)
+static void follow_begin(struct http_req *r, const PGresult *res, long tail, long long from,
+                         long rank)
 {
 	struct follow *f = calloc(1, sizeof(*f));
+	char file[40];
 
-	if (!follow_cron)
+	if (!follow_cron) {
 		follow_cron = cron_every("job-log-follow", FOLLOW_MS, FOLLOW_MS, follow_tick, NULL);
+		if (follow_cron)
+			events_subscribe(EV_JOB_LOG, log_grew, NULL);
+	}
 	if (!f || !follow_cron) {
 		free(f);
 		http_reply_error(r, RC_NOMEM, NULL, "out of memory");
@@ -1492,7 +1420,8 @@ static void follow_begin(struct http_req *r, const PGresult *res, long tail, lon
 	f->start_tail = from >= 0 ? 0 : (int)tail;
 	snprintf(f->ids, sizeof(f->ids), "%s", db_val(res, 0, 3));
 	storage_area_home(&f->area, strtoll(db_val(res, 0, 0), NULL, 10), db_val(res, 0, 1));
-	snprintf(f->rel, sizeof(f->rel), "jobs/%s/output.log", db_val(res, 0, 2));
+	log_file(rank, file, sizeof(file));
+	snprintf(f->rel, sizeof(f->rel), "jobs/%s/%s", db_val(res, 0, 2), file);
 	if (r->data_free)
 		r->data_free(r->data);
 	r->data = f;
@@ -1510,6 +1439,7 @@ static void log_row(PGresult *res, enum rc rc, void *arg)
 {
 	struct http_req *r = arg;
 	struct log_ctx *c = r->data;
+	char file[40];
 
 	if (rc != RC_OK) {
 		api_reply_db_error(r, rc, "");
@@ -1519,12 +1449,18 @@ static void log_row(PGresult *res, enum rc rc, void *arg)
 		http_reply_error(r, RC_NOTFOUND, "GET /api/v1/jobs lists yours", "no such job");
 		return;
 	}
+	if (c->rank >= strtol(db_val(res, 0, 4), NULL, 10)) {
+		http_reply_error(r, RC_NOTFOUND, "rank is 0 to the job's members - 1",
+		                 "the job has no member of rank %ld", c->rank);
+		return;
+	}
 	if (c->follow) {
-		follow_begin(r, res, c->tail, c->from);
+		follow_begin(r, res, c->tail, c->from, c->rank);
 		return;
 	}
 	storage_area_home(&c->area, strtoll(db_val(res, 0, 0), NULL, 10), db_val(res, 0, 1));
-	snprintf(c->rel, sizeof(c->rel), "jobs/%s/output.log", db_val(res, 0, 2));
+	log_file(c->rank, file, sizeof(file));
+	snprintf(c->rel, sizeof(c->rel), "jobs/%s/%s", db_val(res, 0, 2), file);
 	r->data_free = log_gone;
 	if (worker_submit(log_read, log_sent, c) < 0) {
 		r->data_free = NULL;
@@ -1631,14 +1567,15 @@ static void logs(struct http_req *r)
 {
 	struct log_ctx *c;
 	long long id;
-	char tail[16], follow[8], ids[24], uid[24];
+	char tail[16], follow[8], ids[24], uid[24], rank[16];
 	const char *p[2], *last;
-	long nt, nf;
+	long nt, nf, nr;
 
 	if (api_id(r, "id", &id) < 0)
 		return;
 	if ((nt = api_query(r, "tail", tail, sizeof(tail))) == -2 ||
-	    (nf = api_query(r, "follow", follow, sizeof(follow))) == -2)
+	    (nf = api_query(r, "follow", follow, sizeof(follow))) == -2 ||
+	    (nr = api_query(r, "rank", rank, sizeof(rank))) == -2)
 		return;
 	if (nf >= 0 && strcmp(follow, "0") != 0 && strcmp(follow, "1") != 0) {
 		http_reply_error(r, RC_INVALID, "follow=1 streams the log",
@@ -1660,6 +1597,15 @@ static void logs(struct http_req *r)
 			return;
 		}
 		c->tail = (long)t;
+	}
+	if (nr >= 0) {
+		long long v;
+		if (http_parse_decimal(rank, &v) < 0 || v < 0 || v > 15) {
+			free(c);
+			http_reply_error(r, RC_INVALID, "e.g. rank=1", "rank must be 0 to 15");
+			return;
+		}
+		c->rank = (long)v;
 	}
 	c->follow = nf >= 0 && strcmp(follow, "1") == 0;
 	c->from = -1;
@@ -1685,7 +1631,7 @@ static void logs(struct http_req *r)
 	p[0] = ids;
 	p[1] = owner_param(r, uid, sizeof(uid));
 	db_query("SELECT j.user_id, u.username, substr(j.directory,"
-	         "  length('home/' || u.username || '/jobs/') + 1), j.id"
+	         "  length('home/' || u.username || '/jobs/') + 1), j.id, j.members"
 	         " FROM jobs j JOIN users u ON u.id = j.user_id"
 	         " WHERE j.id = $1 AND ($2::bigint IS NULL OR j.user_id = $2::bigint)",
 	         2, p, log_row, r);

@@ -120,6 +120,13 @@ static const struct setting table[] = {
 	  "seconds between idle-instance checks"),
 	I(idle_cpu_percent, "5", 0, 10000,
 	  "CPU use (percent of one core) at or above which an instance counts as active"),
+	I(job_metrics_interval_ms, "2000", 50, 600000,
+	  "milliseconds between reads of running jobs' metric lines (new log output reads sooner)"),
+	I(job_metrics_max_points, "2000", 16, 1000000,
+	  "points a job's metric series keeps at most; older ones are thinned to first, last, "
+	  "min and max per bucket"),
+	I(job_usage_interval_ms, "10000", 200, 3600000,
+	  "milliseconds between CPU and memory samples of running jobs"),
 	I(user_image_quota, "5", 0, 100000, "personal images (save as image) a user may keep"),
 	I(instance_test_pause_ms, "0", 0, 600000,
 	  "tests only: milliseconds the driver waits after creating a container, before "

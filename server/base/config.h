@@ -82,6 +82,10 @@ struct config {
 	int idle_cpu_percent;       /* CPU use (percent of one core) that counts as activity */
 	int user_image_quota;       /* personal images (save as image) per user */
 	int instance_test_pause_ms; /* tests: pause after a container is created */
+	/* job metrics */
+	int job_metrics_interval_ms; /* between reads of jobs' metric lines */
+	int job_metrics_max_points;  /* points per metric series at most (thinned beyond) */
+	int job_usage_interval_ms;   /* between CPU/memory samples of running jobs */
 	/* workers */
 	int workers;
 	/* auth */

@@ -25,6 +25,7 @@ static const char *const names[EV__COUNT] = {
 	[EV_ALLOC_CHANGED] = "alloc_changed",
 	[EV_ALLOC_GRANTED] = "alloc_granted",
 	[EV_WORKLOAD_CHANGED] = "workload_changed",
+	[EV_JOB_LOG] = "job_log",
 };
 
 int events_subscribe(enum events_kind kind, events_cb cb, void *arg)

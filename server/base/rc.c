@@ -28,6 +28,7 @@ static const struct {
 	[RC_PASSWORD_CHANGE] = { 403, "password_change_required" },
 	[RC_EXCEEDS_QUOTA] = { 422, "exceeds_quota" },
 	[RC_NEVER_FITS] = { 422, "never_fits" },
+	[RC_TOO_MANY] = { 422, "too_many" },
 };
 
 int rc_http_status(enum rc rc)

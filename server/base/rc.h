@@ -30,6 +30,7 @@ enum rc {
 	RC_PASSWORD_CHANGE,      /* must choose a new password first          -> 403 */
 	RC_EXCEEDS_QUOTA,        /* asks more than the caller's limit allows  -> 422 */
 	RC_NEVER_FITS,           /* no node could ever hold it as asked       -> 422 */
+	RC_TOO_MANY,             /* more than one request may make (runs)     -> 422 */
 	RC__COUNT
 };
 

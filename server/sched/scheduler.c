@@ -5,8 +5,9 @@
  * one REPEATABLE READ transaction:
  * release preempted scavenger requests whose grace is over, read nodes,
  * slices, the queue and the running allocations, ask place.c, write the
- * allocations and every request's state, reason and position, mark
- * preemption victims, commit.  The unique index on live allocations makes a
+ * allocations and every request's state, reason and position (and the
+ * start estimate of each waiting one, sched/eta.c), mark preemption
+ * victims, commit.  The unique index on live allocations makes a
  * second grant of a slice impossible even if two replicas ever both ran.
  * The pass is the cron section "sched" (cfg.sched_interval_ms); an
  * EV_ALLOC_CHANGED wake-up brings it forward, and a pass that allocated
@@ -30,6 +31,7 @@
 #include "base/log.h"
 #include "db/db.h"
 #include "db/leader.h"
+#include "sched/eta.h"
 #include "sched/place.h"
 
 enum step {
@@ -66,8 +68,14 @@ struct prev {
 	char budget[240]; /* set when the user's GPU-hour budget is spent, when
 	                   * no quota admits the request at all, or when it asks
 	                   * more than the limit by itself */
+	int64_t eta;      /* its start estimate (unix s; 0 none) and why none */
+	char eta_why[200];
 };
 static struct prev *prev;
+/* for the start estimates (eta.h): per in.queue its maximum runtime, per
+ * in.running its latest end; this pass's estimates per in.queue */
+static int64_t *queue_dur, *run_end;
+static struct eta_out *etas;
 
 static void next(void);
 
@@ -77,6 +85,11 @@ static void snapshot_free(void)
 		free(prev[i].reason);
 	free(prev);
 	prev = NULL;
+	free(queue_dur);
+	free(run_end);
+	free(etas);
+	queue_dur = run_end = NULL;
+	etas = NULL;
 	free(in.nodes);
 	free(in.slices);
 	free(in.queue);
@@ -216,7 +229,8 @@ static void done_generic(PGresult *res, enum rc rc, void *arg)
 		in.nqueue = PQntuples(res);
 		in.queue = calloc((size_t)in.nqueue + 1, sizeof(*in.queue));
 		prev = calloc((size_t)in.nqueue + 1, sizeof(*prev));
-		if (!prev) {
+		queue_dur = calloc((size_t)in.nqueue + 1, sizeof(*queue_dur));
+		if (!prev || !queue_dur) {
 			free(in.queue);
 			in.queue = NULL;
 		}
@@ -239,6 +253,10 @@ static void done_generic(PGresult *res, enum rc rc, void *arg)
 			q->quota_cpu = ll(res, i, 14);
 			q->quota_mem = ll(res, i, 15);
 			q->cuda_min = (int)ll(res, i, 18);
+			queue_dur[i] = ll(res, i, 21);
+			prev[i].eta = ll(res, i, 22);
+			snprintf(prev[i].eta_why, sizeof(prev[i].eta_why), "%s",
+			         db_val(res, i, 23));
 			if (db_val(res, i, 19) || db_val(res, i, 20)) {
 				/* no quota at all, or the pool is closed to the role;
 				 * or more than the limit allows by itself (0020) */
@@ -262,6 +280,11 @@ static void done_generic(PGresult *res, enum rc rc, void *arg)
 	case S_RUNNING:
 		in.nrunning = 0;
 		in.running = calloc((size_t)PQntuples(res) + 1, sizeof(*in.running));
+		run_end = calloc((size_t)PQntuples(res) + 1, sizeof(*run_end));
+		if (!run_end) {
+			free(in.running);
+			in.running = NULL;
+		}
 		for (int i = 0; i < PQntuples(res) && in.running; i++) {
 			struct place_running *r = &in.running[in.nrunning];
 			int n = node_index(ll(res, i, 4));
@@ -276,6 +299,7 @@ static void done_generic(PGresult *res, enum rc rc, void *arg)
 			r->cpu = ll(res, i, 6);
 			r->mem = ll(res, i, 7);
 			r->started = ll(res, i, 8);
+			run_end[in.nrunning] = ll(res, i, 9);
 			in.nodes[n].cpu_free -= r->cpu;
 			in.nodes[n].mem_free -= r->mem;
 			in.nrunning++;
@@ -326,15 +350,24 @@ static const char *message_of(const struct place_decision *d)
 	return d->message;
 }
 
+/* Seconds an estimate may move before it is written again (a request that
+ * could start now would otherwise be rewritten every pass). */
+#define ETA_SLACK_S 5
+
 /* 1 when a pending decision says what its request says already. */
 static int unchanged(const struct place_decision *d)
 {
 	int i = queue_index(d->request_id);
 	const struct prev *p = i >= 0 ? &prev[i] : NULL;
 
+	const struct eta_out *e = i >= 0 && etas ? &etas[i] : NULL;
+
+	/* an estimate that moved by less than ETA_SLACK_S is not rewritten */
 	return p && d->nvictims == 0 && p->position == d->position &&
 	       strcmp(p->code, place_reason_code(d->reason)) == 0 && p->reason &&
-	       strcmp(p->reason, message_of(d)) == 0;
+	       strcmp(p->reason, message_of(d)) == 0 &&
+	       (!e || ((e->at == 0) == (p->eta == 0) && llabs(e->at - p->eta) < ETA_SLACK_S &&
+	               strcmp(e->why, p->eta_why) == 0));
 }
 
 /* Turns place.c's decisions into the one statement that writes them:
@@ -369,10 +402,17 @@ static char *decisions_doc(const struct place_result *res, int *placed)
 			json_decref(n);
 			continue;
 		}
-		json_array_append_new(
-		        arr, json_pack("{s:I, s:s, s:s, s:i, s:o, s:o}", "id",
-		                       (json_int_t)d->request_id, "r", place_reason_code(d->reason),
-		                       "m", message_of(d), "p", d->position, "s", s, "n", n));
+		{
+			int qi = queue_index(d->request_id);
+			const struct eta_out *e = qi >= 0 && etas ? &etas[qi] : NULL;
+			json_array_append_new(
+			        arr, json_pack("{s:I, s:s, s:s, s:i, s:o, s:o, s:o, s:s}", "id",
+			                       (json_int_t)d->request_id, "r",
+			                       place_reason_code(d->reason), "m", message_of(d),
+			                       "p", d->position, "s", s, "n", n, "e",
+			                       e && e->at ? json_integer(e->at) : json_null(), "er",
+			                       e ? e->why : ""));
+		}
 	}
 	doc = json_dumps(arr, JSON_COMPACT);
 	victims_doc = json_dumps(victims, JSON_COMPACT);
@@ -447,8 +487,13 @@ static void next(void)
 		      /* what no amount of waiting for others would change (0015,
 		       * 0020): a block, or more than the limit allows by itself */
 		      " CASE WHEN lim.code = 'forbidden' THEN lim.why END,"
-		      " CASE WHEN lim.code = 'exceeds_quota' THEN lim.why || '; ' || lim.hint END"
+		      " CASE WHEN lim.code = 'exceeds_quota' THEN lim.why || '; ' || lim.hint END,"
+		      /* its maximum runtime (eta.h), and the estimate it has */
+		      " COALESCE(LEAST(jj.max_runtime_s, q.max_runtime_s, r.lease_s), 0),"
+		      " COALESCE(extract(epoch FROM r.eta_at)::bigint, 0), r.eta_reason"
 		      " FROM alloc_requests r JOIN users us ON us.id = r.user_id"
+		      " LEFT JOIN jobs jj ON r.owner_kind = 'job'"
+		      "  AND jj.id = CASE WHEN r.owner_kind = 'job' THEN r.owner_id::bigint END"
 		      " LEFT JOIN pools p ON p.id = r.pool_id"
 		      " LEFT JOIN (SELECT user_id, sum(gpu_seconds) AS secs FROM gpu_usage"
 		      "  WHERE day > current_date - 7 GROUP BY user_id) u ON u.user_id = r.user_id"
@@ -464,9 +509,18 @@ static void next(void)
 		query("SELECT r.id, r.user_id, r.pool_id, r.priority, a.node_id, "
 		      "count(a.slice_id), "
 		      "r.cpu_millis,"
-		      " r.mem_mib, (extract(epoch FROM r.allocated_at) * 1000000)::bigint"
+		      " r.mem_mib, (extract(epoch FROM r.allocated_at) * 1000000)::bigint,"
+		      /* its latest end (eta.h): a job's start + its runtime, the
+		       * quota's runtime, a lease; 0 when none limits it */
+		      " COALESCE(max(extract(epoch FROM LEAST(COALESCE(jj.started_at, now())"
+		      "  + make_interval(secs => jj.max_runtime_s), r.allocated_at"
+		      "  + make_interval(secs => q.max_runtime_s), r.allocated_at"
+		      "  + make_interval(secs => r.lease_s)))::bigint), 0)"
 		      " FROM alloc_requests r JOIN allocations a ON a.request_id = r.id"
 		      "  AND a.released_at IS NULL"
+		      " LEFT JOIN jobs jj ON r.owner_kind = 'job'"
+		      "  AND jj.id = CASE WHEN r.owner_kind = 'job' THEN r.owner_id::bigint END"
+		      " LEFT JOIN LATERAL gc_quota_for(r.user_id, r.pool_id) q ON true"
 		      " WHERE r.state = 'allocated'"
 		      " GROUP BY r.id, a.node_id",
 		      0, NULL, done_generic);
@@ -484,6 +538,16 @@ static void next(void)
 		t_engine = clock_now_s();
 		res = place_run(&in);
 		t_engine = clock_now_s() - t_engine;
+		etas = res ? calloc((size_t)in.nqueue + 1, sizeof(*etas)) : NULL;
+		if (etas) {
+			struct eta_input e = {
+				&in, res, run_end, queue_dur, (int64_t)time(NULL), cfg.preempt_grace
+			};
+			if (eta_run(&e, etas) < 0) {
+				free(etas);
+				etas = NULL;
+			}
+		}
 		doc = res ? decisions_doc(res, &placed) : NULL;
 		place_result_free(res);
 		n_placed = placed;
@@ -498,7 +562,8 @@ static void next(void)
 		step = S_WRITE;
 		p[0] = doc;
 		query("WITH d AS (SELECT * FROM jsonb_to_recordset($1::jsonb)"
-		      "  AS x(id bigint, r text, m text, p int, s bigint[], n bigint[])),"
+		      "  AS x(id bigint, r text, m text, p int, s bigint[], n bigint[], e bigint,"
+		      "  er text)),"
 		      " a AS (INSERT INTO allocations (request_id, slice_id, node_id, cpu_only)"
 		      "  SELECT d.id, u.s, u.n, u.s IS NULL FROM d, unnest(d.s, d.n) AS u(s, n)"
 		      "  WHERE d.r = 'none'),"
@@ -507,7 +572,10 @@ static void next(void)
 		      "END,"
 		      "  allocated_at = CASE WHEN d.r = 'none' THEN now() ELSE q.allocated_at END,"
 		      "  reason_code = d.r, reason = CASE WHEN d.r = 'none' THEN '' ELSE d.m END,"
-		      "  position = CASE WHEN d.r = 'none' THEN NULL ELSE d.p END"
+		      "  position = CASE WHEN d.r = 'none' THEN NULL ELSE d.p END,"
+		      "  eta_at = CASE WHEN d.r = 'none' OR d.e IS NULL THEN NULL"
+		      "  ELSE to_timestamp(d.e) END,"
+		      "  eta_reason = CASE WHEN d.r = 'none' THEN '' ELSE COALESCE(d.er, '') END"
 		      "  FROM d WHERE q.id = d.id AND q.state = 'queued' RETURNING 1)"
 		      " SELECT count(*) FROM w",
 		      1, p, done_generic);

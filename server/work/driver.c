@@ -666,12 +666,15 @@ static void ensure_net(struct driver_launch *l)
 			return;
 		}
 	snprintf(uid, sizeof(uid), "%lld", l->user_id);
-	j = json_pack("{s:s, s:b, s:s, s:{s:s, s:s, s:s, s:s},"
-	              " s:{s:s}}",
-	              "Name", l->net, "CheckDuplicate", 1, "Driver", "bridge", "Labels",
-	              "gpucloud.cluster", driver_cluster_id(), "gpucloud.kind", "network",
-	              "gpucloud.owner", l->owner, "gpucloud.user", uid, "Options",
-	              "com.docker.network.bridge.enable_icc", "true");
+	if (l->netbody)
+		j = json_incref(l->netbody);
+	else
+		j = json_pack("{s:s, s:b, s:s, s:{s:s, s:s, s:s, s:s},"
+		              " s:{s:s}}",
+		              "Name", l->net, "CheckDuplicate", 1, "Driver", "bridge", "Labels",
+		              "gpucloud.cluster", driver_cluster_id(), "gpucloud.kind", "network",
+		              "gpucloud.owner", l->owner, "gpucloud.user", uid, "Options",
+		              "com.docker.network.bridge.enable_icc", "true");
 	body = j ? json_dumps(j, JSON_COMPACT) : NULL;
 	json_decref(j);
 	l->call = e && body ? docker_request(e, "POST", "/networks/create", "application/json",
@@ -710,7 +713,8 @@ void driver_launch_release(struct driver_launch *l)
 	etc_clear(l);
 	json_decref(l->spec);
 	json_decref(l->app_ports);
-	l->spec = l->app_ports = NULL;
+	json_decref(l->netbody);
+	l->spec = l->app_ports = l->netbody = NULL;
 }
 
 /* ---- the end of a container ---- */

@@ -77,6 +77,9 @@ struct driver_launch {
 	char sig[600];     /* gpucloud.sig of the spec */
 	json_t *spec;      /* the create body (owned: freed by driver_launch_release) */
 	json_t *app_ports; /* [{"name","port"}] (owned likewise) */
+	/* the create body of net when it is not the user's bridge network (a
+	 * distributed job's own network, jobs.c); owned likewise */
+	json_t *netbody;
 	const struct driver_launch_ops *ops;
 	void *arg;
 

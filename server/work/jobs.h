@@ -17,6 +17,14 @@
  * deterministic name (gc-<cluster8>-job-<id>); a running job's log is
  * followed again from its last checkpoint, so output.log stays complete
  * and in order, without a line twice.
+ * A distributed job (members N > 1, 0027_job_members.sql) runs the same
+ * way once per member: rank r on the r-th node of its gang allocation, as
+ * its own operation, container gc-<cluster8>-job-<id>[-r<r>], log
+ * output.log (rank 0) or output.rank<r>.log, on the node's distributed-job
+ * network with the torchrun-style variables (ddp.h).  The job runs when
+ * all members run and succeeds when all exit 0; a member that fails puts
+ * the job in stopping with its reason ("rank r: ..."), the others are
+ * stopped, and the job ends (allocation released) once no member is live.
  */
 #ifndef GPUCLOUD_JOBS_H
 #define GPUCLOUD_JOBS_H

@@ -439,7 +439,10 @@ static void check_jobs(struct round_node *n, json_t *containers)
 	 * before it creates the container */
 	db_query("SELECT j.id FROM jobs j"
 	         " WHERE j.id IN (SELECT x::bigint FROM jsonb_array_elements_text($1::jsonb) x)"
-	         " AND j.node_id = $2 AND j.state IN ('starting', 'running', 'stopping')",
+	         /* a distributed job's members: on their own nodes (0027) */
+	         " AND (j.node_id = $2 OR EXISTS (SELECT 1 FROM job_members m"
+	         "  WHERE m.job_id = j.id AND m.node_id = $2))"
+	         " AND j.state IN ('starting', 'running', 'stopping')",
 	         2, p, jobs_compared, k);
 	free(doc);
 }

@@ -141,6 +141,8 @@ json_t *spec_build(const struct spec_input *in, char *sig_out, size_t sig_len)
 	discovered = gpus(in, devices, env, vis, sizeof(vis), sig, sizeof(sig));
 	/* containers made before per-user networks are not reused */
 	append(sig, sizeof(sig), "|net=", in->network);
+	if (in->ipv4)
+		append(sig, sizeof(sig), "@", in->ipv4);
 	add_env(env, "GPUCLOUD_APP_TOKEN", in->app_token ? in->app_token : "");
 	/* Jupyter reads its token from JUPYTER_TOKEN: the proxy's token signs
 	 * the browser in, whatever command the image runs */
@@ -203,6 +205,10 @@ json_t *spec_build(const struct spec_input *in, char *sig_out, size_t sig_len)
 	                 "User", user, "WorkingDir", buf, "Labels", labels, "ExposedPorts", exposed,
 	                 "HostConfig", hc, "Hostname", in->name);
 	env = exposed = labels = hc = NULL; /* handed off */
+	if (spec && in->ipv4 && in->network)
+		json_object_set_new(spec, "NetworkingConfig",
+		                    json_pack("{s:{s:{s:{s:s}}}}", "EndpointsConfig", in->network,
+		                              "IPAMConfig", "IPv4Address", in->ipv4));
 	if (spec && json_is_array(in->cmd) && json_array_size(in->cmd) > 0)
 		json_object_set_new(spec, "Cmd", json_deep_copy(in->cmd));
 	if (spec && sig_out)

@@ -55,6 +55,7 @@ struct spec_input {
 	const json_t *app_ports; /* [{"name", "port"}] published on host */
 	const char *host;        /* address app ports are published on */
 	const char *network;     /* the user's network (NetworkMode) */
+	const char *ipv4;        /* a fixed address on network (NULL: the engine's pick) */
 	const char *workdir;     /* the working directory; NULL: /home/<owner> */
 	long long cpu_millis, mem_mib, shm_mib, pids_limit;
 };

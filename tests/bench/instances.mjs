@@ -21,106 +21,18 @@
 //  Both raw sides create the very container gpucloudd made (its create body
 //  read back from the engine: mounts, devices, limits, published ports), so
 //  the difference is gpucloudd's own work, not the hardening's.
-import { execFileSync } from 'node:child_process';
-import { closeSync, openSync, readSync } from 'node:fs';
-import http from 'node:http';
+import { E, ENGINES, Client, must, engine, psql, p50, sleep, rawCurl, sameSpec as sameSpecOf, rmLabelled, setupWorld, LogWaiter, benchLine } from './benchlib.mjs';
 
-const E = process.env;
-const BASE = E.BENCH_BASE;
 const ROUNDS = Number(E.BENCH_START_ROUNDS || 21);
 const STORM = Number(E.BENCH_STORM || 50);
 const STORM_ROUNDS = Number(E.BENCH_ROUNDS || 2);
-const ENGINES = [E.GPUCLOUD_WORLD_DOCKER1, E.GPUCLOUD_WORLD_DOCKER2];
 const TAG = `gcbench-${process.pid}`;
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const sock = (url) => url.replace(/^unix:\/\//, '');
 const say = (m) => process.stderr.write(`instances: ${m}\n`);
-const psql = (sql) => execFileSync('psql', ['-qAtX', '-v', 'ON_ERROR_STOP=1', E.BENCH_DB_URL, '-c', sql], { encoding: 'utf8' }).trim();
-
-class Client {
-  constructor() { this.cookie = ''; this.csrf = ''; }
-  async req(method, path, body) {
-    const h = { origin: BASE };
-    if (this.cookie) h.cookie = this.cookie;
-    if (this.csrf && method !== 'GET') h['x-csrf-token'] = this.csrf;
-    if (body !== undefined) h['content-type'] = 'application/json';
-    const r = await fetch(BASE + path, { method, headers: h, body: body === undefined ? undefined : JSON.stringify(body) });
-    for (const c of r.headers.getSetCookie()) if (c.startsWith('gc_session=')) this.cookie = c.split(';')[0];
-    const text = await r.text();
-    let json = null;
-    try { json = JSON.parse(text); } catch { /* */ }
-    return { status: r.status, json, text };
-  }
-  async login(u, p) {
-    const r = await this.req('POST', '/api/v1/auth/login', { username: u, password: p });
-    if (r.status !== 200) throw new Error(`login ${u}: ${r.status} ${r.text}`);
-    this.csrf = r.json.csrf_token;
-  }
-}
-
-function must(r, status, what) {
-  if (r.status !== status) throw new Error(`${what}: ${r.status} ${r.text}`);
-  return r.json;
-}
-
-// One Engine API call over a unix socket; resolves to {status, body}.
-function engine(url, method, path, body) {
-  return new Promise((resolve, reject) => {
-    const data = body ? JSON.stringify(body) : undefined;
-    const req = http.request({ socketPath: sock(url), method, path: `/v1.41${path}`, headers: data ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data) } : {} }, (res) => {
-      let b = '';
-      res.on('data', (d) => { b += d; });
-      res.on('end', () => resolve({ status: res.statusCode, body: b }));
-    });
-    req.on('error', reject);
-    if (data) req.write(data);
-    req.end();
-  });
-}
-
 const rawSpec = () => ({ Image: E.GPUCLOUD_WORLD_IMAGE, Cmd: ['sleep', '3600'], Labels: { 'gpucloud.bench': TAG }, HostConfig: { NetworkMode: 'bridge' } });
-
-// create + start with one curl, back to back on one connection as gpucloudd
-// sends them (two curl processes would leave the engine an unmeasured pause
-// between the calls that no client has); the sum of curl's own time_total of
-// the two transfers (seconds).
-function rawCurl(url, name, spec) {
-  const one = (path, body) => ['-sS', '-o', '/dev/null', '-w', '%{time_total}\n', '--unix-socket', sock(url), '-X', 'POST',
-    ...(body ? ['-H', 'Content-Type: application/json', '-H', 'Expect:', '--data', JSON.stringify(body)] : []), `http://docker/v1.41${path}`];
-  const out = execFileSync('curl', [...one(`/containers/create?name=${name}`, spec), '--next', ...one(`/containers/${name}/start`)], { encoding: 'utf8' });
-  const t = out.trim().split('\n').map(Number);
-  if (t.length !== 2 || t.some((x) => !(x > 0))) throw new Error(`raw create+start: ${out}`);
-  return t[0] + t[1];
-}
-
-// The create body of a container as gpucloudd made it (same image, command,
-// user, environment, mounts, devices, limits, published ports), read back
-// from the engine: the raw side starts the very same container.
-async function sameSpec(url, name) {
-  const ci = JSON.parse((await engine(url, 'GET', `/containers/${name}/json`)).body);
-  const c = ci.Config;
-  return { Image: c.Image, Cmd: c.Cmd, Env: c.Env, User: c.User, WorkingDir: c.WorkingDir, ExposedPorts: c.ExposedPorts, Labels: { 'gpucloud.bench': TAG }, HostConfig: ci.HostConfig };
-}
-
-function rmRaw() {
-  for (const url of ENGINES) {
-    const ids = execFileSync('docker', ['-H', url, 'ps', '-aq', '--filter', `label=gpucloud.bench=${TAG}`], { encoding: 'utf8' }).trim();
-    if (ids) execFileSync('docker', ['-H', url, 'rm', '-f', ...ids.split('\n')], { stdio: 'ignore' });
-  }
-}
-
-function rmOurs(cluster) {
-  for (const url of ENGINES) {
-    const ids = execFileSync('docker', ['-H', url, 'ps', '-aq', '--filter', `label=gpucloud.cluster=${cluster}`], { encoding: 'utf8' }).trim();
-    if (ids) execFileSync('docker', ['-H', url, 'rm', '-f', ...ids.split('\n')], { stdio: 'ignore' });
-  }
-}
-
-const p50 = (a) => { const s = [...a].sort((x, y) => x - y); return s[Math.floor((s.length - 1) / 2)]; };
-const line = (metric, value, baseline, goal) => {
-  const ratio = baseline ? (value / baseline).toFixed(2) : 'n/a';
-  console.log(`BENCH instances ${metric}=${value} baseline=${baseline} ratio=${ratio} goal=${goal}`);
-};
+const sameSpec = (url, name) => sameSpecOf(url, name, TAG);
+const rmRaw = () => rmLabelled(`gpucloud.bench=${TAG}`);
+const rmOurs = (cluster) => rmLabelled(`gpucloud.cluster=${cluster}`);
+const line = (metric, value, baseline, goal) => benchLine('instances', metric, value, baseline, goal);
 
 async function waitAll(c, ids, ms) {
   const end = Date.now() + ms;
@@ -138,50 +50,20 @@ async function waitAll(c, ids, ms) {
 }
 
 // Waits for the driver's "→ running" line of instance id in gpucloudd's log
-// and returns the engine's share of that launch.  Reads only what the log
-// gained since the last look: waiting costs gpucloudd and PostgreSQL nothing
-// (polling the API every few ms would put both to work on this 2-core machine
-// while the engine starts the container, which the raw side never pays).
-let logFd = null, logOff = 0, logText = '';
+// and returns the engine's share of that launch.
+let logw = null;
 async function waitRunning(id, ms) {
   const re = new RegExp(`instance ${id}: \\w+ → running \\(container \\w+; launch [\\d.]+ ms, engine ([\\d.]+) ms\\)`);
   const bad = new RegExp(`instance ${id}: \\w+ → (failed|lost|stopped)`);
-  const end = Date.now() + ms;
-  if (logFd === null) logFd = openSync(E.BENCH_LOG, 'r');
-  const buf = Buffer.alloc(1 << 16);
-  for (;;) {
-    let n;
-    while ((n = readSync(logFd, buf, 0, buf.length, logOff)) > 0) { logOff += n; logText += buf.toString('utf8', 0, n); }
-    const m = re.exec(logText);
-    if (m) { logText = logText.slice(m.index + m[0].length); return Number(m[1]); }
-    if (bad.test(logText)) throw new Error(`instance ${id} did not run: ${logText.slice(-500)}`);
-    if (Date.now() > end) throw new Error(`instance ${id} did not run within ${ms} ms`);
-    await sleep(5);
-  }
+  if (logw === null) logw = new LogWaiter(E.BENCH_LOG);
+  const m = await logw.next(re, bad, ms, `instance ${id}`);
+  return Number(m[1]);
 }
 
 async function main() {
-  const admin = new Client();
-  await admin.login('admin', E.BENCH_ADMIN_PASSWORD);
   const cluster = psql('SELECT cluster_id FROM cluster_identity');
   try {
-    const decl = (list) => list.split(',').map((d) => ({ model: 'NVIDIA A100-SXM4-80GB', memory_mib: 81920, devices: [d] }));
-    const nodes = [];
-    for (const [i, url] of ENGINES.entries())
-      nodes.push(must(await admin.req('POST', '/api/v1/nodes', { name: `node${i + 1}`, url, gpus: decl(E[`GPUCLOUD_WORLD_NODE${i + 1}_GPUS`]) }), 201, 'node'));
-    for (;;) {
-      const st = await Promise.all(nodes.map((n) => admin.req('GET', `/api/v1/nodes/${n.id}`)));
-      if (st.every((r) => r.json.state === 'up')) break;
-      await sleep(100);
-    }
-    const reg = must(await admin.req('POST', '/api/v1/registries', { name: 'world', server: E.GPUCLOUD_WORLD_REGISTRY, username: E.GPUCLOUD_WORLD_REGISTRY_USER, password: E.GPUCLOUD_WORLD_REGISTRY_KEY }), 201, 'registry');
-    const img = must(await admin.req('POST', '/api/v1/images', { reference: E.GPUCLOUD_WORLD_IMAGE, registry_id: reg.id, display_name: 'bench', default_cmd: ['sleep', '3600'] }), 201, 'image');
-    const lab = must(await admin.req('POST', '/api/v1/pools', { name: 'lab', sharing: 'shared', slots_per_gpu: 8, memory_per_slot_mib: 1024 }), 201, 'pool');
-    // node1's GPUs for the start rounds (both sides on one engine); both
-    // nodes' for the storm
-    must(await admin.req('PUT', `/api/v1/pools/${lab.id}/gpus`, { gpu_ids: nodes[0].gpus.map((g) => g.id) }), 200, 'pool gpus');
-    // quotas deny by default: students may use the whole pool
-    must(await admin.req('PUT', '/api/v1/quotas/defaults', { role: 'student', pool: 'lab' }), 200, 'quota default');
+    const { admin, nodes, img, lab } = await setupWorld(E.GPUCLOUD_WORLD_IMAGE, ['sleep', '3600']);
     const users = [];
     for (let i = 0; i < STORM; i++) {
       must(await admin.req('POST', '/api/v1/users', { username: `lab${i}`, role: 'student', password: 'bench-student-1' }), 201, 'user');
@@ -290,7 +172,7 @@ async function main() {
     line('storm_total_s', best.toFixed(2), bestRaw.toFixed(2), '<=1.3');
     line('storm_failures', String(failures), '0', '=0');
   } finally {
-    if (logFd !== null) closeSync(logFd);
+    if (logw !== null) logw.close();
     try { rmOurs(cluster); rmRaw(); } catch { /* best effort */ }
   }
 }

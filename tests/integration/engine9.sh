@@ -14,9 +14,11 @@
 # live restore stops them on the way out.
 #   engine9.sh start DIR   start (or keep) it; prints unix://DIR/node9.sock
 #   engine9.sh stop DIR    stop dockerd (containers stop with it)
+#   engine9.sh crash DIR   kill -9 dockerd: its containers run on (live
+#                          restore), unreachable, as on a node that crashed
 #   engine9.sh down DIR    stop, remove its bridge, rules and DIR
 set -euo pipefail
-cmd=${1:?start|stop|down} dir=${2:?directory}
+cmd=${1:?start|stop|crash|down} dir=${2:?directory}
 sock=$dir/node9.sock pidfile=$dir/node9.pid br=gcbr9 execroot=/run/gcw-node9
 
 answers() { curl -sf --unix-socket "$sock" http://x/_ping >/dev/null 2>&1; }
@@ -53,7 +55,17 @@ stop() {
 	kill -KILL "$pid" 2>/dev/null || true
 }
 
+crash() {
+	local pid
+	pid=$(cat "$pidfile" 2>/dev/null || true)
+	[[ -n $pid ]] || return 0
+	kill -KILL "$pid" 2>/dev/null || true
+	for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
+}
+
 down() {
+	# a crashed engine comes back first, so that its containers go with it
+	[[ -e $sock ]] && ! answers && start >/dev/null 2>&1 || true
 	stop
 	if ip link show "$br" >/dev/null 2>&1; then ip link del "$br" || true; fi
 	for table in filter nat; do
@@ -73,6 +85,7 @@ down() {
 case $cmd in
 start) start ;;
 stop) stop ;;
+crash) crash ;;
 down) down ;;
-*) echo "usage: $0 start|stop|down DIR" >&2; exit 2 ;;
+*) echo "usage: $0 start|stop|crash|down DIR" >&2; exit 2 ;;
 esac

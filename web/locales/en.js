@@ -15,7 +15,9 @@ import nodes from './en/nodes.js';
 import pools from './en/pools.js';
 import images from './en/images.js';
 import jobs from './en/jobs.js';
+import jobMembers from './en/job-members.js';
 import quotas from './en/quotas.js';
 import errors from './en/errors.js';
+import sweeps from './en/sweeps.js';
 
-export default merge(shell, errors, auth, home, instances, jobs, files, cluster, users, nodes, pools, images, quotas);
+export default merge(shell, errors, auth, home, instances, jobs, jobMembers, files, cluster, users, nodes, pools, images, quotas, sweeps);

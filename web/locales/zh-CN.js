@@ -15,7 +15,9 @@ import nodes from './zh-CN/nodes.js';
 import pools from './zh-CN/pools.js';
 import images from './zh-CN/images.js';
 import jobs from './zh-CN/jobs.js';
+import jobMembers from './zh-CN/job-members.js';
 import quotas from './zh-CN/quotas.js';
 import errors from './zh-CN/errors.js';
+import sweeps from './zh-CN/sweeps.js';
 
-export default merge(shell, errors, auth, home, instances, jobs, files, cluster, users, nodes, pools, images, quotas);
+export default merge(shell, errors, auth, home, instances, jobs, jobMembers, files, cluster, users, nodes, pools, images, quotas, sweeps);

@@ -94,6 +94,7 @@ export function render(main) {
         h('h1', null, h('span', { class: 'mono' }, inst.name), ' ', instanceStateBadge(inst.state)),
         why.text ? h('p', { 'data-field': 'why', title: why.detail || null }, why.text,
           why.detail ? h('span', { class: 'msg-detail muted', 'data-field': 'why-detail', lang: 'en' }, why.detail) : null) : null,
+        why.eta ? h('p', { class: 'muted', 'data-field': 'eta' }, why.eta) : null,
         inst.idle_warning_at ? h('p', { class: 'callout warning', 'data-field': 'idle-warning' }, inst.idle_message || t('inst.idleWarned')) : null),
       h('div', { class: 'toolbar' },
         routeButtons(inst),

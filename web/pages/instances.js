@@ -25,6 +25,7 @@ function row(inst, all, after, onError) {
     h('td', null, inst.image_name || inst.image || '—', h('div', { class: 'cell-sub muted mono' }, inst.image || '')),
     h('td', { 'data-field': 'state' }, instanceStateBadge(inst.state),
       why.text ? h('div', { class: 'cell-sub', 'data-field': 'why', title: why.detail || null }, why.text) : null,
+      why.eta ? h('div', { class: 'cell-sub muted', 'data-field': 'eta' }, why.eta) : null,
       inst.idle_warning_at ? h('div', { class: 'cell-sub warning', 'data-field': 'idle-warning' }, inst.idle_message || t('inst.idleWarned')) : null),
     h('td', null, gpus, h('div', { class: 'cell-sub muted' }, inst.node || '')),
     h('td', { class: 'nowrap muted' }, formatDate(inst.created_at)),

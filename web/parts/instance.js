@@ -4,6 +4,7 @@
 import { api } from '../api.js';
 import { t, tMaybe, fromServer, formatNumber } from '../i18n.js';
 import { h, toast, confirmDialog } from '../ui.js';
+import { etaText } from './eta.js';
 
 const STATE_CLASS = {
   running: 'badge-on', queued: 'badge-warn', pulling: 'badge-warn', creating: 'badge-warn',
@@ -26,7 +27,7 @@ export function waitInfo(inst) {
     const said = fromServer(code ? `inst.reason.${code}` : null, inst.request.reason);
     const why = said.text || t('inst.waiting');
     const text = inst.request.position ? t('inst.queuePosition', { reason: why, n: formatNumber(inst.request.position) }) : why;
-    return { text, detail: said.detail };
+    return { text, detail: said.detail, eta: etaText(inst.request) };
   }
   if (['stopped', 'failed', 'lost', 'stopping'].includes(inst.state) && inst.reason) return { text: inst.reason, detail: '' };
   return { text: '', detail: '' };

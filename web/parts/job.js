@@ -4,6 +4,7 @@
 import { api } from '../api.js';
 import { t, tMaybe, fromServer, formatNumber } from '../i18n.js';
 import { h, toast, confirmDialog } from '../ui.js';
+import { etaText } from './eta.js';
 
 const STATE_CLASS = {
   running: 'badge-on', succeeded: 'badge-on', queued: 'badge-warn', starting: 'badge-warn',
@@ -25,7 +26,7 @@ export function jobReason(job) {
     const said = fromServer(code ? `inst.reason.${code}` : null, job.request.reason);
     const why = said.text || t('inst.waiting');
     const text = job.request.position ? t('inst.queuePosition', { reason: why, n: formatNumber(job.request.position) }) : why;
-    return { text, detail: said.detail };
+    return { text, detail: said.detail, eta: etaText(job.request) };
   }
   if (!job.reason) return { text: '', detail: '' };
   return fromServer(job.reason_code ? `job.reasonCode.${job.reason_code}` : null, job.reason);

@@ -130,4 +130,13 @@ export default {
   'job.outputs.none': 'The job has no folder (yet).',
   'job.outputs.more': 'Only the first {n} entries are shown; download the archive for all.',
   'job.outputs.modified': 'Modified',
+  'job.metrics.title': 'Metrics',
+  'job.metrics.emptyBefore': 'No metrics yet. To chart a value, print a line such as',
+  'job.metrics.emptyAfter': '(stdout or stderr), or append such JSON objects, one per line, to',
+  'job.metrics.step': 'step',
+  'job.metrics.usage': 'Resource use',
+  'job.metrics.cpu': 'CPU (% of one core)',
+  'job.metrics.memory': 'Memory',
+  'job.metrics.noUsage': 'No samples yet (taken about every 10 s while the job runs).',
+  'job.metrics.gpuNotMeasurable': 'GPU use: not measurable on this node.',
 };

@@ -130,4 +130,13 @@ export default {
   'job.outputs.none': '该作业（尚）无文件夹。',
   'job.outputs.more': '仅显示前 {n} 项；下载压缩包可获得全部内容。',
   'job.outputs.modified': '修改时间',
+  'job.metrics.title': '指标',
+  'job.metrics.emptyBefore': '还没有指标。要绘制某个数值，请打印这样一行：',
+  'job.metrics.emptyAfter': '（标准输出或标准错误），或把这样的 JSON 对象逐行追加到',
+  'job.metrics.step': '步',
+  'job.metrics.usage': '资源使用',
+  'job.metrics.cpu': 'CPU（单核的 %）',
+  'job.metrics.memory': '内存',
+  'job.metrics.noUsage': '还没有采样（作业运行时约每 10 秒采样一次）。',
+  'job.metrics.gpuNotMeasurable': 'GPU 使用率：此节点无法测量。',
 };

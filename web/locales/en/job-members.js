@@ -1,0 +1,20 @@
+// English — a distributed job's members on its page (parts/job-members.js).
+export default {
+  'jobMembers.title': { one: '{n} member', other: '{n} members' },
+  'jobMembers.intro': 'One container per node, all started together. The job runs while all of them run and ends with the first member that fails; the others are then stopped.',
+  'jobMembers.col.rank': 'Rank',
+  'jobMembers.col.node': 'Node',
+  'jobMembers.col.address': 'Address',
+  'jobMembers.col.state': 'State',
+  'jobMembers.col.exitCode': 'Exit code',
+  'jobMembers.col.reason': 'Reason',
+  'jobMembers.col.log': 'Log',
+  'jobMembers.state.queued': 'Queued',
+  'jobMembers.state.starting': 'Starting',
+  'jobMembers.state.running': 'Running',
+  'jobMembers.state.succeeded': 'Succeeded',
+  'jobMembers.state.failed': 'Failed',
+  'jobMembers.state.stopped': 'Stopped',
+  'jobMembers.state.lost': 'Lost',
+  'job.reasonCode.stopped': 'Stopped because the job stopped',
+};

@@ -1,0 +1,20 @@
+// 简体中文 — 分布式作业的成员（parts/job-members.js）。
+export default {
+  'jobMembers.title': { other: '{n} 个成员' },
+  'jobMembers.intro': '每个节点一个容器，同时启动。所有成员都在运行时作业才算运行；第一个失败的成员决定作业的结束原因，其余成员随即被停止。',
+  'jobMembers.col.rank': '序号（rank）',
+  'jobMembers.col.node': '节点',
+  'jobMembers.col.address': '地址',
+  'jobMembers.col.state': '状态',
+  'jobMembers.col.exitCode': '退出码',
+  'jobMembers.col.reason': '原因',
+  'jobMembers.col.log': '日志',
+  'jobMembers.state.queued': '排队中',
+  'jobMembers.state.starting': '启动中',
+  'jobMembers.state.running': '运行中',
+  'jobMembers.state.succeeded': '已成功',
+  'jobMembers.state.failed': '已失败',
+  'jobMembers.state.stopped': '已停止',
+  'jobMembers.state.lost': '已丢失',
+  'job.reasonCode.stopped': '因作业停止而停止',
+};
