@@ -826,7 +826,7 @@ struct log_ctx {
 	int re_ok;
 	json_t *matches;
 	int truncated;
-	long rank;      /* ?rank=: a distributed job's member (0027) */
+	long rank; /* ?rank=: a distributed job's member (0027) */
 };
 
 static void log_ctx_free(void *p)
