@@ -7,6 +7,7 @@
 #include "api/api.h"
 
 #include <assert.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -448,4 +449,53 @@ void api_register_all(void)
 	router_add(api_job_metrics_routes);
 	router_add(api_sweeps_routes);
 	router_add(api_job_templates_routes);
+}
+
+/* ---- byte ranges (files and job logs) ---- */
+
+/* (api.h) Single byte range "bytes=a-b", "bytes=a-", "bytes=-n".  Returns 1 with
+ * [*from, *from+*len) set, 0 when absent or not usable (serve it all), -1
+ * when unsatisfiable (416). */
+int api_byte_range(const char *h, int64_t size, int64_t *from, int64_t *len)
+{
+	char *end;
+	long long a, b;
+
+	if (!h || strncasecmp(h, "bytes=", 6) != 0 || strchr(h, ','))
+		return 0;
+	h += 6;
+	while (*h == ' ')
+		h++;
+	if (*h == '-') {
+		errno = 0;
+		b = strtoll(h + 1, &end, 10);
+		if (errno || *end || end == h + 1 || b < 0)
+			return 0;
+		if (b == 0 || size == 0)
+			return -1;
+		if (b > size)
+			b = size;
+		*from = size - b;
+		*len = b;
+		return 1;
+	}
+	errno = 0;
+	a = strtoll(h, &end, 10);
+	if (errno || end == h || *end != '-' || a < 0)
+		return 0;
+	h = end + 1;
+	if (!*h) {
+		b = size - 1;
+	} else {
+		b = strtoll(h, &end, 10);
+		if (errno || *end || b < a)
+			return 0;
+	}
+	if (a >= size)
+		return -1;
+	if (b >= size)
+		b = size - 1;
+	*from = a;
+	*len = b - a + 1;
+	return 1;
 }

@@ -178,4 +178,9 @@ struct auth_info;
 void api_area_resolve(const struct auth_info *auth, const char *name, int want_write, areas_cb cb,
                       void *arg);
 
+/* One byte range header ("bytes=a-b", "bytes=a-", "bytes=-n") against a
+ * resource of size bytes.  Returns 1 with [*from, *from + *len) set, 0 when
+ * absent or not usable (serve it all), -1 when unsatisfiable (416). */
+int api_byte_range(const char *h, int64_t size, int64_t *from, int64_t *len);
+
 #endif

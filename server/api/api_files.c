@@ -129,6 +129,15 @@ static void work(void *arg)
 		return;
 	}
 	root = storage_area_open(&j->a);
+	if (root < 0 && j->a.sub[0] && errno != ENOMEM && errno != EMFILE) {
+		/* a job's folder its owner removed, or replaced with a link or a
+		 * file: never followed */
+		j->res.rc = RC_NOTFOUND;
+		j->res.hint = "a job's folder must be a plain folder in its owner's home";
+		snprintf(j->res.msg, sizeof(j->res.msg), "the job's folder '%.300s' is gone",
+		         j->a.sub);
+		return;
+	}
 	if (root < 0) {
 		files_fail(&j->res, errno, "");
 		return;
@@ -183,6 +192,8 @@ static void work(void *arg)
 		if (j->fd >= 0 && S_ISDIR(j->st.st_mode)) {
 			const char *base = strrchr(j->path, '/');
 			base = base ? base + 1 : *j->path ? j->path : j->a.name;
+			if (!*j->path && j->a.sub[0]) /* a job's folder: its own name */
+				base = strrchr(j->a.sub, '/') + 1;
 			j->tar = files_tar_new(j->fd, base);
 			j->fd = -1;
 			j->tbuf = malloc(1 << 20);
@@ -468,53 +479,6 @@ static const char *mime_of(const char *path, int *safe_inline)
 	return "application/octet-stream";
 }
 
-/* Single byte range "bytes=a-b", "bytes=a-", "bytes=-n".  Returns 1 with
- * [*from, *from+*len) set, 0 when absent or not usable (serve it all), -1
- * when unsatisfiable (416). */
-static int parse_range(const char *h, int64_t size, int64_t *from, int64_t *len)
-{
-	char *end;
-	long long a, b;
-
-	if (!h || strncasecmp(h, "bytes=", 6) != 0 || strchr(h, ','))
-		return 0;
-	h += 6;
-	while (*h == ' ')
-		h++;
-	if (*h == '-') {
-		errno = 0;
-		b = strtoll(h + 1, &end, 10);
-		if (errno || *end || end == h + 1 || b < 0)
-			return 0;
-		if (b == 0 || size == 0)
-			return -1;
-		if (b > size)
-			b = size;
-		*from = size - b;
-		*len = b;
-		return 1;
-	}
-	errno = 0;
-	a = strtoll(h, &end, 10);
-	if (errno || end == h || *end != '-' || a < 0)
-		return 0;
-	h = end + 1;
-	if (!*h) {
-		b = size - 1;
-	} else {
-		b = strtoll(h, &end, 10);
-		if (errno || *end || b < a)
-			return 0;
-	}
-	if (a >= size)
-		return -1;
-	if (b >= size)
-		b = size - 1;
-	*from = a;
-	*len = b - a + 1;
-	return 1;
-}
-
 static void get_done(struct job *j)
 {
 	struct http_req *r = j->r;
@@ -537,6 +501,7 @@ static void get_done(struct job *j)
 		snprintf(disp, sizeof(disp), "%s.tar",
 		         strrchr(j->path, '/') ? strrchr(j->path, '/') + 1
 		         : *j->path            ? j->path
+		         : j->a.sub[0]         ? strrchr(j->a.sub, '/') + 1
 		                               : "files");
 		content_disposition(r, disp, 1);
 		http_add_header(r, "X-Content-Type-Options", "nosniff");
@@ -578,7 +543,7 @@ static void get_done(struct job *j)
 	mime = mime_of(j->path, &safe);
 	content_disposition(r, name, !(j->is_inline && safe));
 	len = j->st.st_size;
-	rg = parse_range(http_header(r, "Range"), j->st.st_size, &from, &len);
+	rg = api_byte_range(http_header(r, "Range"), j->st.st_size, &from, &len);
 	if (rg < 0) {
 		snprintf(cr, sizeof(cr), "bytes */%lld", (long long)j->st.st_size);
 		http_add_header(r, "Content-Range", cr);

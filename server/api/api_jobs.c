@@ -11,9 +11,11 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <regex.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -24,6 +26,7 @@
 #include "api/admit.h"
 #include "api/api.h"
 #include "api/job_body.h"
+#include "api/jobcursor.h"
 #include "auth/auth.h"
 #include "base/clock.h"
 #include "base/cron.h"
@@ -156,15 +159,45 @@ static void get(struct http_req *r)
 
 /* ---- list ---- */
 
+/* The sorts: their cursor letter, the key (an SQL expression over the job
+ * j whose NULLs sort last either way: the sentinel is per direction), the
+ * key as the cursor carries it (over the key k), and the cursor's key back
+ * in SQL ($15).  created sorts by id alone: ids are handed out in submit
+ * order, and its cursor stays the id it always was. */
+struct sort_def {
+	const char *name;
+	char code;
+	const char *key_asc, *key_desc; /* %s: "" */
+	const char *out;                /* the key k as text for the cursor */
+	const char *in;                 /* $15 as a key */
+};
+
+static const struct sort_def sorts[] = {
+	{ "created", 'c', "j.id", "j.id", "NULL::text", "NULL" },
+	{ "started", 's', "COALESCE(j.started_at, 'infinity')",
+	  "COALESCE(j.started_at, '-infinity')", "gc_ts_us(k)::text", "gc_us_ts($15::bigint)" },
+	{ "finished", 'f', "COALESCE(j.finished_at, 'infinity')",
+	  "COALESCE(j.finished_at, '-infinity')", "gc_ts_us(k)::text", "gc_us_ts($15::bigint)" },
+	{ "name", 'n', "j.name COLLATE \"C\"", "j.name COLLATE \"C\"", "k::text",
+	  "$15::text COLLATE \"C\"" },
+	{ "runtime", 'r',
+	  "COALESCE((extract(epoch FROM j.finished_at - j.started_at) * 1000000)::bigint,"
+	  " 9223372036854775807)",
+	  "COALESCE((extract(epoch FROM j.finished_at - j.started_at) * 1000000)::bigint,"
+	  " -9223372036854775807)",
+	  "k::text", "$15::bigint" },
+};
+
 struct list_ctx {
 	int limit;
+	char sort, dir;
 };
 
 static void list_done(PGresult *res, enum rc rc, void *arg)
 {
 	struct http_req *r = arg;
 	struct list_ctx *c = r->data;
-	json_t *items, *out;
+	json_t *items, *keys, *out;
 	size_t n;
 
 	if (rc != RC_OK) {
@@ -176,19 +209,33 @@ static void list_done(PGresult *res, enum rc rc, void *arg)
 		json_decref(items);
 		items = json_array();
 	}
+	keys = db_val(res, 0, 2) ? json_loads(db_val(res, 0, 2), 0, NULL) : NULL;
 	n = json_array_size(items);
 	out = json_object();
 	json_object_set_new(out, "next_cursor", json_null());
 	if ((int)n > c->limit) {
 		json_t *last = json_array_get(items, (size_t)c->limit - 1);
-		char cur[24];
-		snprintf(cur, sizeof(cur), "%lld",
-		         (long long)json_integer_value(json_object_get(last, "id")));
-		json_object_set_new(out, "next_cursor", json_string(cur));
+		json_t *key = json_array_get(keys, (size_t)c->limit - 1);
+		struct jobcursor cur = { .sort = c->sort, .dir = c->dir };
+		char text[128];
+
+		cur.id = (long long)json_integer_value(json_object_get(last, "id"));
+		if (json_is_string(key))
+			snprintf(cur.key, sizeof(cur.key), "%s", json_string_value(key));
+		if (jobcursor_format(&cur, text, sizeof(text)) > 0)
+			json_object_set_new(out, "next_cursor", json_string(text));
 		json_array_remove(items, (size_t)c->limit);
 	}
+	json_decref(keys);
 	json_object_set_new(out, "items", items);
 	json_object_set_new(out, "counts", json_loads(db_val(res, 0, 1), 0, NULL));
+	json_object_set_new(out, "sort",
+	                    json_string(c->sort == 'c'   ? "created"
+	                                : c->sort == 's' ? "started"
+	                                : c->sort == 'f' ? "finished"
+	                                : c->sort == 'n' ? "name"
+	                                                 : "runtime"));
+	json_object_set_new(out, "order", json_string(c->dir == 'a' ? "asc" : "desc"));
 	http_reply_json(r, 200, out);
 }
 
@@ -207,41 +254,43 @@ static int time_ok(const char *s)
 	return end && *end == '\0';
 }
 
-static void list(struct http_req *r)
+/* A time filter's value: an ISO date or UTC time as time_ok() takes, or a
+ * time that long ago: "7d", "24h", "30m" (1 to 99999 of them), rewritten in
+ * s as a UTC time.  Returns 0, or -1 when it is neither. */
+static int time_param(char *s, size_t len)
 {
-	struct list_ctx *c;
-	int limit;
-	long long cursor;
-	char user[64], q[200], since[40], until[40], st[200], arr[240], uid[24];
-	long nu, nq, ns, nn, nst;
-	struct db_args a = DB_ARGS_INIT;
+	size_t n = strlen(s);
+	long long v;
+	char num[8];
+	time_t t;
+	struct tm tm;
 
-	if (api_page(r, 50, 500, &limit, &cursor) < 0)
-		return;
-	if ((nu = api_query(r, "user", user, sizeof(user))) == -2 ||
-	    (nq = api_query(r, "q", q, sizeof(q))) == -2 ||
-	    (ns = api_query(r, "since", since, sizeof(since))) == -2 ||
-	    (nn = api_query(r, "until", until, sizeof(until))) == -2 ||
-	    (nst = api_query(r, "state", st, sizeof(st))) == -2)
-		return;
-	if (nu >= 0 && !is_admin(r) && strcmp(user, r->auth->username) != 0) {
-		http_reply_error(r, RC_FORBIDDEN, "leave user out to see your own jobs",
-		                 "only admins may list other users' jobs");
-		return;
-	}
-	if ((ns >= 0 && !time_ok(since)) || (nn >= 0 && !time_ok(until))) {
-		http_reply_error(r, RC_INVALID, "e.g. since=2026-01-31T00:00:00Z",
-		                 "since and until must be dates or UTC times (ISO 8601)");
-		return;
-	}
-	arr[0] = '\0';
-	if (nst >= 0) {
-		/* a comma-separated list of states, each checked */
-		size_t o = 0;
-		char *save = NULL, *tok;
-		snprintf(arr, sizeof(arr), "{");
-		o = 1;
-		for (tok = strtok_r(st, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+	if (time_ok(s))
+		return 0;
+	if (n < 2 || n > 6 || !strchr("dhm", s[n - 1]))
+		return -1;
+	memcpy(num, s, n - 1);
+	num[n - 1] = '\0';
+	if (http_parse_decimal(num, &v) < 0 || v < 1 || v > 99999)
+		return -1;
+	t = time(NULL) - (time_t)v * (s[n - 1] == 'd' ? 86400 : s[n - 1] == 'h' ? 3600 : 60);
+	gmtime_r(&t, &tm);
+	strftime(s, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+	return 0;
+}
+
+/* A comma-separated list of names (states, tags) as a text[] literal in
+ * out; each checked by ok (NULL: the tag shape).  Replies 400 and returns
+ * -1 for a bad one. */
+static int name_list(struct http_req *r, char *in, const char *what, int states_only, char *out,
+                     size_t outlen)
+{
+	size_t o = 1;
+	char *save = NULL, *tok;
+
+	snprintf(out, outlen, "{");
+	for (tok = strtok_r(in, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		if (states_only) {
 			size_t k;
 			for (k = 0; k < sizeof(states) / sizeof(states[0]); k++)
 				if (strcmp(tok, states[k]) == 0)
@@ -251,47 +300,192 @@ static void list(struct http_req *r)
 				                 "queued, starting, running, stopping, succeeded, "
 				                 "failed, cancelled or lost (comma-separated)",
 				                 "unknown job state '%s'", tok);
-				return;
+				return -1;
 			}
-			o += (size_t)snprintf(arr + o, sizeof(arr) - o, "%s%s", o > 1 ? "," : "",
-			                      states[k]);
+		} else if (strlen(tok) > 63 ||
+		           strspn(tok, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+		                       "0123456789._:-") != strlen(tok)) {
+			http_reply_error(r, RC_INVALID, "letters, digits, '.', '_', ':' or '-'",
+			                 "bad %s '%s'", what, tok);
+			return -1;
 		}
-		snprintf(arr + o, sizeof(arr) - o, "}");
+		if (o + strlen(tok) + 4 >= outlen) {
+			http_reply_error(r, RC_INVALID, NULL, "too many %ss", what);
+			return -1;
+		}
+		o += (size_t)snprintf(out + o, outlen - o, "%s\"%s\"", o > 1 ? "," : "", tok);
+	}
+	snprintf(out + o, outlen - o, "}");
+	return o > 1 ? 0 : 1;
+}
+
+/* GET /jobs: filters (user, q, state, image, pool, tags, since/until on
+ * created_at, ended_since/ended_until on finished_at), a sort with cursor
+ * pages (keyset on (key, id)), and counts per state under every filter but
+ * state.  The page and the counts read jobs each with the same conditions,
+ * so the page stays an index scan with a LIMIT. */
+static void list(struct http_req *r)
+{
+	struct list_ctx *c;
+	int limit;
+	char user[64], q[200], since[40], until[40], st[200], arr[240], uid[24];
+	char image[300], pool[80], tags[1100], tagarr[1200], esince[40], euntil[40];
+	char sortq[16], order[8], cursor[160];
+	long nu, nq, ns, nn, nst, ni, np, nt, nes, neu, nso, nor, ncu;
+	struct db_args a = DB_ARGS_INIT;
+	struct jobcursor cur;
+	const struct sort_def *sd = &sorts[0];
+	int asc = 0, have_image_id = 0, have_tags = 0;
+	long long image_id = 0, lim;
+	char lb[16];
+	long nl;
+	static char sql[8192];
+
+	if ((nl = api_query(r, "limit", lb, sizeof(lb))) == -2)
+		return;
+	limit = 50;
+	if (nl >= 0) {
+		if (http_parse_decimal(lb, &lim) < 0 || lim < 1) {
+			http_reply_error(r, RC_INVALID, "1 to 500",
+			                 "limit must be a positive integer");
+			return;
+		}
+		limit = lim > 500 ? 500 : (int)lim;
+	}
+	if ((nu = api_query(r, "user", user, sizeof(user))) == -2 ||
+	    (nq = api_query(r, "q", q, sizeof(q))) == -2 ||
+	    (ns = api_query(r, "since", since, sizeof(since))) == -2 ||
+	    (nn = api_query(r, "until", until, sizeof(until))) == -2 ||
+	    (nst = api_query(r, "state", st, sizeof(st))) == -2 ||
+	    (ni = api_query(r, "image", image, sizeof(image))) == -2 ||
+	    (np = api_query(r, "pool", pool, sizeof(pool))) == -2 ||
+	    (nt = api_query(r, "tags", tags, sizeof(tags))) == -2 ||
+	    (nes = api_query(r, "ended_since", esince, sizeof(esince))) == -2 ||
+	    (neu = api_query(r, "ended_until", euntil, sizeof(euntil))) == -2 ||
+	    (nso = api_query(r, "sort", sortq, sizeof(sortq))) == -2 ||
+	    (nor = api_query(r, "order", order, sizeof(order))) == -2 ||
+	    (ncu = api_query(r, "cursor", cursor, sizeof(cursor))) == -2)
+		return;
+	if (nu >= 0 && !is_admin(r) && strcmp(user, r->auth->username) != 0) {
+		http_reply_error(r, RC_FORBIDDEN, "leave user out to see your own jobs",
+		                 "only admins may list other users' jobs");
+		return;
+	}
+	if ((ns >= 0 && time_param(since, sizeof(since)) < 0) ||
+	    (nn >= 0 && time_param(until, sizeof(until)) < 0) ||
+	    (nes >= 0 && time_param(esince, sizeof(esince)) < 0) ||
+	    (neu >= 0 && time_param(euntil, sizeof(euntil)) < 0)) {
+		http_reply_error(r, RC_INVALID, "e.g. since=2026-01-31T00:00:00Z or ended_since=7d",
+		                 "since, until, ended_since and ended_until must be dates or UTC "
+		                 "times (ISO 8601), or how long ago (7d, 24h, 30m)");
+		return;
+	}
+	if (nso >= 0) {
+		size_t k;
+		for (k = 0; k < sizeof(sorts) / sizeof(sorts[0]); k++)
+			if (strcmp(sortq, sorts[k].name) == 0)
+				break;
+		if (k == sizeof(sorts) / sizeof(sorts[0])) {
+			http_reply_error(r, RC_INVALID,
+			                 "created, started, finished, name or runtime",
+			                 "unknown sort '%s'", sortq);
+			return;
+		}
+		sd = &sorts[k];
+	}
+	if (nor >= 0 && strcmp(order, "asc") != 0 && strcmp(order, "desc") != 0) {
+		http_reply_error(r, RC_INVALID, "asc or desc", "order must be asc or desc");
+		return;
+	}
+	asc = nor >= 0 && strcmp(order, "asc") == 0;
+	memset(&cur, 0, sizeof(cur));
+	if (ncu >= 0 && cursor[0]) {
+		if (jobcursor_parse(cursor, strlen(cursor), &cur) < 0) {
+			http_reply_error(r, RC_INVALID,
+			                 "pass next_cursor from the previous page as is",
+			                 "bad cursor");
+			return;
+		}
+		if (cur.sort != sd->code || cur.dir != (asc ? 'a' : 'd')) {
+			http_reply_error(r, RC_INVALID,
+			                 "keep sort and order as they were for the first page",
+			                 "the cursor belongs to another sort");
+			return;
+		}
+	}
+	arr[0] = '\0';
+	if (nst >= 0 && name_list(r, st, "state", 1, arr, sizeof(arr)) < 0)
+		return;
+	if (nt >= 0) {
+		int e = name_list(r, tags, "tag", 0, tagarr, sizeof(tagarr));
+		if (e < 0)
+			return;
+		have_tags = e == 0;
+	}
+	if (ni >= 0 && image[0] && strspn(image, "0123456789") == strlen(image)) {
+		if (http_parse_decimal(image, &image_id) < 0) {
+			http_reply_error(r, RC_INVALID, NULL, "bad image id '%s'", image);
+			return;
+		}
+		have_image_id = 1;
 	}
 	c = api_state(r, sizeof(*c), NULL);
 	if (!c)
 		return;
 	c->limit = limit;
+	c->sort = sd->code;
+	c->dir = asc ? 'a' : 'd';
 	snprintf(uid, sizeof(uid), "%lld", (long long)r->auth->user_id);
-	/* $1 the caller (NULL: an admin, all users), $2 a username */
-	db_arg_str(&a, is_admin(r) ? NULL : uid);
-	db_arg_str(&a, nu >= 0 ? user : NULL);
-	db_arg_str(&a, nq >= 0 && q[0] ? q : NULL);
-	db_arg_str(&a, ns >= 0 ? since : NULL);
-	db_arg_str(&a, nn >= 0 ? until : NULL);
-	db_arg_str(&a, arr[0] ? arr : NULL);
-	db_arg_ll_opt(&a, cursor, cursor > 0);
-	db_arg_ll(&a, limit + 1);
-	db_query_args(
-	        "WITH f AS (SELECT j.id, j.state FROM jobs j JOIN users u ON u.id = j.user_id"
-	        "  WHERE ($1::bigint IS NULL OR j.user_id = $1::bigint)"
-	        "  AND ($2::text IS NULL OR u.username = $2)"
-	        "  AND ($3::text IS NULL OR (j.name || ' ' || array_to_string(j.tags, ' ') || ' '"
-	        "   || array_to_string(j.command, ' ') || ' ' || j.reason) ILIKE '%' ||"
-	        "   replace(replace(replace($3, '\\', '\\\\'), '%', '\\%'), '_', '\\_') || '%')"
-	        "  AND ($4::timestamptz IS NULL OR j.created_at >= $4::timestamptz)"
-	        "  AND ($5::timestamptz IS NULL OR j.created_at < $5::timestamptz)),"
-	        " pg AS (SELECT f.id FROM f WHERE ($6::text[] IS NULL OR f.state = ANY($6::text[]))"
-	        "  AND ($7::bigint IS NULL OR f.id < $7::bigint) ORDER BY f.id DESC LIMIT $8::int)"
-	        " SELECT (SELECT COALESCE(json_agg(x.doc::json ORDER BY x.id DESC), '[]')"
-	        "  FROM (SELECT j.id, " JOB_JSON " AS doc" JOB_FROM
-	        "  WHERE j.id IN (SELECT id FROM pg)) x)::text,"
-	        " (SELECT json_object_agg(s.state, COALESCE(c.n, 0))"
-	        "  FROM unnest(ARRAY['queued', 'starting', 'running', 'stopping', 'succeeded',"
-	        "   'failed', 'cancelled', 'lost']) AS s(state)"
-	        "  LEFT JOIN (SELECT state, count(*) AS n FROM f GROUP BY state) c"
-	        "  ON c.state = s.state)::text",
-	        &a, list_done, r);
+	db_arg_str(&a, is_admin(r) ? NULL : uid);                             /* $1 the caller */
+	db_arg_str(&a, nu >= 0 ? user : NULL);                                /* $2 */
+	db_arg_str(&a, nq >= 0 && q[0] ? q : NULL);                           /* $3 */
+	db_arg_str(&a, ns >= 0 ? since : NULL);                               /* $4 */
+	db_arg_str(&a, nn >= 0 ? until : NULL);                               /* $5 */
+	db_arg_str(&a, arr[0] ? arr : NULL);                                  /* $6 */
+	db_arg_ll_opt(&a, cur.id, cur.id > 0);                                /* $7 */
+	db_arg_ll(&a, limit + 1);                                             /* $8 */
+	db_arg_ll_opt(&a, image_id, have_image_id);                           /* $9 */
+	db_arg_str(&a, ni >= 0 && image[0] && !have_image_id ? image : NULL); /* $10 */
+	db_arg_str(&a, np >= 0 && pool[0] ? pool : NULL);                     /* $11 */
+	db_arg_str(&a, have_tags ? tagarr : NULL);                            /* $12 */
+	db_arg_str(&a, nes >= 0 ? esince : NULL);                             /* $13 */
+	db_arg_str(&a, neu >= 0 ? euntil : NULL);                             /* $14 */
+	if (sd->code != 'c')                                 /* created's statement has no $15 */
+		db_arg_str(&a, cur.id > 0 ? cur.key : NULL); /* $15 */
+#define LIST_WHERE                                                                                \
+	" ($1::bigint IS NULL OR j.user_id = $1::bigint)"                                         \
+	" AND ($2::text IS NULL OR j.user_id = (SELECT id FROM users WHERE username = $2))"       \
+	" AND ($3::text IS NULL OR gc_job_search_text(j.name, j.tags, j.command, j.reason)"       \
+	"  ILIKE '%%' || replace(replace(replace($3, '\\', '\\\\'), '%%', '\\%%'), '_', '\\_')"   \
+	"  || '%%')"                                                                              \
+	" AND ($4::timestamptz IS NULL OR j.created_at >= $4::timestamptz)"                       \
+	" AND ($5::timestamptz IS NULL OR j.created_at < $5::timestamptz)"                        \
+	" AND ($9::bigint IS NULL OR j.image_id = $9::bigint)"                                    \
+	" AND ($10::text IS NULL OR j.image_id IN (SELECT id FROM images WHERE reference = $10))" \
+	" AND ($11::text IS NULL OR j.pool_id = (SELECT id FROM pools WHERE name = $11))"         \
+	" AND ($12::text[] IS NULL OR j.tags @> $12::text[])"                                     \
+	" AND ($13::timestamptz IS NULL OR j.finished_at >= $13::timestamptz)"                    \
+	" AND ($14::timestamptz IS NULL OR j.finished_at < $14::timestamptz)"
+	snprintf(sql, sizeof(sql),
+	         "WITH pg AS (SELECT j.id, %s AS k FROM jobs j WHERE" LIST_WHERE
+	         "  AND ($6::text[] IS NULL OR j.state = ANY($6::text[]))"
+	         "  AND ($7::bigint IS NULL OR (%s, j.id) %s (%s, $7::bigint))"
+	         "  ORDER BY 2 %s, 1 %s LIMIT $8::int),"
+	         " pr AS (SELECT id, k, row_number() OVER (ORDER BY k %s, id %s) AS rn FROM pg)"
+	         " SELECT (SELECT COALESCE(json_agg(x.doc::json ORDER BY x.rn), '[]')"
+	         "  FROM (SELECT pr.rn, " JOB_JSON " AS doc" JOB_FROM
+	         "  JOIN pr ON pr.id = j.id) x)::text,"
+	         " (SELECT json_object_agg(s.state, COALESCE(c.n, 0))"
+	         "  FROM unnest(ARRAY['queued', 'starting', 'running', 'stopping', 'succeeded',"
+	         "   'failed', 'cancelled', 'lost']) AS s(state)"
+	         "  LEFT JOIN (SELECT j.state, count(*) AS n FROM jobs j WHERE" LIST_WHERE
+	         "  GROUP BY j.state) c ON c.state = s.state)::text,"
+	         " (SELECT json_agg(%s ORDER BY rn) FROM pr)::text",
+	         asc ? sd->key_asc : sd->key_desc, asc ? sd->key_asc : sd->key_desc,
+	         asc ? ">" : "<", sd->code == 'c' ? "$7::bigint" : sd->in, asc ? "ASC" : "DESC",
+	         asc ? "ASC" : "DESC", asc ? "ASC" : "DESC", asc ? "ASC" : "DESC", sd->out);
+#undef LIST_WHERE
+	db_query_args(sql, &a, list_done, r);
 }
 
 /* ---- submit ---- */
@@ -695,6 +889,10 @@ static void cancel(struct http_req *r)
 
 #define LOG_MAX_BYTES (4 << 20)
 
+#define LOG_LINE_MAX  (64 * 1024) /* a search looks at this much of one line */
+#define LOG_MATCH_MAX 1000        /* a search's ?limit= at most */
+#define LOG_TEXT_MAX  1024        /* a match's text in the reply, bytes */
+
 struct log_ctx {
 	struct http_req *r;
 	struct storage_area area;
@@ -706,8 +904,175 @@ struct log_ctx {
 	int gone;       /* the client left */
 	int follow;     /* ?follow=1: Server-Sent Events */
 	long long from; /* follow: the Last-Event-ID offset, or -1 */
-	long rank;      /* ?rank=: a distributed job's member (0027) */
+	/* a byte range (Range: bytes= or ?offset=&length=) */
+	int ranged;
+	char range[64]; /* the Range header as sent ("" from the query) */
+	long long off, want;
+	long long size; /* the file's size (range and search) */
+	int unsatisfiable;
+	/* a search (?q=) */
+	int search, regex, limit;
+	char q[256];
+	regex_t re;
+	int re_ok;
+	json_t *matches;
+	int truncated;
+	long rank; /* ?rank=: a distributed job's member (0027) */
 };
+
+static void log_ctx_free(void *p)
+{
+	struct log_ctx *c = p;
+
+	if (c->re_ok)
+		regfree(&c->re);
+	json_decref(c->matches);
+	free(c->buf);
+	free(c);
+}
+
+/* 1 when line[0..n) (NUL-terminated at n) matches the search; low is the
+ * line in ASCII lower case and c->q is too (text searches ignore case). */
+static int line_matches(struct log_ctx *c, const char *line, const char *low, size_t n)
+{
+	if (c->regex)
+		return regexec(&c->re, line, 0, NULL, 0) == 0;
+	return memmem(low, n, c->q, strlen(c->q)) != NULL;
+}
+
+static void match_add(struct log_ctx *c, long long line, long long off, const char *text, size_t n)
+{
+	char *t;
+	json_t *txt;
+	size_t k = n > LOG_TEXT_MAX ? LOG_TEXT_MAX : n;
+
+	/* never cut a UTF-8 sequence in two */
+	while (k < n && k > 0 && ((unsigned char)text[k] & 0xC0) == 0x80)
+		k--;
+	t = strndup(text, k);
+	if (!t)
+		return;
+	k = strlen(t); /* a NUL in the line ends its text */
+	for (size_t i = 0; i < k; i++)
+		if (t[i] == '\r')
+			t[i] = ' ';
+	txt = json_stringn(t, k);
+	if (!txt) {
+		/* not UTF-8: the bytes outside ASCII as '?' */
+		for (size_t i = 0; i < k; i++)
+			if ((unsigned char)t[i] >= 0x80)
+				t[i] = '?';
+		txt = json_stringn(t, k);
+	}
+	free(t);
+	json_array_append_new(c->matches,
+	                      json_pack("{s:I, s:I, s:I, s:o}", "line", (json_int_t)line, "offset",
+	                                (json_int_t)off, "length", (json_int_t)n, "text", txt));
+}
+
+/* worker: the matching lines of the whole log, read in pieces (a 50 MB log
+ * costs two small buffers, not 50 MB), line numbers from 1 and the byte
+ * offset where each line starts; at most limit, then truncated.  A line
+ * longer than LOG_LINE_MAX is matched on its first LOG_LINE_MAX bytes. */
+static void log_search(struct log_ctx *c, int fd)
+{
+	enum { CHUNK = 1 << 20 };
+	char *buf = malloc(CHUNK), *line = malloc(LOG_LINE_MAX + 1);
+	char *low = malloc(LOG_LINE_MAX + 1);
+	size_t ll = 0;
+	long long lineno = 1, lstart = 0, pos = 0;
+	ssize_t n;
+
+	c->matches = json_array();
+	if (!buf || !line || !low || !c->matches) {
+		c->err = ENOMEM;
+		goto out;
+	}
+	for (char *q = c->q; *q; q++)
+		if (*q >= 'A' && *q <= 'Z' && !c->regex)
+			*q = (char)(*q - 'A' + 'a');
+	while ((n = pread(fd, buf, CHUNK, pos)) > 0) {
+		for (ssize_t i = 0; i < n; i++) {
+			char ch = buf[i];
+			if (ch != '\n') {
+				if (ll < LOG_LINE_MAX) {
+					line[ll] = ch;
+					low[ll++] = ch >= 'A' && ch <= 'Z' ? (char)(ch - 'A' + 'a')
+					                                   : ch;
+				}
+				continue;
+			}
+			line[ll] = '\0';
+			if (line_matches(c, line, low, ll)) {
+				if ((int)json_array_size(c->matches) >= c->limit) {
+					c->truncated = 1;
+					goto out;
+				}
+				match_add(c, lineno, lstart, line, ll);
+			}
+			lineno++;
+			lstart = pos + i + 1;
+			ll = 0;
+		}
+		pos += n;
+	}
+	if (n < 0) {
+		c->err = errno;
+		goto out;
+	}
+	if (ll > 0) { /* the last line, not ended yet */
+		line[ll] = '\0';
+		if (line_matches(c, line, low, ll)) {
+			if ((int)json_array_size(c->matches) >= c->limit)
+				c->truncated = 1;
+			else
+				match_add(c, lineno, lstart, line, ll);
+		}
+	}
+out:
+	free(buf);
+	free(line);
+	free(low);
+}
+
+/* worker: bytes [off, off + want) of the log (at most LOG_MAX_BYTES). */
+static void log_range(struct log_ctx *c, int fd)
+{
+	int64_t from = 0, len = 0;
+	int rg;
+	ssize_t n;
+
+	if (c->range[0]) {
+		rg = api_byte_range(c->range, c->size, &from, &len);
+		if (rg == 0) { /* not usable: the whole log, as a 200 would */
+			from = 0;
+			len = c->size;
+			c->ranged = 0;
+		}
+	} else {
+		rg = c->off < c->size ? 1 : -1;
+		from = c->off;
+		len = c->want < 0 || c->off + c->want > c->size ? c->size - c->off : c->want;
+	}
+	if (rg < 0 || (c->ranged && len <= 0)) {
+		c->unsatisfiable = 1;
+		return;
+	}
+	if (len > LOG_MAX_BYTES)
+		len = LOG_MAX_BYTES; /* the Content-Range says what came */
+	c->buf = malloc((size_t)len + 1);
+	if (!c->buf) {
+		c->err = ENOMEM;
+		return;
+	}
+	n = pread(fd, c->buf, (size_t)len, from);
+	if (n < 0) {
+		c->err = errno;
+		return;
+	}
+	c->off = from;
+	c->len = (size_t)n;
+}
 
 /* The log of a job's member: rank 0's is output.log, rank r's
  * output.rank<r>.log (work/jobs.c writes them). */
@@ -719,7 +1084,8 @@ static void log_file(long rank, char *out, size_t outlen)
 		snprintf(out, outlen, "output.log");
 }
 
-/* worker: the last tail lines (at most LOG_MAX_BYTES) of the log */
+/* worker: the last tail lines (at most LOG_MAX_BYTES) of the log, a
+ * range of it, or a search */
 static void log_read(void *arg)
 {
 	struct log_ctx *c = arg;
@@ -741,6 +1107,15 @@ static void log_read(void *arg)
 	}
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
 		c->err = EINVAL;
+		close(fd);
+		return;
+	}
+	c->size = (long long)st.st_size;
+	if (c->search || c->ranged) {
+		if (c->search)
+			log_search(c, fd);
+		else
+			log_range(c, fd);
 		close(fd);
 		return;
 	}
@@ -780,20 +1155,53 @@ static void log_read(void *arg)
 static void log_sent(void *arg)
 {
 	struct log_ctx *c = arg;
+	struct http_req *r = c->r;
+	char cr[96];
 
-	if (!c->gone) {
-		c->r->data = NULL;
-		c->r->data_free = NULL;
-		if (c->err == ENOENT)
-			http_reply(c->r, 200, "text/plain; charset=utf-8", "", 0);
-		else if (c->err)
-			http_reply_error(c->r, RC_DB, NULL, "could not read the job's log: %s",
-			                 strerror(c->err));
-		else
-			http_reply(c->r, 200, "text/plain; charset=utf-8", c->buf, c->len);
+	if (c->gone) {
+		log_ctx_free(c);
+		return;
 	}
-	free(c->buf);
-	free(c);
+	r->data = NULL;
+	r->data_free = NULL;
+	if (c->err == ENOENT && c->search) {
+		c->err = 0; /* no log yet: nothing matches */
+		c->matches = json_array();
+	}
+	if (c->err == ENOENT && c->ranged) {
+		c->err = 0;
+		c->unsatisfiable = 1;
+	}
+	if (c->err == ENOENT) {
+		http_reply(r, 200, "text/plain; charset=utf-8", "", 0);
+	} else if (c->err) {
+		http_reply_error(r, RC_DB, NULL, "could not read the job's log: %s",
+		                 strerror(c->err));
+	} else if (c->search) {
+		json_t *out = json_pack("{s:o, s:b, s:I}", "matches", c->matches, "truncated",
+		                        c->truncated, "size", (json_int_t)c->size);
+		c->matches = NULL; /* handed off */
+		http_reply_json(r, 200, out);
+	} else if (c->unsatisfiable) {
+		snprintf(cr, sizeof(cr), "bytes */%lld", c->size);
+		http_add_header(r, "Content-Range", cr);
+		/* 416 has no rc of its own: the error shape by hand */
+		http_reply_json(
+		        r, 416,
+		        json_pack("{s:{s:s, s:s, s:s}}", "error", "code", "range_not_satisfiable",
+		                  "message", "range not satisfiable", "hint",
+		                  "ask for bytes inside the log (its size is in Content-Range)"));
+	} else if (c->ranged) {
+		snprintf(cr, sizeof(cr), "bytes %lld-%lld/%lld", c->off,
+		         c->off + (long long)c->len - 1, c->size);
+		http_add_header(r, "Content-Range", cr);
+		http_add_header(r, "Accept-Ranges", "bytes");
+		http_reply(r, 206, "text/plain; charset=utf-8", c->buf, c->len);
+	} else {
+		http_add_header(r, "Accept-Ranges", "bytes");
+		http_reply(r, 200, "text/plain; charset=utf-8", c->buf, c->len);
+	}
+	log_ctx_free(c);
 }
 
 /* the request ends before the worker: the worker's done frees */
@@ -1148,9 +1556,102 @@ static void log_row(PGresult *res, enum rc rc, void *arg)
 	if (worker_submit(log_read, log_sent, c) < 0) {
 		r->data_free = NULL;
 		r->data = NULL;
-		free(c);
+		log_ctx_free(c);
 		http_reply_error(r, RC_UNAVAILABLE, "retry in a few seconds", "the server is busy");
 	}
+}
+
+/* ?offset=&length=, ?q=&regex=&limit= and the Range header into c; replies
+ * 400 and returns -1 on bad values. */
+static int log_options(struct http_req *r, struct log_ctx *c, int follow)
+{
+	char off[24], len[24], q[256], rx[8], lim[16];
+	const char *range = http_header(r, "Range");
+	long no, nl, nq, nr, nm;
+	long long v;
+
+	if ((no = api_query(r, "offset", off, sizeof(off))) == -2 ||
+	    (nl = api_query(r, "length", len, sizeof(len))) == -2 ||
+	    (nq = api_query(r, "q", q, sizeof(q))) == -2 ||
+	    (nr = api_query(r, "regex", rx, sizeof(rx))) == -2 ||
+	    (nm = api_query(r, "limit", lim, sizeof(lim))) == -2)
+		return -1;
+	c->want = -1;
+	if (no >= 0) {
+		if (http_parse_decimal(off, &v) < 0 || v < 0) {
+			http_reply_error(r, RC_INVALID, "e.g. offset=0&length=65536",
+			                 "offset must be a byte offset (0 or more)");
+			return -1;
+		}
+		c->off = v;
+		c->ranged = 1;
+	}
+	if (nl >= 0) {
+		if (http_parse_decimal(len, &v) < 0 || v < 1) {
+			http_reply_error(r, RC_INVALID, "e.g. offset=0&length=65536",
+			                 "length must be 1 or more bytes");
+			return -1;
+		}
+		c->want = v;
+		c->ranged = 1;
+	}
+	if (range && !c->ranged) {
+		if (strlen(range) >= sizeof(c->range)) {
+			http_reply_error(r, RC_INVALID, "e.g. Range: bytes=0-65535",
+			                 "the Range header is too long");
+			return -1;
+		}
+		snprintf(c->range, sizeof(c->range), "%s", range);
+		c->ranged = 1;
+	}
+	if (nq >= 0) {
+		if (!q[0]) {
+			http_reply_error(r, RC_INVALID, "e.g. q=loss", "q must not be empty");
+			return -1;
+		}
+		snprintf(c->q, sizeof(c->q), "%s", q);
+		c->search = 1;
+	}
+	if (nr >= 0 && strcmp(rx, "0") != 0 && strcmp(rx, "1") != 0) {
+		http_reply_error(r, RC_INVALID, "regex=1 reads q as a regular expression",
+		                 "regex must be 0 or 1");
+		return -1;
+	}
+	c->regex = nr >= 0 && rx[0] == '1';
+	c->limit = 100;
+	if (nm >= 0) {
+		if (http_parse_decimal(lim, &v) < 0 || v < 1 || v > LOG_MATCH_MAX) {
+			http_reply_error(r, RC_INVALID, "e.g. limit=100",
+			                 "limit must be 1 to %d matches", LOG_MATCH_MAX);
+			return -1;
+		}
+		c->limit = (int)v;
+	}
+	if ((c->regex || nm >= 0) && !c->search) {
+		http_reply_error(r, RC_INVALID, "e.g. q=loss&regex=0&limit=100",
+		                 "regex and limit go with a search (q)");
+		return -1;
+	}
+	if ((c->search && c->ranged && !c->range[0]) || (follow && (c->search || c->ranged))) {
+		http_reply_error(r, RC_INVALID, "one of them per request",
+		                 "follow, a byte range (offset, length, Range) and a search (q) "
+		                 "do not mix");
+		return -1;
+	}
+	if (c->search)
+		c->ranged = 0; /* a Range header does not apply to search results */
+	if (c->regex) {
+		int e = regcomp(&c->re, c->q, REG_EXTENDED | REG_ICASE | REG_NOSUB);
+		if (e != 0) {
+			char why[160];
+			regerror(e, &c->re, why, sizeof(why));
+			http_reply_error(r, RC_INVALID, "a POSIX extended regular expression",
+			                 "bad regular expression: %s", why);
+			return -1;
+		}
+		c->re_ok = 1;
+	}
+	return 0;
 }
 
 static void logs(struct http_req *r)
@@ -1210,9 +1711,13 @@ static void logs(struct http_req *r)
 		}
 		c->from = v;
 	}
+	if (log_options(r, c, c->follow) < 0) {
+		log_ctx_free(c);
+		return;
+	}
 	c->r = r;
 	r->data = c;
-	r->data_free = free;
+	r->data_free = log_ctx_free;
 	snprintf(ids, sizeof(ids), "%lld", id);
 	p[0] = ids;
 	p[1] = owner_param(r, uid, sizeof(uid));

@@ -1,6 +1,6 @@
 /* areas.c — storage areas as callers see them, on the loop: resolving an
- * area name ("home", "home:<user>", "shared", "class:<id>") for a caller with
- * its access, the usage and limits of an area as JSON, and /me's storage
+ * area name ("home", "home:<user>", "shared", "class:<id>", "job:<id>") for a
+ * caller with its access, the usage and limits of an area as JSON, and /me's storage
  * columns, which the caller lookup reads in its own round trip.
  * Does not own: the file work itself (files.c, on workers), scans (quota.c),
  * who the caller is (auth/): callers hand in a struct areas_caller.
@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "db/db.h"
+#include "storage/paths.h"
 
 /* ---- resolving an area name for a caller ---- */
 
@@ -75,6 +76,36 @@ static void resolve_class_done(PGresult *res, enum rc rc, void *arg)
 static int all_digits(const char *s)
 {
 	return *s && strspn(s, "0123456789") == strlen(s) && strlen(s) < 19;
+}
+
+/* job:<id>: the job's folder in its owner's home, read-only here (the
+ * owner changes it through home).  Someone else's job is "no such job",
+ * so ids say nothing about other users. */
+static void resolve_job_done(PGresult *res, enum rc rc, void *arg)
+{
+	struct resolve *rs = arg;
+	char name[80], sub[400];
+	const char *why = NULL;
+
+	if (rc != RC_OK) {
+		rs->cb(rs->arg, NULL, rc, "the database is unavailable");
+	} else if (PQntuples(res) != 1) {
+		rs->cb(rs->arg, NULL, RC_NOTFOUND, "no such job");
+	} else if (paths_clean_decoded(db_val(res, 0, 2), sub, sizeof(sub), &why) < 0 ||
+	           strncmp(sub, "jobs/", 5) != 0) {
+		rs->cb(rs->arg, NULL, RC_NOTFOUND, "the job has no folder");
+	} else if (rs->want_write) {
+		rs->cb(rs->arg, NULL, RC_FORBIDDEN,
+		       "a job's folder is read-only here: change its files in the owner's home");
+	} else {
+		snprintf(name, sizeof(name), "%s", rs->a.name);
+		storage_area_home(&rs->a, strtoll(db_val(res, 0, 0), NULL, 10), db_val(res, 0, 1));
+		snprintf(rs->a.name, sizeof(rs->a.name), "%s", name);
+		snprintf(rs->a.sub, sizeof(rs->a.sub), "%s", sub);
+		rs->a.writable = 0;
+		rs->cb(rs->arg, &rs->a, RC_OK, NULL);
+	}
+	free(rs);
 }
 
 void areas_resolve(const struct areas_caller *caller, const char *name, int want_write, areas_cb cb,
@@ -147,6 +178,19 @@ void areas_resolve(const struct areas_caller *caller, const char *name, int want
 		         " WHERE m.class_id = c.id AND m.user_id = $2::bigint), c.id"
 		         " FROM classes c WHERE c.id = $1::bigint",
 		         2, p, resolve_class_done, rs);
+		return;
+	}
+	if (!strncmp(name, "job:", 4) && all_digits(name + 4)) {
+		char uid[24];
+		const char *p[2] = { name + 4, caller->is_admin ? NULL : uid };
+
+		snprintf(uid, sizeof(uid), "%lld", (long long)caller->user_id);
+		db_query("SELECT j.user_id, u.username,"
+		         " substr(j.directory, length('home/' || u.username || '/') + 1)"
+		         " FROM jobs j JOIN users u ON u.id = j.user_id"
+		         " WHERE j.id = $1::bigint AND ($2::bigint IS NULL OR j.user_id = "
+		         "$2::bigint)",
+		         2, p, resolve_job_done, rs);
 		return;
 	}
 	free(rs);

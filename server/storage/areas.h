@@ -27,7 +27,9 @@ struct areas_caller {
 /* Resolves an area name for a caller: "home" (their own), "home:<username>"
  * or "home:<user id>" (admins; the caller's own id too), "shared" (everyone
  * reads, admins write), "class:<id>" (its teacher and admins write,
- * members read).  cb(arg, area, RC_OK, NULL) when the caller may (write
+ * members read), "job:<id>" (the job's folder in its owner's home: the
+ * owner and admins read, nobody writes here; others get RC_NOTFOUND).
+ * cb(arg, area, RC_OK, NULL) when the caller may (write
  * access when want_write), else cb(arg, NULL, rc, message).  cb may run
  * before areas_resolve returns.  caller is read before it returns (it may
  * live on the caller's stack). */

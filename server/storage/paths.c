@@ -207,6 +207,17 @@ int paths_open(int rootfd, const char *path, int flags, mode_t mode)
 	return (int)fd;
 }
 
+int paths_open_nofollow(int rootfd, const char *path, int flags)
+{
+	struct open_how how;
+
+	memset(&how, 0, sizeof(how));
+	how.flags = (unsigned long long)((flags & ~O_CREAT) | O_CLOEXEC | O_NONBLOCK);
+	how.resolve =
+	        RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV;
+	return (int)syscall(SYS_openat2, rootfd, *path ? path : ".", &how, sizeof(how));
+}
+
 int paths_open_parent(int rootfd, const char *path, char *leaf, size_t leaflen)
 {
 	const char *slash = strrchr(path, '/');

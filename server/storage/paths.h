@@ -43,6 +43,12 @@ int paths_name_ok(const char *name);
  * escape attempt). */
 int paths_open(int rootfd, const char *path, int flags, mode_t mode);
 
+/* paths_open() that also refuses every symbolic link on the way
+ * (RESOLVE_NO_SYMLINKS: ELOOP), even one that stays beneath rootfd: for
+ * a folder whose very name must be the real thing (a job's folder inside
+ * a home its owner controls).  No O_CREAT. */
+int paths_open_nofollow(int rootfd, const char *path, int flags);
+
 /* Opens the directory that holds path's last component (O_DIRECTORY |
  * O_PATH-free, readable) and copies that component into leaf.  path must
  * not be empty.  Returns the directory fd or -1 with errno. */

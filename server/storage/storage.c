@@ -18,6 +18,7 @@
 
 #include "base/config.h"
 #include "base/log.h"
+#include "storage/paths.h"
 
 static char root[1100];
 static int prj_supported;
@@ -84,6 +85,8 @@ void storage_area_home(struct storage_area *a, long long user_id, const char *us
 {
 	const char *r = storage_root();
 
+	a->sub[0] = '\0';
+
 	snprintf(a->key, sizeof(a->key), "home:%lld", user_id);
 	snprintf(a->dir, sizeof(a->dir), "%s/home/%s", r, username);
 	snprintf(a->trash, sizeof(a->trash), "%s/.trash/home:%lld", r, user_id);
@@ -97,6 +100,8 @@ void storage_area_shared(struct storage_area *a)
 {
 	const char *r = storage_root();
 
+	a->sub[0] = '\0';
+
 	snprintf(a->key, sizeof(a->key), "shared");
 	snprintf(a->dir, sizeof(a->dir), "%s/shared", r);
 	snprintf(a->trash, sizeof(a->trash), "%s/.trash/shared", r);
@@ -108,6 +113,8 @@ void storage_area_shared(struct storage_area *a)
 void storage_area_class(struct storage_area *a, long long class_id, long long teacher_id)
 {
 	const char *r = storage_root();
+
+	a->sub[0] = '\0';
 
 	snprintf(a->key, sizeof(a->key), "class:%lld", class_id);
 	snprintf(a->dir, sizeof(a->dir), "%s/classes/%lld", r, class_id);
@@ -145,7 +152,15 @@ static int open_made(const char *dir, mode_t mode, long long uid, long long gid)
 
 int storage_area_open(const struct storage_area *a)
 {
-	return open_made(a->dir, a->dir_mode, a->uid, a->gid);
+	int fd = open_made(a->dir, a->dir_mode, a->uid, a->gid), sub, err;
+
+	if (fd < 0 || !a->sub[0])
+		return fd;
+	sub = paths_open_nofollow(fd, a->sub, O_RDONLY | O_DIRECTORY);
+	err = errno;
+	close(fd);
+	errno = err;
+	return sub;
 }
 
 int storage_trash_open(const struct storage_area *a)

@@ -50,6 +50,10 @@ struct storage_area {
 	mode_t dir_mode;    /* of the area's root directory */
 	long long user_id, class_id;
 	int writable; /* the caller may change it */
+	/* a folder below dir that is the area's root ("" none): a job's
+	 * folder in its owner's home, which that owner may have replaced with
+	 * a link, so it is opened without following any */
+	char sub[400];
 };
 
 void storage_area_home(struct storage_area *a, long long user_id, const char *username);
@@ -58,7 +62,10 @@ void storage_area_class(struct storage_area *a, long long class_id, long long te
 
 /* Blocking (worker threads): open the area's directory / its trash
  * directory / the staging directory, creating them (with owner and mode)
- * when missing.  Return an O_DIRECTORY fd, or -1 with errno. */
+ * when missing.  Return an O_DIRECTORY fd, or -1 with errno.  An area
+ * with a sub folder opens that below dir, never creating it and following
+ * no link on the way (ELOOP when one is there, ENOENT/ENOTDIR when it is
+ * gone or a file). */
 int storage_area_open(const struct storage_area *a);
 int storage_trash_open(const struct storage_area *a);
 int storage_staging_open(void);

@@ -14,7 +14,8 @@
 #   work      base db engine storage
 #   apps      base net db engine auth
 #   api       everything below; of api/ only the shared helpers api.h,
-#             metrics.h, admit.h and job_body.h, never another resource's file
+#             metrics.h, admit.h, job_body.h and jobcursor.h (pure), never
+#             another resource's file
 #   main.c    everything
 set -euo pipefail
 cd -- "$(dirname -- "${BASH_SOURCE[0]}")/../../server"
@@ -31,7 +32,7 @@ declare -A ALLOW=(
 	[apps]="base net db engine auth apps"
 	[api]="base net db engine storage auth sched work apps api"
 )
-API_SHARED="api/api.h api/metrics.h api/admit.h api/job_body.h"
+API_SHARED="api/api.h api/metrics.h api/admit.h api/job_body.h api/jobcursor.h"
 
 bad=0
 for dir in */; do

@@ -15,6 +15,7 @@ import { poll } from '../parts/poll.js';
 import { jobStateBadge, jobReason, jobResources, jobLive, cancelButton } from '../parts/job.js';
 import { lineChart } from '../parts/chart.js';
 import { jobMembers } from '../parts/job-members.js';
+import { jobOutputs } from '../parts/job-outputs.js';
 
 const POLL_MS = 2000;
 const TAIL = 500;
@@ -206,4 +207,5 @@ export function render(main) {
   let poller = null;
   if (!Number.isInteger(id) || id < 1) { head.replaceChildren(h('h1', null, t('job.detail.gone'))); return; }
   poller = poll(() => api.get(`/jobs/${id}`), POLL_MS, { until: main, show, fail, stopped: stopFollow });
+  const outputs = jobOutputs(id); main.querySelector('[data-job-page]').append(outputs.el); outputs.refresh();
 }
