@@ -3,8 +3,9 @@
  * its runs and the best of them, and cancel (every live run).
  *
  * Every run is a job a user could have submitted: its POST /jobs body is
- * made by run_body() (the one place a run is shaped; a template's expansion
- * belongs there) and checked by job_body_check().  All runs are recorded
+ * made by run_body() (the one place a run is shaped; with job.template_id
+ * each run's body is expanded there by job_body_expand(), the template
+ * loaded once) and checked by job_body_check().  All runs are recorded
  * with their allocation requests in one statement, so a 201 means every run
  * is committed, and none is when any check fails.  The limits are checked
  * as POST /jobs does (admit.c) for the shape all runs share.  Idempotency-Key
@@ -26,6 +27,7 @@
 #include "auth/auth.h"
 #include "base/events.h"
 #include "db/db.h"
+#include "work/template.h"
 
 #define SWEEP_MAX_RUNS 256
 
@@ -216,6 +218,7 @@ struct create_ctx {
 	char *text;   /* the body as sent (validated JSON) */
 	char *runs;   /* the runs' POST /jobs bodies, a JSON array */
 	json_t *base; /* the first run: the shape every run shares */
+	json_t *tmpl; /* job.template_id's template (API_JOB_TEMPLATE_JSON), or NULL */
 	char key[208];
 	int tries;
 	struct admit fit;
@@ -227,6 +230,7 @@ static void create_free(void *p)
 
 	json_decref(c->body);
 	json_decref(c->base);
+	json_decref(c->tmpl);
 	free(c->text);
 	free(c->runs);
 	free(c);
@@ -263,13 +267,45 @@ static int scalar(const json_t *v)
 	return json_is_number(v) || json_is_boolean(v) || json_is_string(v);
 }
 
+/* Where a template refused run i's value: the grid's value
+ * ("grid.lr[2]"), the list's set ("list[3].lr"), else the run
+ * ("runs[3].hyperparameters.lr"). */
+static void run_field(char *out, size_t len, json_t *body, size_t i, const json_t *set,
+                      const char *field)
+{
+	const char *pre = "hyperparameters.";
+	const char *k = strncmp(field, pre, strlen(pre)) == 0 ? field + strlen(pre) : NULL;
+	json_t *vals = k ? json_object_get(json_object_get(body, "grid"), k) : NULL;
+	json_t *v = NULL, *g;
+	size_t j;
+
+	if (k && (v = json_object_get(set, k)) != NULL) {
+		if (json_is_array(vals)) {
+			json_array_foreach(vals, j, g)
+			{
+				if (json_equal(g, v)) {
+					snprintf(out, len, "grid.%.96s[%zu]", k, j);
+					return;
+				}
+			}
+		} else if (json_object_get(body, "list")) {
+			snprintf(out, len, "list[%zu].%.96s", i, k);
+			return;
+		}
+	}
+	snprintf(out, len, "runs[%zu].%.96s", i, field);
+}
+
 /* Run i's POST /jobs body (new reference): the sweep's job with the run's
- * name and hyperparameters (the job's own, then the set's), every default
- * written out so the insert reads one shape.  Each run is made here. */
-static json_t *run_body(const json_t *job, const char *sweep, size_t i, json_t *set)
+ * name and hyperparameters (the job's own, then the set's), expanded from
+ * tmpl when there is one (NULL with *err filled when the template refuses
+ * the run), every default written out so the insert reads one shape.  Each
+ * run is made here. */
+static json_t *run_body(const json_t *job, const char *sweep, size_t i, json_t *set,
+                        const json_t *tmpl, const char *home, struct template_error *err)
 {
 	json_t *b = json_deep_copy(job), *hp;
-	char name[72];
+	char name[72], *cmd = NULL, *hps = NULL;
 	int has_pool;
 	const char *k;
 	json_t *v;
@@ -286,6 +322,15 @@ static json_t *run_body(const json_t *job, const char *sweep, size_t i, json_t *
 	json_object_foreach(set, k, v)
 	{
 		json_object_set(hp, k, v);
+	}
+	if (tmpl) {
+		int bad = job_body_expand(b, tmpl, home, &cmd, &hps, err) < 0;
+		free(cmd);
+		free(hps);
+		if (bad) {
+			json_decref(b);
+			return NULL;
+		}
 	}
 	has_pool = json_is_string(json_object_get(b, "pool"));
 	if (has_pool && !json_object_get(b, "slices"))
@@ -518,7 +563,8 @@ static void create_insert(struct http_req *r)
 	        "  FROM runs CROSS JOIN img LEFT JOIN pl ON true RETURNING id, owner_id),"
 	        " ins AS (INSERT INTO jobs (id, user_id, name, tags, image_id, command, env,"
 	        "  hyperparameters, pool_id, slices, cpu_millis, mem_mib, shm_mib, priority,"
-	        "  max_runtime_s, retry_limit, request_id, directory, container_name, sweep_id)"
+	        "  max_runtime_s, retry_limit, request_id, directory, container_name, sweep_id,"
+	        "  template_id)"
 	        "  SELECT runs.jid, $1, runs.b->>'name',"
 	        "  ARRAY(SELECT jsonb_array_elements_text(COALESCE(runs.b->'tags', '[]'))),"
 	        "  img.id, ARRAY(SELECT jsonb_array_elements_text(runs.b->'command')),"
@@ -530,7 +576,7 @@ static void create_insert(struct http_req *r)
 	        "  (runs.b->>'retry_limit')::int, req.id,"
 	        "  'home/' || usr.username || '/jobs/' || runs.jid || '-' || (runs.b->>'name'),"
 	        "  'gc-' || substr((SELECT cluster_id FROM cluster_identity), 1, 8) || '-job-'"
-	        "  || runs.jid, (SELECT id FROM sw)"
+	        "  || runs.jid, (SELECT id FROM sw), (runs.b->>'template_id')::bigint"
 	        "  FROM runs JOIN req ON req.owner_id = runs.jid::text, img, usr RETURNING id)"
 	        " SELECT (SELECT id FROM sw), (SELECT why FROM rq), (SELECT id FROM prev),"
 	        " (SELECT same FROM prev), (SELECT count(*) FROM ins)",
@@ -581,11 +627,11 @@ static void create_blocked(PGresult *res, enum rc rc, void *arg)
 /* Every run's body, checked as POST /jobs checks one (a JSON array, caller
  * frees); *base the first run (new reference).  Replies 4xx itself and
  * returns NULL. */
-static char *runs_of(struct http_req *r, json_t *body, json_t **base)
+static char *runs_of(struct http_req *r, json_t *body, json_t **base, const json_t *tmpl)
 {
 	const char *sweep = json_string_value(json_object_get(body, "name"));
 	json_t *job = json_object_get(body, "job"), *sets, *runs = NULL, *typed = NULL, *set;
-	char err[256], *text = NULL;
+	char err[256], *text = NULL, home[300];
 	size_t i;
 
 	*base = NULL;
@@ -613,10 +659,33 @@ static char *runs_of(struct http_req *r, json_t *body, json_t **base)
 	sets = sets_of(r, body);
 	if (!sets)
 		return NULL;
+	snprintf(home, sizeof(home), "/home/%s", r->auth->username);
 	runs = json_array();
 	json_array_foreach(sets, i, set)
 	{
-		json_t *b = run_body(job, sweep, i, set);
+		struct template_error te = { "", "", "", 0, 0 };
+		json_t *b = run_body(job, sweep, i, set, tmpl, home, &te), *details;
+		if (!b && (te.field[0] || te.msg[0])) {
+			char field[192], msg[640];
+			run_field(field, sizeof(field), body, i, set, te.field);
+			details = json_pack("[{s:s, s:s, s:I}]", "field", field, "reason", te.reason,
+			                    "run", (json_int_t)i);
+			if (details && te.has_limit)
+				json_object_set_new(json_array_get(details, 0), "limit",
+				                    json_real(te.limit));
+			snprintf(msg, sizeof(msg), "%s: %s", field,
+			         te.msg[0] ? te.msg : "the template could not be expanded");
+			http_reply_error_details(r, RC_INVALID, details,
+			                         "GET /api/v1/job-templates/{id} shows its schema", msg);
+			goto out;
+		}
+		if (b && json_integer_value(json_object_get(b, "members")) > 1) {
+			json_decref(b);
+			http_reply_error(r, RC_INVALID, "submit distributed jobs one by one",
+			                 "job: the template makes distributed jobs; a sweep's runs "
+			                 "are not distributed");
+			goto out;
+		}
 		if (!b || job_body_check(r, b) < 0) {
 			if (!b)
 				http_reply_error(r, RC_NOMEM, NULL, "out of memory");
@@ -639,13 +708,14 @@ out:
 	return text;
 }
 
+static void template_row(PGresult *res, enum rc rc, void *arg);
+static void create_runs(struct http_req *r);
+
 static void create(struct http_req *r)
 {
-	json_t *body = api_json_body(r, sweep_spec), *v;
+	json_t *body = api_json_body(r, sweep_spec), *v, *tid;
 	const char *key, *goal;
 	struct create_ctx *c;
-	char uid[24];
-	const char *p[1] = { uid };
 	size_t n, i;
 
 	if (!body)
@@ -692,9 +762,6 @@ static void create(struct http_req *r)
 	if (!c)
 		goto bad;
 	c->body = body;
-	c->runs = runs_of(r, body, &c->base);
-	if (!c->runs)
-		return;
 	c->text = strndup((const char *)evbuffer_pullup(r->body, -1), evbuffer_get_length(r->body));
 	if (!c->text) {
 		http_reply_error(r, RC_NOMEM, NULL, "out of memory");
@@ -703,6 +770,59 @@ static void create(struct http_req *r)
 	n = key ? strlen(key) : 0;
 	memcpy(c->key, key ? key : "", n);
 	c->key[n] = '\0';
+	tid = json_object_get(json_object_get(body, "job"), "template_id");
+	if (json_is_integer(tid)) {
+		/* the template once for every run; a disabled one for admins
+		 * only (as POST /jobs) */
+		char ids[24];
+		const char *tp[2] = { ids, is_admin(r) ? "t" : "f" };
+		snprintf(ids, sizeof(ids), "%lld", (long long)json_integer_value(tid));
+		db_query("SELECT " API_JOB_TEMPLATE_JSON API_JOB_TEMPLATE_FROM
+		         " WHERE t.id = $1 AND (t.enabled OR $2::bool)",
+		         2, tp, template_row, r);
+		return;
+	}
+	create_runs(r);
+	return;
+bad:
+	json_decref(body);
+}
+
+static void template_row(PGresult *res, enum rc rc, void *arg)
+{
+	struct http_req *r = arg;
+	struct create_ctx *c = r->data;
+
+	if (rc != RC_OK) {
+		api_reply_db_error(r, rc, "");
+		return;
+	}
+	if (PQntuples(res) != 1) {
+		http_reply_error_details(
+		        r, RC_NOTFOUND,
+		        json_pack("[{s:s, s:s}]", "field", "job.template_id", "reason", "unknown"),
+		        "GET /api/v1/job-templates lists them", "no such job template");
+		return;
+	}
+	c->tmpl = json_loads(db_val(res, 0, 0), 0, NULL);
+	if (!c->tmpl) {
+		http_reply_error(r, RC_NOMEM, NULL, "out of memory");
+		return;
+	}
+	create_runs(r);
+}
+
+/* Every run's body (expanded from c->tmpl when there is one), then the
+ * space check, the limits and the insert. */
+static void create_runs(struct http_req *r)
+{
+	struct create_ctx *c = r->data;
+	char uid[24];
+	const char *p[1] = { uid };
+
+	c->runs = runs_of(r, c->body, &c->base, c->tmpl);
+	if (!c->runs)
+		return;
 	c->fit.pool = json_string_value(json_object_get(c->base, "pool"));
 	c->fit.slices = (int)int_of(c->base, "slices");
 	c->fit.nodes = 1;
@@ -711,9 +831,6 @@ static void create(struct http_req *r)
 	c->fit.ok = create_insert;
 	snprintf(uid, sizeof(uid), "%lld", (long long)r->auth->user_id);
 	db_query("SELECT gc_storage_block_reason($1)", 1, p, create_blocked, r);
-	return;
-bad:
-	json_decref(body);
 }
 
 /* ---- cancel ---- */
