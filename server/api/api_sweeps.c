@@ -668,15 +668,16 @@ static char *runs_of(struct http_req *r, json_t *body, json_t **base, const json
 		if (!b && (te.field[0] || te.msg[0])) {
 			char field[192], msg[640];
 			run_field(field, sizeof(field), body, i, set, te.field);
-			details = json_pack("[{s:s, s:s, s:I}]", "field", field, "reason", te.reason,
-			                    "run", (json_int_t)i);
+			details = json_pack("[{s:s, s:s, s:I}]", "field", field, "reason",
+			                    te.reason, "run", (json_int_t)i);
 			if (details && te.has_limit)
 				json_object_set_new(json_array_get(details, 0), "limit",
 				                    json_real(te.limit));
 			snprintf(msg, sizeof(msg), "%s: %s", field,
 			         te.msg[0] ? te.msg : "the template could not be expanded");
 			http_reply_error_details(r, RC_INVALID, details,
-			                         "GET /api/v1/job-templates/{id} shows its schema", msg);
+			                         "GET /api/v1/job-templates/{id} shows its schema",
+			                         msg);
 			goto out;
 		}
 		if (b && json_integer_value(json_object_get(b, "members")) > 1) {

@@ -20,5 +20,6 @@ import quotas from './en/quotas.js';
 import errors from './en/errors.js';
 import sweeps from './en/sweeps.js';
 import templates from './en/templates.js';
+import sweepTemplates from './en/sweep-templates.js';
 
-export default merge(shell, errors, auth, home, instances, jobs, jobMembers, files, cluster, users, nodes, pools, images, quotas, sweeps, templates);
+export default merge(shell, errors, auth, home, instances, jobs, jobMembers, files, cluster, users, nodes, pools, images, quotas, sweeps, templates, sweepTemplates);

@@ -20,5 +20,6 @@ import quotas from './zh-CN/quotas.js';
 import errors from './zh-CN/errors.js';
 import sweeps from './zh-CN/sweeps.js';
 import templates from './zh-CN/templates.js';
+import sweepTemplates from './zh-CN/sweep-templates.js';
 
-export default merge(shell, errors, auth, home, instances, jobs, jobMembers, files, cluster, users, nodes, pools, images, quotas, sweeps, templates);
+export default merge(shell, errors, auth, home, instances, jobs, jobMembers, files, cluster, users, nodes, pools, images, quotas, sweeps, templates, sweepTemplates);

@@ -121,6 +121,8 @@ function serverFieldError(err) {
   return said === key ? err.message : said;
 }
 
+const withNote = (f, note) => { f.append(note); return f; };
+
 export function render(main, ctx) {
   const msg = messageBox();
   const query = new URLSearchParams((location.hash.split('?')[1]) || '');
@@ -143,7 +145,23 @@ export function render(main, ctx) {
   const retries = h('input', { type: 'number', min: 0, max: 10, value: 0, 'data-field': 'retry-limit' });
   const slicesField = field(t('job.form.slices'), slices);
   slicesField.hidden = true;
-  poolSel.addEventListener('change', () => { slicesField.hidden = !poolSel.value; });
+  // a distributed job (with a pool): members, each with the slices, CPU
+  // and memory asked for
+  const members = h('input', { type: 'number', min: 1, max: 16, step: 1, value: 1, 'data-field': 'members' });
+  const membersField = field(t('job.form.members'), members, t('job.form.membersHelp'));
+  membersField.hidden = true;
+  const perMember = () => h('p', { class: 'field-help', 'data-per-member': '', hidden: true }, t('job.form.perMember'));
+  const perMemberNotes = [perMember(), perMember(), perMember()];
+  slicesField.append(perMemberNotes[0]);
+  const poolChanged = () => {
+    slicesField.hidden = !poolSel.value;
+    membersField.hidden = !poolSel.value;
+    for (const n of perMemberNotes) n.hidden = !poolSel.value;
+  };
+  poolSel.addEventListener('change', poolChanged);
+  // "Sweep over these hyperparameters": the sweep builder with this template
+  const sweepLink = h('a', { class: 'btn btn-small', 'data-action': 'sweep-template' }, t('sweepTmpl.link'));
+  const sweepLinkBox = h('p', { hidden: true }, sweepLink);
 
   // the template's part of the form
   const cmdField = field(t('job.form.command'), cmdInput, t('job.form.commandHelp'));
@@ -179,8 +197,10 @@ export function render(main, ctx) {
     previewField.hidden = !tpl;
     tplSection.hidden = !tpl;
     templateInfo.textContent = tpl ? tpl.description || '' : t('tmpl.pick.help');
+    sweepLinkBox.hidden = !tpl || !(tpl.hyperparameters || []).length || tpl.members > 1;
+    if (tpl) sweepLink.setAttribute('href', `#/sweeps/new?template=${tpl.id}`);
     const fixed = tpl && !tpl.allow_overrides;
-    for (const el of [cpu, mem, runtime, poolSel, slices]) el.disabled = !!fixed;
+    for (const el of [cpu, mem, runtime, poolSel, slices, members]) el.disabled = !!fixed;
     imageSel.disabled = !!(tpl && tpl.image_id && !tpl.allow_overrides);
     state.hps = [];
     state.inputs = [];
@@ -194,7 +214,8 @@ export function render(main, ctx) {
     runtime.value = tpl.max_runtime_s;
     if (tpl.pool && [...poolSel.options].some((o) => o.value === tpl.pool)) poolSel.value = tpl.pool;
     if (tpl.slices >= 1) slices.value = tpl.slices;
-    slicesField.hidden = !poolSel.value;
+    members.value = tpl.members || 1;
+    poolChanged();
     for (const inp of tpl.inputs || []) {
       const el = h('input', { type: 'text', class: 'mono', autocomplete: 'off', maxlength: 4096, value: inp.default || '', 'data-input': inp.name });
       const err = h('p', { class: 'field-error', 'data-input-error': inp.name, hidden: true });
@@ -237,8 +258,9 @@ export function render(main, ctx) {
     field(t('job.form.image'), imageSel),
     field(t('job.form.name'), nameInput, t('job.form.nameHelp')),
     cmdField, tplSection, previewField,
-    field(t('job.form.pool'), poolSel), slicesField,
-    field(t('job.form.cpu'), cpu), field(t('job.form.memory'), mem),
+    sweepLinkBox,
+    field(t('job.form.pool'), poolSel), slicesField, membersField,
+    withNote(field(t('job.form.cpu'), cpu), perMemberNotes[1]), withNote(field(t('job.form.memory'), mem), perMemberNotes[2]),
     hpField,
     field(t('job.form.maxRuntime'), runtime),
     field(t('job.form.priority'), priority, t('job.form.priorityHelp')),
@@ -271,6 +293,8 @@ export function render(main, ctx) {
     const tpl = state.tpl;
     if (!imageSel.value && !(tpl && tpl.image_id)) { msg.error(t('job.form.pickImage')); return; }
     if (!NAME_RE.test(nameInput.value)) { msg.error(t('job.form.badName')); nameInput.focus(); return; }
+    const nMembers = Number(members.value);
+    if (poolSel.value && !(Number.isInteger(nMembers) && nMembers >= 1 && nMembers <= 16)) { msg.error(t('job.form.badMembers')); members.focus(); return; }
     let hyper = {};
     if (tpl) {
       let first = null;
@@ -309,6 +333,7 @@ export function render(main, ctx) {
         if (!tpl || tpl.allow_overrides) {
           Object.assign(body, { cpu_millis: Number(cpu.value), mem_mib: Number(mem.value), max_runtime_s: Number(runtime.value) });
           if (poolSel.value) { body.pool = poolSel.value; body.slices = Number(slices.value); }
+          if (poolSel.value && nMembers > 1) body.members = nMembers;
         }
         // a retried click never makes two jobs
         const job = await api.post('/jobs', body, { headers: { 'Idempotency-Key': form.dataset.key || (form.dataset.key = newKey()) } });

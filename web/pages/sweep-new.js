@@ -4,8 +4,15 @@
 // per row; every combination runs) or a list (one JSON set per line) — and
 // the metric that ranks the runs. The run count is shown before submitting;
 // submitting goes to the sweep's page.
+//
+// Or from a job template (#/sweeps/new?template=<id> picks one): the
+// template supplies the command and the resources, its inputs become fields
+// and its hyperparameters grid rows prefilled with their defaults, each
+// showing its type and range; every value is checked against the schema
+// before submitting, and the server's refusal of one (details field
+// "grid.lr[2]") is shown under its row.
 import { api } from '../api.js';
-import { t, formatNumber } from '../i18n.js';
+import { t, formatNumber, getLanguage, SERVER_LANGUAGE } from '../i18n.js';
 import { h, field, messageBox, busy } from '../ui.js';
 
 const NAME_RE = /^[a-z0-9][a-z0-9._-]{0,55}$/;
@@ -26,8 +33,40 @@ export function parseValues(text) {
   });
 }
 
+// Why value v is not one of schema s's (a reason key and its limit), or null.
+export function schemaRefusal(s, v) {
+  if (s.type === 'bool') return typeof v === 'boolean' ? null : { reason: 'type' };
+  if (s.type === 'string') return null; // (sent as text)
+  if (s.type === 'choice') return (s.choices || []).some((c) => c === v || String(c) === String(v)) ? null : { reason: 'choice' };
+  if (typeof v !== 'number' || !Number.isFinite(v)) return { reason: s.type === 'int' ? 'int' : 'number' };
+  if (s.type === 'int' && !Number.isInteger(v)) return { reason: 'int' };
+  if (s.min !== undefined && s.min !== null && v < s.min) return { reason: 'min', limit: s.min };
+  if (s.max !== undefined && s.max !== null && v > s.max) return { reason: 'max', limit: s.max };
+  return null;
+}
+
+// A schema's type and range, for reading: "number, at least 0, at most 1".
+function schemaLine(s) {
+  const parts = [t(`tmpl.type.${s.type}`)];
+  if (s.min !== undefined && s.min !== null) parts.push(t('tmpl.hp.min', { n: String(s.min) }));
+  if (s.max !== undefined && s.max !== null) parts.push(t('tmpl.hp.max', { n: String(s.max) }));
+  if (s.type === 'choice') parts.push(t('sweepTmpl.choices', { choices: (s.choices || []).map(String).join(', ') }));
+  return parts.join(', ');
+}
+
+const reasonText = (reason, limit) => {
+  const key = `tmpl.hp.err.${reason}`;
+  const said = t(key, { limit: limit === undefined ? '' : String(limit) });
+  return said === key ? t('tmpl.hp.err.type') : said;
+};
+
 export function render(main, ctx) {
   const msg = messageBox();
+  const query = new URLSearchParams((location.hash.split('?')[1]) || '');
+  const templateSel = h('select', { name: 'template', 'data-field': 'template' }, h('option', { value: '' }, t('tmpl.pick.none')));
+  const templateInfo = h('p', { class: 'field-help', 'data-template-description': '' });
+  const inputsBox = h('div', { class: 'form-inline-wide', 'data-template-inputs': '' });
+  const state = { templates: [], tpl: null, inputs: [] };
   const imageSel = h('select', { name: 'image', 'data-field': 'image' });
   const nameInput = h('input', { type: 'text', name: 'name', required: true, maxlength: 56, autocomplete: 'off', 'data-field': 'name', value: `sweep-${Math.random().toString(36).slice(2, 6)}` });
   const cmdInput = h('textarea', { name: 'command', rows: 3, required: true, class: 'mono', 'data-field': 'command', placeholder: 'python3 train.py' });
@@ -39,6 +78,7 @@ export function render(main, ctx) {
   const metric = h('input', { type: 'text', maxlength: 64, value: 'loss', autocomplete: 'off', 'data-field': 'metric' });
   const goal = h('select', { 'data-field': 'goal' },
     h('option', { value: 'min' }, t('sweep.form.goal.min')), h('option', { value: 'max' }, t('sweep.form.goal.max')));
+  const cmdField = field(t('job.form.command'), cmdInput, t('job.form.commandHelp'));
   const slicesField = field(t('job.form.slices'), slices);
   slicesField.hidden = true;
   poolSel.addEventListener('change', () => { slicesField.hidden = !poolSel.value; });
@@ -53,17 +93,78 @@ export function render(main, ctx) {
   const addBtn = h('button', { type: 'button', class: 'btn btn-small', 'data-action': 'add-param', onclick: () => { addRow('', ''); update(); } }, t('sweep.form.addParam'));
   const gridBox = h('div', { 'data-grid': '' }, rows, addBtn);
 
-  function addRow(name, values) {
-    const n = h('input', { type: 'text', maxlength: 64, autocomplete: 'off', class: 'mono', 'data-field': 'param-name', 'aria-label': t('sweep.form.param'), placeholder: 'lr', value: name });
+  // a row; with schema (a template's hyperparameter) its name is fixed,
+  // its type and range are shown and its values checked against them
+  function addRow(name, values, schema = null) {
+    const n = h('input', { type: 'text', maxlength: 64, autocomplete: 'off', class: 'mono', 'data-field': 'param-name', 'aria-label': t('sweep.form.param'), placeholder: 'lr', value: name, readonly: !!schema });
     const v = h('input', { type: 'text', autocomplete: 'off', class: 'mono', 'data-field': 'param-values', 'aria-label': t('sweep.form.values'), placeholder: '0.1, 0.01', value: values });
+    const err = h('p', { class: 'field-error', 'data-param-error': name, hidden: true });
     const r = h('div', { class: 'sweep-param', 'data-param': '' },
       h('div', { class: 'field' }, h('label', null, t('sweep.form.param')), n),
-      h('div', { class: 'field' }, h('label', null, t('sweep.form.values')), v),
+      h('div', { class: 'field' }, h('label', null, t('sweep.form.values')), v,
+        schema ? h('p', { class: 'field-help', 'data-param-schema': name }, schemaLine(schema)) : null, err),
       h('button', { type: 'button', class: 'btn btn-small', 'data-action': 'remove-param', onclick: () => { r.remove(); update(); } }, t('sweep.form.removeParam')));
+    r.schema = schema;
+    r.showError = (text) => {
+      err.textContent = text || '';
+      err.hidden = !text;
+      if (text) v.setAttribute('aria-invalid', 'true'); else v.removeAttribute('aria-invalid');
+    };
     n.addEventListener('input', update);
-    v.addEventListener('input', update);
+    v.addEventListener('input', () => { r.showError(''); update(); });
     rows.append(r);
   }
+
+  // the row's values for the request: a template's text hyperparameters
+  // stay text ("1" is not a number there)
+  const rowValues = (r) => {
+    const text = r.querySelector('[data-field=param-values]').value;
+    if (r.schema?.type === 'string') return text.split(',').map((x) => x.trim()).filter((x) => x !== '');
+    return parseValues(text);
+  };
+
+  // Every value of a template row the schema refuses: marks the rows; the
+  // first such row, or null.
+  function checkRows() {
+    let first = null;
+    for (const r of rows.querySelectorAll('[data-param]')) {
+      if (!r.schema) continue;
+      const bad = rowValues(r).map((x) => [x, schemaRefusal(r.schema, x)]).find(([, why]) => why);
+      r.showError(bad ? t('sweepTmpl.badValue', { value: String(bad[0]), reason: reasonText(bad[1].reason, bad[1].limit) }) : '');
+      if (bad && !first) first = r;
+    }
+    return first;
+  }
+
+  function pickTemplate(id) {
+    const tpl = state.templates.find((x) => String(x.id) === String(id)) || null;
+    state.tpl = tpl;
+    templateSel.value = tpl ? String(tpl.id) : '';
+    cmdField.hidden = !!tpl;
+    templateInfo.textContent = tpl ? tpl.description || '' : t('tmpl.pick.help');
+    const fixed = tpl && !tpl.allow_overrides;
+    for (const el of [cpu, mem, runtime, poolSel, slices]) el.disabled = !!fixed;
+    imageSel.disabled = !!(tpl && tpl.image_id && !tpl.allow_overrides);
+    state.inputs = [];
+    inputsBox.replaceChildren();
+    rows.replaceChildren();
+    if (!tpl) { addRow('lr', '0.1, 0.01'); update(); return; }
+    if (tpl.image_id && [...imageSel.options].some((o) => o.value === String(tpl.image_id))) imageSel.value = String(tpl.image_id);
+    cpu.value = tpl.cpu_millis;
+    mem.value = tpl.mem_mib;
+    runtime.value = tpl.max_runtime_s;
+    if (tpl.pool && [...poolSel.options].some((o) => o.value === tpl.pool)) poolSel.value = tpl.pool;
+    if (tpl.slices >= 1) slices.value = tpl.slices;
+    slicesField.hidden = !poolSel.value;
+    for (const inp of tpl.inputs || []) {
+      const el = h('input', { type: 'text', class: 'mono', autocomplete: 'off', maxlength: 4096, value: inp.default || '', 'data-input': inp.name });
+      state.inputs.push({ name: inp.name, el, required: inp.required });
+      inputsBox.append(field(inp.name, el, inp.help || ''));
+    }
+    for (const s of tpl.hyperparameters || []) addRow(s.name, s.default === undefined || s.default === null ? '' : String(s.default), s);
+    update();
+  }
+  templateSel.addEventListener('change', () => pickTemplate(templateSel.value));
 
   // { grid } | { list } | { error } from the form as it stands
   function sets() {
@@ -82,7 +183,7 @@ export function render(main, ctx) {
     let runs = 1;
     for (const r of rows.querySelectorAll('[data-param]')) {
       const name = r.querySelector('[data-field=param-name]').value.trim();
-      const values = parseValues(r.querySelector('[data-field=param-values]').value);
+      const values = rowValues(r);
       if (!name && !values.length) continue;
       if (!PARAM_RE.test(name) || !values.length) return { error: t('sweep.form.badParam') };
       grid[name] = values;
@@ -108,20 +209,27 @@ export function render(main, ctx) {
 
   async function load() {
     try {
-      const [imgs, pls] = await Promise.all([api.get('/images'), api.get('/pools')]);
+      const [imgs, pls, tpls] = await Promise.all([api.get('/images'), api.get('/pools'), api.get('/job-templates').catch(() => ({ items: [] }))]);
       if (!main.isConnected) return;
       const images = imgs.items || [];
       imageSel.replaceChildren(...images.map((i) => h('option', { value: i.id }, `${i.display_name || i.reference} — ${i.reference}`)));
       if (!images.length) msg.error(t('job.form.noImages'));
       poolSel.replaceChildren(h('option', { value: '' }, t('job.form.noGpu')),
         ...(pls.items || []).map((p) => h('option', { value: p.name }, t('job.form.poolOption', { name: p.name, free: formatNumber(p.free_slices || 0), total: formatNumber(p.slices || 0) }))));
+      // (a sweep's runs are not distributed)
+      state.templates = (tpls.items || []).filter((x) => x.enabled && !(x.members > 1));
+      templateSel.replaceChildren(h('option', { value: '' }, t('tmpl.pick.none')),
+        ...state.templates.map((x) => h('option', { value: x.id, 'data-template': x.name }, x.title)));
+      if (query.get('template')) pickTemplate(query.get('template'));
+      else templateInfo.textContent = t('tmpl.pick.help');
     } catch (err) { msg.error(err); }
   }
 
   const form = h('form', { class: 'form', novalidate: true, 'data-form': 'new-sweep' },
+    field(t('tmpl.pick.label'), templateSel), templateInfo,
     field(t('job.form.image'), imageSel),
     field(t('sweep.form.name'), nameInput, t('sweep.form.nameHelp')),
-    field(t('job.form.command'), cmdInput, t('job.form.commandHelp')),
+    cmdField, inputsBox,
     field(t('job.form.pool'), poolSel), slicesField,
     field(t('job.form.cpu'), cpu), field(t('job.form.memory'), mem),
     field(t('job.form.maxRuntime'), runtime),
@@ -138,33 +246,56 @@ export function render(main, ctx) {
       h('a', { class: 'btn', href: '#/sweeps' }, t('common.cancel')),
       h('button', { type: 'submit', class: 'btn btn-primary', 'data-action': 'submit-sweep' }, t('sweep.form.submit'))));
 
+  // The server named a grid value ("grid.lr[2]"): show it under its row.
+  function showServerField(err) {
+    const d = err?.details?.[0];
+    const m = typeof d?.field === 'string' ? /^grid\.(.+)\[\d+\]$/.exec(d.field) : null;
+    if (!m) return;
+    const r = [...rows.querySelectorAll('[data-param]')].find((x) => x.querySelector('[data-field=param-name]').value.trim() === m[1]);
+    if (!r) return;
+    r.showError(getLanguage() === SERVER_LANGUAGE && err.message ? err.message : reasonText(d.reason, d.limit));
+    r.querySelector('[data-field=param-values]').focus();
+  }
+
   form.addEventListener('submit', (e) => {
     e.preventDefault();
     msg.clear();
-    if (!imageSel.value) { msg.error(t('job.form.pickImage')); return; }
+    const tpl = state.tpl;
+    if (!imageSel.value && !(tpl && tpl.image_id)) { msg.error(t('job.form.pickImage')); return; }
     if (!NAME_RE.test(nameInput.value)) { msg.error(t('sweep.form.badName')); nameInput.focus(); return; }
-    if (!cmdInput.value.trim()) { msg.error(t('job.form.badCommand')); cmdInput.focus(); return; }
+    if (!tpl && !cmdInput.value.trim()) { msg.error(t('job.form.badCommand')); cmdInput.focus(); return; }
     if (!METRIC_RE.test(metric.value.trim())) { msg.error(t('sweep.form.badMetric')); metric.focus(); return; }
     const s = sets();
     if (s.error) { msg.error(s.error); return; }
+    if (tpl && !modeList.checked) {
+      const bad = checkRows();
+      if (bad) { msg.error(t('tmpl.fixFields')); bad.querySelector('[data-field=param-values]').focus(); return; }
+    }
     busy(form, async () => {
       try {
-        const job = {
-          image_id: Number(imageSel.value), command: ['sh', '-c', cmdInput.value],
-          cpu_millis: Number(cpu.value), mem_mib: Number(mem.value), max_runtime_s: Number(runtime.value),
-        };
-        if (poolSel.value) { job.pool = poolSel.value; job.slices = Number(slices.value); }
+        const job = {};
+        if (tpl) {
+          job.template_id = tpl.id;
+          job.inputs = Object.fromEntries(state.inputs.map((c) => [c.name, c.el.value]));
+          if (!tpl.image_id || (tpl.allow_overrides && imageSel.value)) job.image_id = Number(imageSel.value);
+        } else {
+          Object.assign(job, { image_id: Number(imageSel.value), command: ['sh', '-c', cmdInput.value] });
+        }
+        if (!tpl || tpl.allow_overrides) {
+          Object.assign(job, { cpu_millis: Number(cpu.value), mem_mib: Number(mem.value), max_runtime_s: Number(runtime.value) });
+          if (poolSel.value) { job.pool = poolSel.value; job.slices = Number(slices.value); }
+        }
         const body = { name: nameInput.value, job, metric: metric.value.trim(), goal: goal.value, ...(s.grid ? { grid: s.grid } : { list: s.list }) };
         // a retried click never makes two sweeps
         const sw = await api.post('/sweeps', body, { headers: { 'Idempotency-Key': form.dataset.key || (form.dataset.key = newKey()) } });
         ctx.go(`/sweep?id=${sw.id}`);
-      } catch (err) { msg.error(err); }
+      } catch (err) { showServerField(err); msg.error(err); }
     });
   });
   // a change after a failed submit is a new submission
   form.addEventListener('input', () => { delete form.dataset.key; });
 
-  addRow('lr', '0.1, 0.01');
+  if (!query.get('template')) addRow('lr', '0.1, 0.01');
   update();
   main.append(h('section', { class: 'page' },
     h('p', null, h('a', { href: '#/sweeps' }, t('sweep.back'))),
