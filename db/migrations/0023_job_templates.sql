@@ -62,20 +62,19 @@ VALUES
    {"name": "hidden", "type": "int", "default": 64, "min": 1, "max": 65536, "help": "hidden layer width"},
    {"name": "optimizer", "type": "choice", "default": "adam", "choices": ["adam", "sgd"], "help": "the optimizer"},
    {"name": "seed", "type": "int", "default": 0, "min": 0, "max": 2147483647, "help": "random seed"},
-   {"name": "verbose", "type": "bool", "default": false, "help": "print every step"}]',
+   {"name": "verbose", "type": "bool", "default": false, "help": "print every step"},
+   {"name": "step-delay", "type": "float", "default": 0, "min": 0, "max": 10, "help": "seconds to wait after each step (to watch a run live)"}]',
  1, 2000, 4096, 1024, 3600, 1),
 ('pytorch-ddp', 'PyTorch distributed (DDP)',
- 'The PyTorch template on several containers (members) that train together with '
- 'DistributedDataParallel.',
+ 'Several containers (members, one per node) train together with '
+ 'DistributedDataParallel; each gets MASTER_ADDR, RANK and WORLD_SIZE. '
+ 'Upload your script (or deploy/examples/jobs/ddp.py, which reads these '
+ 'hyperparameters from GPUCLOUD_HPARAMS_JSON) to your home first.',
  'pytorch-ddp', ARRAY['python3', '{script}', '{hyperparameters}'],
- '[{"name": "script", "help": "the training script; ~/ is your home", "default": "~/train.py", "required": true}]',
- '[{"name": "lr", "type": "float", "default": 0.01, "min": 0.000001, "max": 10, "help": "learning rate"},
-   {"name": "epochs", "type": "int", "default": 3, "min": 1, "max": 1000, "help": "passes over the data"},
-   {"name": "batch-size", "type": "int", "default": 32, "min": 1, "max": 65536, "help": "samples per step"},
-   {"name": "hidden", "type": "int", "default": 64, "min": 1, "max": 65536, "help": "hidden layer width"},
-   {"name": "optimizer", "type": "choice", "default": "adam", "choices": ["adam", "sgd"], "help": "the optimizer"},
-   {"name": "seed", "type": "int", "default": 0, "min": 0, "max": 2147483647, "help": "random seed"},
-   {"name": "verbose", "type": "bool", "default": false, "help": "print every step"}]',
+ '[{"name": "script", "help": "the training script; ~/ is your home", "default": "~/ddp.py", "required": true}]',
+ '[{"name": "steps", "type": "int", "default": 20, "min": 1, "max": 100000, "help": "training steps"},
+   {"name": "lr", "type": "float", "default": 0.05, "min": 0.000001, "max": 10, "help": "learning rate"},
+   {"name": "batch", "type": "int", "default": 64, "min": 1, "max": 65536, "help": "samples per step and member"}]',
  1, 2000, 4096, 1024, 3600, 2),
 ('script', 'Shell script',
  'Runs shell commands (sh -c) in the job''s directory; hyperparameters arrive as '

@@ -72,7 +72,7 @@ describe('job templates', () => {
     assert.equal(pt.kind, 'pytorch');
     assert.equal(pt.members, 1);
     assert.equal(pt.image_id, null, 'the user picks the image');
-    assert.deepEqual(pt.hyperparameters.map((h) => h.name), ['lr', 'epochs', 'batch-size', 'hidden', 'optimizer', 'seed', 'verbose']);
+    assert.deepEqual(pt.hyperparameters.map((h) => h.name), ['lr', 'epochs', 'batch-size', 'hidden', 'optimizer', 'seed', 'verbose', 'step-delay']);
     assert.equal(pt.hyperparameters[0].default, 0.01);
     assert.equal(l.json.items.find((x) => x.name === 'pytorch-ddp').members, 2);
     const one = await teacher.c.get(`${T}/${pt.id}`);
@@ -269,7 +269,7 @@ describe('job templates', () => {
     });
     assert.equal(r.status, 201, r.text);
     assert.deepEqual(r.json.command, ['python3', '/home/alice/train.py', '--lr', '0.05', '--epochs', '2', '--batch-size', '128',
-      '--hidden', '16', '--optimizer', 'sgd', '--seed', '0', '--verbose']);
+      '--hidden', '16', '--optimizer', 'sgd', '--seed', '0', '--verbose', '--step-delay', '0']);
     // the first pull of the PyTorch image may take a while
     const done = await waitJob(alice.c, r.json.id, 240000);
     const log = (await alice.c.get(`/api/v1/jobs/${r.json.id}/logs?tail=1000`)).text;

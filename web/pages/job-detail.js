@@ -112,6 +112,7 @@ export function render(main) {
   let es = null; // the live log (EventSource) while the job lives
   const MAX_LOG = 200000;
   const metrics = metricsSection(main, id, () => job?.state);
+  const outputs = jobOutputs(id);
 
   function draw() {
     const why = jobReason(job);
@@ -184,6 +185,8 @@ export function render(main) {
     // followed while it lives; an ended job's log is read once
     if (jobLive(job.state)) follow();
     else if (!es && lastLogState !== job.state) loadLog();
+    // what the job wrote shows as its state moves on (a checkpoint at its end)
+    if (lastLogState && lastLogState !== job.state) outputs.refresh();
     lastLogState = job.state;
     metrics.start();
     metrics.wake();
@@ -203,9 +206,10 @@ export function render(main) {
     h('section', { class: 'card' },
       h('div', { class: 'page-head-row' }, h('h2', null, t('job.detail.log')),
         h('button', { type: 'button', class: 'btn btn-small', 'data-action': 'reload-log', onclick: () => { if (!es) loadLog(); } }, t('job.detail.reloadLog'))),
-      logState, logBox)));
+      logState, logBox),
+    outputs.el));
   let poller = null;
   if (!Number.isInteger(id) || id < 1) { head.replaceChildren(h('h1', null, t('job.detail.gone'))); return; }
+  outputs.refresh();
   poller = poll(() => api.get(`/jobs/${id}`), POLL_MS, { until: main, show, fail, stopped: stopFollow });
-  const outputs = jobOutputs(id); main.querySelector('[data-job-page]').append(outputs.el); outputs.refresh();
 }

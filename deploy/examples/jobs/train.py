@@ -10,7 +10,8 @@ collector:
 
 and saves the model to $GPUCLOUD_JOB_DIR/checkpoint.pt (the job's directory,
 kept after the job ends).  The flags are the template's hyperparameters:
---lr, --epochs, --batch-size, --hidden, --optimizer, --seed, --verbose.
+--lr, --epochs, --batch-size, --hidden, --optimizer, --seed, --verbose,
+--step-delay.
 
 Try it: upload this file to your home (Files page, or
 PUT /api/v1/files/home/train.py), then submit a job from the PyTorch
@@ -37,6 +38,8 @@ def parse_args(argv=None):
     p.add_argument("--seed", type=int, default=0, help="random seed")
     p.add_argument("--samples", type=int, default=512, help="generated training samples")
     p.add_argument("--verbose", action="store_true", help="print every step")
+    p.add_argument("--step-delay", type=float, default=0.0,
+                   help="seconds to wait after each step (to watch a run live)")
     return p.parse_args(argv)
 
 
@@ -81,6 +84,8 @@ def main(argv=None):
             metric(step=step, loss=round(loss.item(), 6))
             if args.verbose:
                 print(f"epoch {epoch} step {step} loss {loss.item():.6f}", flush=True)
+            if args.step_delay > 0:
+                time.sleep(args.step_delay)
         with torch.no_grad():
             full = loss_fn(model(x), y).item()
         print(f"epoch {epoch}/{args.epochs}: loss {full:.6f}", flush=True)
