@@ -890,6 +890,7 @@ static void cancel(struct http_req *r)
 #define LOG_MAX_BYTES (4 << 20)
 
 #define LOG_LINE_MAX  (64 * 1024) /* a search looks at this much of one line */
+#define LOG_SEARCH_MS 10000       /* a search's worker time at most, then timed_out */
 #define LOG_MATCH_MAX 1000        /* a search's ?limit= at most */
 #define LOG_TEXT_MAX  1024        /* a match's text in the reply, bytes */
 
@@ -917,7 +918,8 @@ struct log_ctx {
 	int re_ok;
 	json_t *matches;
 	int truncated;
-	long rank; /* ?rank=: a distributed job's member (0027) */
+	int timed_out; /* LOG_SEARCH_MS passed: the matches so far (truncated) */
+	long rank;     /* ?rank=: a distributed job's member (0027) */
 };
 
 static void log_ctx_free(void *p)
@@ -970,6 +972,15 @@ static void match_add(struct log_ctx *c, long long line, long long off, const ch
 	                                (json_int_t)off, "length", (json_int_t)n, "text", txt));
 }
 
+/* Milliseconds on the monotonic clock (worker threads too). */
+static double mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
 /* worker: the matching lines of the whole log, read in pieces (a 50 MB log
  * costs two small buffers, not 50 MB), line numbers from 1 and the byte
  * offset where each line starts; at most limit, then truncated.  A line
@@ -982,6 +993,8 @@ static void log_search(struct log_ctx *c, int fd)
 	size_t ll = 0;
 	long long lineno = 1, lstart = 0, pos = 0;
 	ssize_t n;
+
+	double until = mono_ms() + LOG_SEARCH_MS;
 
 	c->matches = json_array();
 	if (!buf || !line || !low || !c->matches) {
@@ -1013,8 +1026,18 @@ static void log_search(struct log_ctx *c, int fd)
 			lineno++;
 			lstart = pos + i + 1;
 			ll = 0;
+			/* a worker is shared (logins, quota scans): a search that
+			 * costs too much stops with what it found */
+			if ((lineno & 1023) == 0 && mono_ms() > until) {
+				c->truncated = c->timed_out = 1;
+				goto out;
+			}
 		}
 		pos += n;
+		if (mono_ms() > until) {
+			c->truncated = c->timed_out = 1;
+			goto out;
+		}
 	}
 	if (n < 0) {
 		c->err = errno;
@@ -1178,8 +1201,9 @@ static void log_sent(void *arg)
 		http_reply_error(r, RC_DB, NULL, "could not read the job's log: %s",
 		                 strerror(c->err));
 	} else if (c->search) {
-		json_t *out = json_pack("{s:o, s:b, s:I}", "matches", c->matches, "truncated",
-		                        c->truncated, "size", (json_int_t)c->size);
+		json_t *out = json_pack("{s:o, s:b, s:b, s:I}", "matches", c->matches, "truncated",
+		                        c->truncated, "timed_out", c->timed_out, "size",
+		                        (json_int_t)c->size);
 		c->matches = NULL; /* handed off */
 		http_reply_json(r, 200, out);
 	} else if (c->unsatisfiable) {
@@ -1641,7 +1665,21 @@ static int log_options(struct http_req *r, struct log_ctx *c, int follow)
 	if (c->search)
 		c->ranged = 0; /* a Range header does not apply to search results */
 	if (c->regex) {
-		int e = regcomp(&c->re, c->q, REG_EXTENDED | REG_ICASE | REG_NOSUB);
+		int e;
+		/* back-references make glibc's matcher backtrack: a pattern could
+		 * keep a shared worker busy for long */
+		for (const char *q = c->q; *q; q++) {
+			if (q[0] == '\\' && q[1] >= '1' && q[1] <= '9') {
+				http_reply_error(
+				        r, RC_INVALID, "e.g. q=loss [0-9.]+&regex=1",
+				        "back-references (\\1 ... \\9) are not supported in "
+				        "a log search");
+				return -1;
+			}
+			if (q[0] == '\\' && q[1])
+				q++;
+		}
+		e = regcomp(&c->re, c->q, REG_EXTENDED | REG_ICASE | REG_NOSUB);
 		if (e != 0) {
 			char why[160];
 			regerror(e, &c->re, why, sizeof(why));

@@ -261,6 +261,13 @@ describe('a job\'s folder (job:{id}) and its log by range and search', () => {
     assert.equal(r.json.matches.length, 1);
     r = await alice.c.get(`${L}?q=nothing-like-this`);
     assert.deepEqual(r.json.matches, []);
+    assert.equal(r.json.timed_out, false);
+    // back-references (glibc backtracks on them: a shared worker's time) are refused
+    const br = await alice.c.get(`${L}?regex=1&q=${encodeURIComponent('(a*)*\\1b')}`);
+    assert.equal(br.status, 400, br.text);
+    assert.match(br.json.error.message, /back-references/);
+    // an escaped backslash followed by a digit is a plain character, not one
+    assert.equal((await alice.c.get(`${L}?regex=1&q=${encodeURIComponent('\\\\1')}`)).status, 200);
     // bad input
     for (const q of ['?regex=1&q=(', '?q=', '?q=x&limit=0', '?q=x&limit=5000', '?q=x&regex=2', '?regex=1', '?offset=-1', '?offset=x', '?length=0',
       '?follow=1&q=x', '?q=x&offset=5']) {
