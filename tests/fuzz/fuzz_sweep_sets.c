@@ -48,7 +48,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			{
 				size_t m = json_array_size(v);
 				stride /= m;
-				assert(json_object_get(set, k) == json_array_get(v, (i / stride) % m));
+				assert(json_object_get(set, k) ==
+				       json_array_get(v, (i / stride) % m));
 			}
 		}
 	} else {
@@ -60,7 +61,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	else
 		json_incref(job);
 	for (i = 0; i < n; i++) {
-		json_t *set = json_array_get(sets, i), *run = run_body(job, "s", i, set), *v;
+		struct template_error terr;
+		json_t *set = json_array_get(sets, i),
+		       *run = run_body(job, "s", i, set, NULL, "/home/u", &terr), *v;
 		const char *k;
 		char name[32];
 		if (!run)
@@ -69,7 +72,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		assert(strcmp(json_string_value(json_object_get(run, "name")), name) == 0);
 		json_object_foreach(set, k, v)
 		{
-			assert(json_equal(json_object_get(json_object_get(run, "hyperparameters"), k), v));
+			assert(json_equal(
+			        json_object_get(json_object_get(run, "hyperparameters"), k), v));
 		}
 		json_decref(run);
 	}

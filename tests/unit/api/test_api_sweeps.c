@@ -98,7 +98,8 @@ TEST(run_body_shape)
 	                         " \"hyperparameters\": {\"lr\": 1, \"epochs\": 3}}",
 	                         0, NULL);
 	json_t *set = json_loads("{\"lr\": 0.01}", 0, NULL);
-	json_t *run = run_body(job, "sw", 4, set);
+	struct template_error terr;
+	json_t *run = run_body(job, "sw", 4, set, NULL, "/home/u", &terr);
 
 	CHECK_STR(json_string_value(json_object_get(run, "name")), "sw-5");
 	CHECK_STR(dump(json_incref(json_object_get(run, "hyperparameters"))),
