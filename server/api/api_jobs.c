@@ -524,54 +524,19 @@ static void created(PGresult *res, enum rc rc, void *arg)
 {
 	struct http_req *r = arg;
 	struct create_ctx *c = r->data;
+	const char *id;
+	char loc[64];
 
-	if (rc == RC_CONFLICT && c->key[0]) {
-		/* a concurrent submit with the same key won the insert: the
-		 * statement again finds its job */
-		if (c->tries++ > 0) {
-			http_reply_error(
-			        r, RC_CONFLICT, "retry the request",
-			        "a concurrent submit with this Idempotency-Key is in progress");
-			return;
-		}
-		create_insert(r);
-		return;
+	switch (job_body_submitted(r, res, rc, c->key, &c->tries, "job", &id)) {
+	case SUBMIT_REPLIED: return;
+	case SUBMIT_AGAIN: create_insert(r); return;
+	case SUBMIT_REPLAY: reply_job(r, id, one_200); return;
+	case SUBMIT_NEW: break;
 	}
-	if (rc != RC_OK) {
-		api_reply_db_error(r, rc, "could not submit the job");
-		return;
-	}
-	if (db_val(res, 0, 2)) {
-		/* this key was used before: the same submit again, or not */
-		if (strcmp(db_val(res, 0, 3), "t") != 0) {
-			http_reply_error(
-			        r, RC_CONFLICT, "use a new Idempotency-Key for a different job",
-			        "Idempotency-Key '%s' was used for a different submission", c->key);
-			return;
-		}
-		http_add_header(r, "Idempotent-Replayed", "true");
-		reply_job(r, db_val(res, 0, 2), one_200);
-		return;
-	}
-	if (!db_val(res, 0, 0) && db_val(res, 0, 1)) {
-		/* no quota would ever admit it (0015) */
-		http_reply_error(r, RC_FORBIDDEN,
-		                 "an admin sets a quota for you or a default for your role", "%s",
-		                 db_val(res, 0, 1));
-		return;
-	}
-	if (!db_val(res, 0, 0)) {
-		http_reply_error(r, RC_NOTFOUND, "GET /api/v1/images and /api/v1/pools list them",
-		                 "no such image or pool (or the image is not available to you)");
-		return;
-	}
-	auth_audit(r, r->auth, "job.submit", db_val(res, 0, 0), NULL);
-	{
-		char loc[64];
-		snprintf(loc, sizeof(loc), "/api/v1/jobs/%s", db_val(res, 0, 0));
-		http_add_header(r, "Location", loc);
-	}
-	reply_job(r, db_val(res, 0, 0), one_201);
+	auth_audit(r, r->auth, "job.submit", id, NULL);
+	snprintf(loc, sizeof(loc), "/api/v1/jobs/%s", id);
+	http_add_header(r, "Location", loc);
+	reply_job(r, id, one_201);
 }
 
 static void create_insert(struct http_req *r)

@@ -462,50 +462,19 @@ static void created(PGresult *res, enum rc rc, void *arg)
 {
 	struct http_req *r = arg;
 	struct create_ctx *c = r->data;
+	const char *id;
+	char loc[64];
 
-	if (rc == RC_CONFLICT && c->key[0]) {
-		if (c->tries++ > 0) {
-			http_reply_error(
-			        r, RC_CONFLICT, "retry the request",
-			        "a concurrent submit with this Idempotency-Key is in progress");
-			return;
-		}
-		create_insert(r);
-		return;
+	switch (job_body_submitted(r, res, rc, c->key, &c->tries, "sweep", &id)) {
+	case SUBMIT_REPLIED: return;
+	case SUBMIT_AGAIN: create_insert(r); return;
+	case SUBMIT_REPLAY: reply_sweep(r, id, one_200); return;
+	case SUBMIT_NEW: break;
 	}
-	if (rc != RC_OK) {
-		api_reply_db_error(r, rc, "could not submit the sweep");
-		return;
-	}
-	if (db_val(res, 0, 2)) {
-		if (strcmp(db_val(res, 0, 3), "t") != 0) {
-			http_reply_error(
-			        r, RC_CONFLICT, "use a new Idempotency-Key for a different sweep",
-			        "Idempotency-Key '%s' was used for a different submission", c->key);
-			return;
-		}
-		http_add_header(r, "Idempotent-Replayed", "true");
-		reply_sweep(r, db_val(res, 0, 2), one_200);
-		return;
-	}
-	if (!db_val(res, 0, 0) && db_val(res, 0, 1)) {
-		http_reply_error(r, RC_FORBIDDEN,
-		                 "an admin sets a quota for you or a default for your role", "%s",
-		                 db_val(res, 0, 1));
-		return;
-	}
-	if (!db_val(res, 0, 0)) {
-		http_reply_error(r, RC_NOTFOUND, "GET /api/v1/images and /api/v1/pools list them",
-		                 "no such image or pool (or the image is not available to you)");
-		return;
-	}
-	auth_audit(r, r->auth, "sweep.submit", db_val(res, 0, 0), NULL);
-	{
-		char loc[64];
-		snprintf(loc, sizeof(loc), "/api/v1/sweeps/%s", db_val(res, 0, 0));
-		http_add_header(r, "Location", loc);
-	}
-	reply_sweep(r, db_val(res, 0, 0), one_201);
+	auth_audit(r, r->auth, "sweep.submit", id, NULL);
+	snprintf(loc, sizeof(loc), "/api/v1/sweeps/%s", id);
+	http_add_header(r, "Location", loc);
+	reply_sweep(r, id, one_201);
 }
 
 static long long int_of(json_t *b, const char *name)

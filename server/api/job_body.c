@@ -297,3 +297,56 @@ int job_body_expand(json_t *body, const json_t *tmpl, const char *home, char **c
 	}
 	return 0;
 }
+
+enum submit_outcome job_body_submitted(struct http_req *r, PGresult *res, enum rc rc,
+                                       const char *key, int *tries, const char *what,
+                                       const char **id)
+{
+	*id = NULL;
+	if (rc == RC_CONFLICT && key[0]) {
+		/* a concurrent submit with the same key won the insert: the
+		 * statement again finds what it made */
+		if ((*tries)++ > 0) {
+			http_reply_error(
+			        r, RC_CONFLICT, "retry the request",
+			        "a concurrent submit with this Idempotency-Key is in progress");
+			return SUBMIT_REPLIED;
+		}
+		return SUBMIT_AGAIN;
+	}
+	if (rc != RC_OK) {
+		char what_failed[48];
+		snprintf(what_failed, sizeof(what_failed), "could not submit the %s", what);
+		api_reply_db_error(r, rc, what_failed);
+		return SUBMIT_REPLIED;
+	}
+	if (db_val(res, 0, 2)) {
+		/* this key was used before: the same submit again, or not */
+		if (strcmp(db_val(res, 0, 3), "t") != 0) {
+			char hint[64];
+			snprintf(hint, sizeof(hint), "use a new Idempotency-Key for a different %s",
+			         what);
+			http_reply_error(r, RC_CONFLICT, hint,
+			                 "Idempotency-Key '%s' was used for a different submission",
+			                 key);
+			return SUBMIT_REPLIED;
+		}
+		http_add_header(r, "Idempotent-Replayed", "true");
+		*id = db_val(res, 0, 2);
+		return SUBMIT_REPLAY;
+	}
+	if (!db_val(res, 0, 0) && db_val(res, 0, 1)) {
+		/* no quota would ever admit it (0015) */
+		http_reply_error(r, RC_FORBIDDEN,
+		                 "an admin sets a quota for you or a default for your role", "%s",
+		                 db_val(res, 0, 1));
+		return SUBMIT_REPLIED;
+	}
+	if (!db_val(res, 0, 0)) {
+		http_reply_error(r, RC_NOTFOUND, "GET /api/v1/images and /api/v1/pools list them",
+		                 "no such image or pool (or the image is not available to you)");
+		return SUBMIT_REPLIED;
+	}
+	*id = db_val(res, 0, 0);
+	return SUBMIT_NEW;
+}

@@ -33,4 +33,20 @@ struct template_error;
 int job_body_expand(json_t *body, const json_t *tmpl, const char *home, char **command_text,
                     char **hparams_text, struct template_error *err);
 
+/* How a submit's insert (POST /jobs, POST /sweeps) came out.  The insert's
+ * first four columns are: the new id (NULL when nothing was made), why no
+ * quota admits it (or NULL), the id an earlier submit with the same
+ * Idempotency-Key made (or NULL), and whether that earlier body was the
+ * same ('t').  *tries counts the inserts run again after a concurrent submit
+ * with the same key won.  what names the thing ("job", "sweep") in errors. */
+enum submit_outcome {
+	SUBMIT_REPLIED, /* an error was replied: nothing more to do */
+	SUBMIT_AGAIN,   /* run the insert again (a concurrent submit won the key) */
+	SUBMIT_REPLAY,  /* the key's earlier submit: reply with *id, 200 */
+	SUBMIT_NEW,     /* made: audit, reply with *id, 201 */
+};
+enum submit_outcome job_body_submitted(struct http_req *r, PGresult *res, enum rc rc,
+                                       const char *key, int *tries, const char *what,
+                                       const char **id);
+
 #endif
