@@ -449,6 +449,10 @@ void api_register_all(void)
 	router_add(api_job_metrics_routes);
 	router_add(api_sweeps_routes);
 	router_add(api_job_templates_routes);
+	router_add(api_classes_routes);
+	router_add(api_class_sessions_routes);
+	router_add(api_assignments_routes);
+	router_add(api_class_ops_routes);
 }
 
 /* ---- byte ranges (files and job logs) ---- */

@@ -148,6 +148,10 @@ extern const struct route api_job_metrics_routes[];
 extern const struct route api_sweeps_routes[];
 extern const struct route api_settings_routes[];
 extern const struct route api_job_templates_routes[];
+extern const struct route api_classes_routes[];
+extern const struct route api_class_sessions_routes[];
+extern const struct route api_assignments_routes[];
+extern const struct route api_class_ops_routes[];
 
 /* ---- job templates (api_job_templates.c, api_jobs.c, job_body.c) ---- */
 

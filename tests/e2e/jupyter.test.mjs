@@ -151,7 +151,9 @@ describe('Jupyter through the proxy, and the web terminal', () => {
     await open.waitFor({ timeout: 90000 });
     assert.equal((await open.textContent()).trim(), 'Open TensorBoard');
     const [tab] = await Promise.all([context.waitForEvent('page'), open.click()]);
-    await tab.waitForURL(/\.localhost:\d+\//);
+    // the app's own origin; its "starting…" page refreshes itself, so wait for the
+    // navigation to commit rather than for a load that a refresh can replace
+    await tab.waitForURL(/\.localhost:\d+\//, { waitUntil: 'commit', timeout: 60000 });
     await tab.waitForFunction(() => document.body && /events\.out\.tfevents\.7/.test(document.body.textContent), null, { timeout: 30000 })
       .catch(async () => { await tab.reload(); await tab.getByText('events.out.tfevents.7').waitFor({ timeout: 20000 }); });
     await tab.close();

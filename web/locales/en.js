@@ -21,5 +21,9 @@ import errors from './en/errors.js';
 import sweeps from './en/sweeps.js';
 import templates from './en/templates.js';
 import sweepTemplates from './en/sweep-templates.js';
+import classes from './en/classes.js';
+import classSessions from './en/class-sessions.js';
+import classAssignments from './en/class-assignments.js';
+import classTeach from './en/class-teach.js';
 
-export default merge(shell, errors, auth, home, instances, jobs, jobMembers, files, cluster, users, nodes, pools, images, quotas, sweeps, templates, sweepTemplates);
+export default merge(shell, errors, auth, home, instances, jobs, jobMembers, files, cluster, users, nodes, pools, images, quotas, sweeps, templates, sweepTemplates, classes, classSessions, classAssignments, classTeach);

@@ -21,5 +21,9 @@ import errors from './zh-CN/errors.js';
 import sweeps from './zh-CN/sweeps.js';
 import templates from './zh-CN/templates.js';
 import sweepTemplates from './zh-CN/sweep-templates.js';
+import classes from './zh-CN/classes.js';
+import classSessions from './zh-CN/class-sessions.js';
+import classAssignments from './zh-CN/class-assignments.js';
+import classTeach from './zh-CN/class-teach.js';
 
-export default merge(shell, errors, auth, home, instances, jobs, jobMembers, files, cluster, users, nodes, pools, images, quotas, sweeps, templates, sweepTemplates);
+export default merge(shell, errors, auth, home, instances, jobs, jobMembers, files, cluster, users, nodes, pools, images, quotas, sweeps, templates, sweepTemplates, classes, classSessions, classAssignments, classTeach);
