@@ -28,6 +28,7 @@ static const char *type_name(enum jtype t)
 	case J_STRINGS: return "an array of strings";
 	case J_OBJECT: return "an object";
 	case J_ARRAY: return "an array";
+	case J_NUMBER: return "a number";
 	}
 	return "?";
 }
@@ -50,6 +51,10 @@ static int type_ok(json_t *v, const struct jfield *f, char *err, size_t errlen)
 		return 1;
 	case J_INT:
 		if (json_is_integer(v))
+			return 1;
+		break;
+	case J_NUMBER:
+		if (json_is_number(v))
 			return 1;
 		break;
 	case J_BOOL:

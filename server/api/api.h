@@ -12,7 +12,7 @@
 #include "db/db.h"
 #include "storage/areas.h"
 
-enum jtype { J_STRING, J_INT, J_BOOL, J_STRINGS, J_OBJECT, J_ARRAY };
+enum jtype { J_STRING, J_INT, J_BOOL, J_STRINGS, J_OBJECT, J_ARRAY, J_NUMBER };
 
 struct jfield {
 	const char *name; /* NULL ends a spec */
@@ -122,6 +122,12 @@ enum api_user_col { DB_COLS_ENUM(API_USER_COLS) API_USER_NCOLS };
 /* User JSON from the API_USER_COLS columns of row, starting at column col.
  * New reference. */
 json_t *api_user_row(const PGresult *res, int row, int col);
+
+/* Account field checks (api_users.c; the class roster import uses them too):
+ * NULL when fine, else a message for the user. */
+const char *api_users_check_username(const char *u);
+const char *api_users_check_email(const char *e);
+const char *api_users_check_display_name(const char *d);
 
 /* Registers the route tables of every resource. */
 void api_register_all(void);

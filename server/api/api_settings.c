@@ -1,5 +1,5 @@
 /* api_settings.c — /settings: site settings an admin changes at run time
- * (table site_settings, 0017), today the TensorBoard image.
+ * (table site_settings, 0017), the TensorBoard image and the most classes a teacher may create.
  *
  * A setting has the admin's value (PUT; DELETE removes it) and the value of
  * the configuration, which the replica that started last wrote
@@ -57,8 +57,9 @@ static const char *setting_name(struct http_req *r)
 {
 	const char *name = http_param(r, "name");
 
-	if (!name || strcmp(name, "tensorboard_image") != 0) {
-		http_reply_error(r, RC_NOTFOUND, "settings: tensorboard_image",
+	if (!name || (strcmp(name, "tensorboard_image") != 0 &&
+	              strcmp(name, "max_classes_per_teacher") != 0)) {
+		http_reply_error(r, RC_NOTFOUND, "settings: tensorboard_image, max_classes_per_teacher",
 		                 "no such setting '%s'", name ? name : "");
 		return NULL;
 	}
@@ -104,6 +105,16 @@ static void put(struct http_req *r)
 	if (!name || !(body = api_json_body(r, put_spec)))
 		return;
 	value = json_string_value(json_object_get(body, "value"));
+	if (strcmp(name, "max_classes_per_teacher") == 0) {
+		/* a count, or "" for no cap (classes: gc_class_create) */
+		size_t n = strspn(value, "0123456789");
+		if (value[n] || n > 6) {
+			json_decref(body);
+			http_reply_error(r, RC_INVALID, "e.g. \"5\", or \"\" for no cap",
+			                 "value must be a whole number of classes");
+			return;
+		}
+	}
 	for (const char *p = value; *p; p++)
 		if ((unsigned char)*p < 0x21 || *p == 0x7f) {
 			json_decref(body);
@@ -117,7 +128,8 @@ static void put(struct http_req *r)
 	db_arg_ll(&a, r->auth->user_id);
 	/* one row back either way: the value, and the setting when it was
 	 * changed (NULL: the image is not in the catalog) */
-	db_query_args("WITH ok AS (SELECT 1 WHERE $2 = '' OR EXISTS (SELECT 1 FROM images"
+	db_query_args("WITH ok AS (SELECT 1 WHERE $2 = '' OR $1 <> 'tensorboard_image'"
+	              "  OR EXISTS (SELECT 1 FROM images"
 	              "  WHERE owner_id IS NULL AND reference = $2)),"
 	              " s AS (UPDATE site_settings SET value = $2, updated_at = now(),"
 	              "  updated_by = $3 WHERE name = $1 AND EXISTS (SELECT 1 FROM ok)"

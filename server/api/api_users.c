@@ -37,7 +37,7 @@
 
 /* ---- validation ---- */
 
-static const char *check_username(const char *u)
+const char *api_users_check_username(const char *u)
 {
 	size_t n = strlen(u);
 
@@ -52,7 +52,7 @@ static const char *check_username(const char *u)
 	return NULL;
 }
 
-static const char *check_email(const char *e)
+const char *api_users_check_email(const char *e)
 {
 	const char *at = strchr(e, '@');
 
@@ -68,7 +68,7 @@ static const char *check_email(const char *e)
 	return NULL;
 }
 
-static const char *check_display_name(const char *d)
+const char *api_users_check_display_name(const char *d)
 {
 	for (const unsigned char *p = (const unsigned char *)d; *p; p++)
 		if (*p < 0x20 || *p == 0x7f)
@@ -228,9 +228,9 @@ static void create(struct http_req *r)
 
 	if (!body)
 		return;
-	if ((why = check_username(str(body, "username"))) ||
-	    (why = check_email(str(body, "email"))) ||
-	    (why = check_display_name(str(body, "display_name"))) ||
+	if ((why = api_users_check_username(str(body, "username"))) ||
+	    (why = api_users_check_email(str(body, "email"))) ||
+	    (why = api_users_check_display_name(str(body, "display_name"))) ||
 	    (auth_role_parse(str(body, "role")) < 0 &&
 	     (why = "role must be admin, teacher, researcher or student")) ||
 	    (json_is_string(json_object_get(body, "password")) &&
@@ -340,9 +340,9 @@ static void update(struct http_req *r)
 	role = json_object_get(body, "role");
 	disabled = json_object_get(body, "disabled");
 	if (json_is_string(json_object_get(body, "email")))
-		why = check_email(str(body, "email"));
+		why = api_users_check_email(str(body, "email"));
 	if (!why && json_is_string(json_object_get(body, "display_name")))
-		why = check_display_name(str(body, "display_name"));
+		why = api_users_check_display_name(str(body, "display_name"));
 	if (!why && json_is_string(role) && auth_role_parse(json_string_value(role)) < 0)
 		why = "role must be admin, teacher, researcher or student";
 	if (why) {
@@ -829,8 +829,8 @@ static void import_check_row(struct import *im, struct import_row *row)
 {
 	const char *why;
 
-	if ((why = check_username(row->v[C_USERNAME])) || (why = check_email(row->v[C_EMAIL])) ||
-	    (why = check_display_name(row->v[C_DISPLAY])) ||
+	if ((why = api_users_check_username(row->v[C_USERNAME])) || (why = api_users_check_email(row->v[C_EMAIL])) ||
+	    (why = api_users_check_display_name(row->v[C_DISPLAY])) ||
 	    (auth_role_parse(row->v[C_ROLE]) < 0 &&
 	     (why = "role must be admin, teacher, researcher or student")) ||
 	    (*row->v[C_PASSWORD] &&
@@ -1104,9 +1104,9 @@ int api_users_seed_admin(const char *db_url)
 	}
 	PQclear(res);
 	res = NULL;
-	if (check_username(cfg.admin_username)) {
+	if (api_users_check_username(cfg.admin_username)) {
 		log_msg(LOG_ERROR, "users", NULL, "admin_username '%s': %s", cfg.admin_username,
-		        check_username(cfg.admin_username));
+		        api_users_check_username(cfg.admin_username));
 		goto out;
 	}
 	pw = cfg.admin_password;
