@@ -29,9 +29,9 @@
 #include "db/db.h"
 #include "net/ws.h"
 
-#define IMPORT_MAX_ROWS 1000
+#define IMPORT_MAX_ROWS  1000
 #define INVITE_DEFAULT_S (7 * 86400)
-#define INVITE_MAX_S (180 * 86400)
+#define INVITE_MAX_S     (180 * 86400)
 
 static int is_admin(const struct http_req *r)
 {
@@ -108,8 +108,8 @@ static json_t *answer(struct http_req *r, PGresult *res, enum rc rc)
 	e = json_object_get(a, "error");
 	if (e) {
 		const char *hint = json_string_value(json_object_get(e, "hint"));
-		http_reply_error(r, rc_from(json_string_value(json_object_get(e, "rc"))), hint, "%s",
-		                 json_string_value(json_object_get(e, "message")));
+		http_reply_error(r, rc_from(json_string_value(json_object_get(e, "rc"))), hint,
+		                 "%s", json_string_value(json_object_get(e, "message")));
 		json_decref(a);
 		return NULL;
 	}
@@ -208,7 +208,8 @@ static const char *check_texts(json_t *b, char *msg, size_t len)
 			ok = isalnum((unsigned char)code[i]) || code[i] == '.' || code[i] == '_' ||
 			     code[i] == '-';
 		if (!ok)
-			return "code must be 1 to 32 letters, digits, '.', '_' or '-', starting with "
+			return "code must be 1 to 32 letters, digits, '.', '_' or '-', starting "
+			       "with "
 			       "a letter or digit (e.g. CS231-2026)";
 	}
 	return NULL;
@@ -232,16 +233,13 @@ static const struct {
 	int real;
 	double min, max;
 } student_fields[] = {
-	{ "slices", 0, 0, 4096 },
-	{ "cpu_millis", 0, 0, 1e12 },
-	{ "mem_mib", 0, 0, 1e12 },
-	{ "storage_bytes", 0, 0, 9e15 },
-	{ "gpu_hours_week", 1, 0, 1e6 },
-	{ "max_session_s", 0, 1, INT_MAX },
+	{ "slices", 0, 0, 4096 },        { "cpu_millis", 0, 0, 1e12 },
+	{ "mem_mib", 0, 0, 1e12 },       { "storage_bytes", 0, 0, 9e15 },
+	{ "gpu_hours_week", 1, 0, 1e6 }, { "max_session_s", 0, 1, INT_MAX },
 };
 
-static const char *const reach_fields[] = { "teachers_open_apps", "tas_open_apps",
-	                                    "tas_stop_work", "tas_manage_roster" };
+static const char *const reach_fields[] = { "teachers_open_apps", "tas_open_apps", "tas_stop_work",
+	                                    "tas_manage_roster" };
 
 /* The nested parts of a PATCH body; NULL when fine, else the message. */
 static const char *check_patch(json_t *b, char *msg, size_t len)
@@ -268,7 +266,8 @@ static const char *check_patch(json_t *b, char *msg, size_t len)
 		}
 		if (!limit_ok(v, student_fields[i].real, student_fields[i].min,
 		              student_fields[i].max)) {
-			snprintf(msg, len, "student_limits.%s must be null or a %s from %.0f to %.0f", k,
+			snprintf(msg, len,
+			         "student_limits.%s must be null or a %s from %.0f to %.0f", k,
 			         student_fields[i].real ? "number" : "whole number",
 			         student_fields[i].min, student_fields[i].max);
 			return msg;
@@ -281,7 +280,8 @@ static const char *check_patch(json_t *b, char *msg, size_t len)
 				break;
 		if (i == 4) {
 			snprintf(msg, len,
-			         "unknown field 'reach.%.64s' (use teachers_open_apps, tas_open_apps, "
+			         "unknown field 'reach.%.64s' (use teachers_open_apps, "
+			         "tas_open_apps, "
 			         "tas_stop_work, tas_manage_roster)",
 			         k);
 			return msg;
@@ -320,7 +320,8 @@ static void list(struct http_req *r)
 
 	if (c)
 		run(c,
-		    "SELECT jsonb_build_object('items', COALESCE(jsonb_agg(gc_class_json(c.id, $1, $2)"
+		    "SELECT jsonb_build_object('items', COALESCE(jsonb_agg(gc_class_json(c.id, $1, "
+		    "$2)"
 		    "  ORDER BY c.state, c.name), '[]')) FROM classes c"
 		    " WHERE $2::boolean OR gc_class_role($1, c.id) IS NOT NULL",
 		    0, NULL);
@@ -342,9 +343,9 @@ static void get(struct http_req *r)
 /* ---- create, change, delete ---- */
 
 static const struct jfield create_spec[] = {
-	{ "name", J_STRING, 1, 100 },      { "code", J_STRING, 0, 32 },
-	{ "term", J_STRING, 0, 100 },      { "description", J_STRING, 0, 4000 },
-	{ "teacher_id", J_INT, 0, 0 },     { NULL, 0, 0, 0 },
+	{ "name", J_STRING, 1, 100 },  { "code", J_STRING, 0, 32 },
+	{ "term", J_STRING, 0, 100 },  { "description", J_STRING, 0, 4000 },
+	{ "teacher_id", J_INT, 0, 0 }, { NULL, 0, 0, 0 },
 };
 
 static void create(struct http_req *r)
@@ -372,18 +373,12 @@ static void create(struct http_req *r)
 }
 
 static const struct jfield patch_spec[] = {
-	{ "name", J_STRING, 0, 100 },
-	{ "term", J_STRING, 0, 100 },
-	{ "description", J_STRING, 0, 4000 },
-	{ "teacher_id", J_INT, 0, 0 },
-	{ "student_limits", J_OBJECT, 0, 0 },
-	{ "allowed_images", J_ARRAY, 0, 1000 },
-	{ "offhours_slices", J_INT, 0, 0 },
-	{ "idle_timeout_s", J_INT, 0, 0 },
-	{ "max_lifetime_s", J_INT, 0, 0 },
-	{ "reach", J_OBJECT, 0, 0 },
-	{ "data_policy", J_STRING, 0, 16 },
-	{ NULL, 0, 0, 0 },
+	{ "name", J_STRING, 0, 100 },         { "term", J_STRING, 0, 100 },
+	{ "description", J_STRING, 0, 4000 }, { "teacher_id", J_INT, 0, 0 },
+	{ "student_limits", J_OBJECT, 0, 0 }, { "allowed_images", J_ARRAY, 0, 1000 },
+	{ "offhours_slices", J_INT, 0, 0 },   { "idle_timeout_s", J_INT, 0, 0 },
+	{ "max_lifetime_s", J_INT, 0, 0 },    { "reach", J_OBJECT, 0, 0 },
+	{ "data_policy", J_STRING, 0, 16 },   { NULL, 0, 0, 0 },
 };
 
 static void patch(struct http_req *r)
@@ -428,9 +423,12 @@ static void del(struct http_req *r)
 /* ---- allocation (admins) ---- */
 
 static const struct jfield alloc_spec[] = {
-	{ "pool", J_STRING, 0, 64 },          { "slices", J_INT, 0, 0 },
-	{ "cpu_millis", J_INT, 0, 0 },        { "mem_mib", J_INT, 0, 0 },
-	{ "gpu_hours_week", J_NUMBER, 0, 0 }, { "storage_bytes", J_INT, 0, 0 },
+	{ "pool", J_STRING, 0, 64 },
+	{ "slices", J_INT, 0, 0 },
+	{ "cpu_millis", J_INT, 0, 0 },
+	{ "mem_mib", J_INT, 0, 0 },
+	{ "gpu_hours_week", J_NUMBER, 0, 0 },
+	{ "storage_bytes", J_INT, 0, 0 },
 	{ NULL, 0, 0, 0 },
 };
 
@@ -478,7 +476,8 @@ static void members(struct http_req *r)
 
 static int role_ok(const char *s)
 {
-	return s && (strcmp(s, "student") == 0 || strcmp(s, "ta") == 0 || strcmp(s, "teacher") == 0);
+	return s &&
+	       (strcmp(s, "student") == 0 || strcmp(s, "ta") == 0 || strcmp(s, "teacher") == 0);
 }
 
 static const struct jfield member_add_spec[] = {
@@ -644,7 +643,8 @@ static void invite(struct http_req *r)
 		ttl = json_integer_value(json_object_get(body, "expires_in_s"));
 	json_decref(body);
 	if (ttl < 60 || ttl > INVITE_MAX_S) {
-		bad(r, "e.g. 604800 for a week", "expires_in_s must be from 60 to 15552000 (180 days)");
+		bad(r, "e.g. 604800 for a week",
+		    "expires_in_s must be from 60 to 15552000 (180 days)");
 		return;
 	}
 	c = call_new(r, NULL, 201, "class.invite");
@@ -802,10 +802,11 @@ static int import_parse(struct import *im, const char *buf, size_t len)
 						have[k] = 1;
 					}
 				if (map[i] < 0) {
-					snprintf(msg, sizeof(msg),
-					         "unknown or repeated column '%.40s' (use username, "
-					         "display_name, email, role)",
-					         val);
+					snprintf(
+					        msg, sizeof(msg),
+					        "unknown or repeated column '%.40s' (use username, "
+					        "display_name, email, role)",
+					        val);
 					for (char *c = msg; *c; c++)
 						if ((unsigned char)*c >= 0x80)
 							*c = '?';
@@ -814,14 +815,15 @@ static int import_parse(struct import *im, const char *buf, size_t len)
 				}
 			}
 			if (!have[C_USERNAME]) {
-				import_error(im, line, "the header row must name the column username");
+				import_error(im, line,
+				             "the header row must name the column username");
 				return -1;
 			}
 			continue;
 		}
 		if (nf != ncols) {
-			snprintf(msg, sizeof(msg), "this line has %zu fields; the header row has %zu", nf,
-			         ncols);
+			snprintf(msg, sizeof(msg),
+			         "this line has %zu fields; the header row has %zu", nf, ncols);
 			import_error(im, line, msg);
 			continue;
 		}
@@ -882,10 +884,10 @@ static json_t *import_rows(struct import *im, int with_hash)
 		if (w->bad)
 			continue;
 		o = json_pack("{s:i, s:s, s:s, s:s, s:s}", "line", w->line, "username",
-		                      w->v[C_USERNAME] ? w->v[C_USERNAME] : "", "display_name",
-		                      w->v[C_DISPLAY] ? w->v[C_DISPLAY] : "", "email",
-		                      w->v[C_EMAIL] ? w->v[C_EMAIL] : "", "role",
-		                      w->v[C_ROLE] ? w->v[C_ROLE] : "student");
+		              w->v[C_USERNAME] ? w->v[C_USERNAME] : "", "display_name",
+		              w->v[C_DISPLAY] ? w->v[C_DISPLAY] : "", "email",
+		              w->v[C_EMAIL] ? w->v[C_EMAIL] : "", "role",
+		              w->v[C_ROLE] ? w->v[C_ROLE] : "student");
 		if (with_hash && w->phc)
 			json_object_set_new(o, "password_hash", json_string(w->phc));
 		json_array_append_new(arr, o);
@@ -957,7 +959,8 @@ static void import_applied(PGresult *res, enum rc rc, void *arg)
 		for (int k = 0; k < im->n; k++)
 			if (strcmp(im->rows[k].v[C_USERNAME], u) == 0 && im->rows[k].create &&
 			    *im->rows[k].generated)
-				json_object_set_new(v, "password", json_string(im->rows[k].generated));
+				json_object_set_new(v, "password",
+				                    json_string(im->rows[k].generated));
 	}
 	out = json_pack("{s:b, s:o, s:O, s:b}", "dry_run", 0, "rows", rows, "class",
 	                json_object_get(a, "class"), "must_change_password", 1);
@@ -973,10 +976,10 @@ static void import_applied(PGresult *res, enum rc rc, void *arg)
 		json_object_set_new(out, "created", json_integer(nc));
 		json_object_set_new(out, "linked", json_integer(nl));
 		json_object_set_new(out, "already", json_integer(na));
-		auth_audit(im->r, im->r->auth, "class.import", json_string_value(json_object_get(
-		                                                       json_object_get(a, "class"), "name")),
-		           json_pack("{s:I, s:i, s:i, s:i}", "class_id", (json_int_t)im->cid, "created",
-		                     nc, "linked", nl, "already", na));
+		auth_audit(im->r, im->r->auth, "class.import",
+		           json_string_value(json_object_get(json_object_get(a, "class"), "name")),
+		           json_pack("{s:I, s:i, s:i, s:i}", "class_id", (json_int_t)im->cid,
+		                     "created", nc, "linked", nl, "already", na));
 	}
 	json_decref(a);
 	http_reply_json(im->r, 200, out);
@@ -1012,8 +1015,9 @@ static void import_step(struct import *im)
 	if (--im->pending > 0)
 		return;
 	if (im->failed)
-		http_reply_error(im->r, RC_UNAVAILABLE, "retry in a few seconds",
-		                 "could not make the passwords (server busy); nothing was imported");
+		http_reply_error(
+		        im->r, RC_UNAVAILABLE, "retry in a few seconds",
+		        "could not make the passwords (server busy); nothing was imported");
 	else
 		import_apply(im);
 }
@@ -1108,8 +1112,8 @@ static void import(struct http_req *r)
 	dn = api_query(r, "dry_run", dry, sizeof(dry));
 	if (dn == -2)
 		return;
-	if (dn >= 0 && strcmp(dry, "1") != 0 && strcmp(dry, "0") != 0 &&
-	    strcmp(dry, "true") != 0 && strcmp(dry, "false") != 0) {
+	if (dn >= 0 && strcmp(dry, "1") != 0 && strcmp(dry, "0") != 0 && strcmp(dry, "true") != 0 &&
+	    strcmp(dry, "false") != 0) {
 		http_reply_error(r, RC_INVALID, "use dry_run=1 or dry_run=0",
 		                 "dry_run must be 1 or 0, not '%s'", dry);
 		return;

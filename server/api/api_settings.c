@@ -59,7 +59,8 @@ static const char *setting_name(struct http_req *r)
 
 	if (!name || (strcmp(name, "tensorboard_image") != 0 &&
 	              strcmp(name, "max_classes_per_teacher") != 0)) {
-		http_reply_error(r, RC_NOTFOUND, "settings: tensorboard_image, max_classes_per_teacher",
+		http_reply_error(r, RC_NOTFOUND,
+		                 "settings: tensorboard_image, max_classes_per_teacher",
 		                 "no such setting '%s'", name ? name : "");
 		return NULL;
 	}

@@ -829,7 +829,8 @@ static void import_check_row(struct import *im, struct import_row *row)
 {
 	const char *why;
 
-	if ((why = api_users_check_username(row->v[C_USERNAME])) || (why = api_users_check_email(row->v[C_EMAIL])) ||
+	if ((why = api_users_check_username(row->v[C_USERNAME])) ||
+	    (why = api_users_check_email(row->v[C_EMAIL])) ||
 	    (why = api_users_check_display_name(row->v[C_DISPLAY])) ||
 	    (auth_role_parse(row->v[C_ROLE]) < 0 &&
 	     (why = "role must be admin, teacher, researcher or student")) ||
