@@ -24,10 +24,11 @@ CREATE FUNCTION gc_class_ts(t timestamptz) RETURNS text LANGUAGE sql IMMUTABLE A
     SELECT to_char(t AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
 $$;
 
-CREATE FUNCTION gc_class_err(rc text, message text, hint text DEFAULT NULL) RETURNS jsonb
+CREATE FUNCTION gc_class_err(rc text, message text, hint text DEFAULT NULL,
+                             details jsonb DEFAULT NULL) RETURNS jsonb
 LANGUAGE sql IMMUTABLE AS $$
     SELECT jsonb_build_object('error', jsonb_build_object('rc', rc, 'message', message,
-                                                          'hint', hint))
+                                                          'hint', hint, 'details', details))
 $$;
 
 CREATE FUNCTION gc_class_rank(role text) RETURNS integer LANGUAGE sql IMMUTABLE AS $$
@@ -226,7 +227,10 @@ BEGIN
                 format('student_limits.%s %s is more than the class holds (%s)', k, v, cap),
                 CASE WHEN k = 'slices' AND cap = 0
                      THEN 'the class has no GPU allocation yet: ask an admin for one'
-                     ELSE 'a student can get at most what the whole class holds' END);
+                     ELSE 'a student can get at most what the whole class holds' END,
+                -- what the interface words in its own language
+                jsonb_build_array(jsonb_build_object('what', 'class_' || k, 'most', cap,
+                                                     'asked', v)));
         END IF;
     END LOOP;
     IF b ? 'offhours_slices' AND b->'offhours_slices' <> 'null'

@@ -108,8 +108,14 @@ static json_t *answer(struct http_req *r, PGresult *res, enum rc rc)
 	e = json_object_get(a, "error");
 	if (e) {
 		const char *hint = json_string_value(json_object_get(e, "hint"));
-		http_reply_error(r, rc_from(json_string_value(json_object_get(e, "rc"))), hint,
-		                 "%s", json_string_value(json_object_get(e, "message")));
+		enum rc erc = rc_from(json_string_value(json_object_get(e, "rc")));
+		json_t *details = json_object_get(e, "details");
+		if (json_is_array(details))
+			http_reply_error_details(r, erc, json_incref(details), hint,
+			                         json_string_value(json_object_get(e, "message")));
+		else
+			http_reply_error(r, erc, hint, "%s",
+			                 json_string_value(json_object_get(e, "message")));
 		json_decref(a);
 		return NULL;
 	}
