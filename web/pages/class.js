@@ -223,7 +223,7 @@ export function render(main, ctx) {
         h('p', { class: 'muted' }, t('class.studentLimitsIntro')),
         numbersForm({
           name: 'limits', keys: LIMITS, values: cls.student_limits, label: (k) => t(`class.limit.${k}`), disabled: !canEdit,
-          help: (k) => (k === 'max_session_s' ? null : t('class.classHolds', { amount: amount(k, k === 'storage_bytes' ? cls.allocation.storage_bytes : cls.allocation[k]) })),
+          help: (k) => (k === 'max_session_s' ? null : cls.allocation[k] == null ? t('class.classNoCap') : t('class.classHolds', { amount: amount(k, cls.allocation[k]) })),
           onSave: (out) => api.patch(`/classes/${cls.id}`, { student_limits: out }),
         })));
       cards.push(h('div', { class: 'card', 'data-card': 'settings' }, h('h2', null, t('class.settings')), settingsForm(cls, canEdit)));

@@ -68,6 +68,7 @@ export default {
   'class.studentLimits': 'Each student’s limits',
   'class.studentLimitsIntro': 'What one student may hold at once inside the class. No limit can be above the class’s own.',
   'class.classHolds': 'The class holds {amount}.',
+  'class.classNoCap': 'The class has no limit here.',
   'class.myLimits': 'My limits in this class',
   'class.imagesLimited': 'Only {n} images can be used in this class.',
   'class.limit.slices': 'GPU slices',
