@@ -862,8 +862,11 @@ static int import_parse(struct import *im, const char *buf, size_t len)
 		    !(why = api_users_check_display_name(row->v[C_DISPLAY])) &&
 		    !role_ok(row->v[C_ROLE]))
 			why = "role must be student, ta or teacher";
+		/* against the rows before it that were fine (a bad row may lack
+		 * its fields: a field that was not UTF-8 is never copied) */
 		for (int k = 0; !why && k < im->n - 1; k++)
-			if (strcmp(im->rows[k].v[C_USERNAME], row->v[C_USERNAME]) == 0) {
+			if (!im->rows[k].bad &&
+			    strcmp(im->rows[k].v[C_USERNAME], row->v[C_USERNAME]) == 0) {
 				snprintf(msg, sizeof(msg), "username '%s' appears twice (line %d)",
 				         row->v[C_USERNAME], im->rows[k].line);
 				why = msg;

@@ -52,7 +52,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (rc == 0)
 			assert(!row->bad);
 		if (!row->bad) {
-			assert(!check_username(row->v[C_USERNAME]));
+			assert(!api_users_check_username(row->v[C_USERNAME]));
 			assert(auth_role_parse(row->v[C_ROLE]) >= 0);
 		}
 	}

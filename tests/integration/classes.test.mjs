@@ -127,6 +127,7 @@ describe('classes', () => {
     assert.equal(r.status, 422, r.text);
     assertErrorShape(r.json, 'exceeds_quota');
     assert.match(r.json.error.message, /student_limits\.slices 1 is more than the class holds \(0\)/);
+    assert.deepEqual(r.json.error.details, [{ what: 'class_slices', most: 0, asked: 1 }], 'for the interface to word it');
     r = await admin.req('PUT', `${p}/allocation`, { pool: 'a100', slices: nslices + 1 });
     assert.equal(r.status, 422, r.text);
     assert.match(r.json.error.message, new RegExp(`pool 'a100' has ${nslices} slices; the allocation asks ${nslices + 1}`));
@@ -265,6 +266,12 @@ describe('classes', () => {
     const lines = r.json.error.details.map((e) => e.line);
     assert.deepEqual(lines, [3, 4, 5, 7], JSON.stringify(r.json.error.details));
     assert.equal(sql(srv, "SELECT count(*) FROM users WHERE username = 'new3'"), '0');
+    // a field that is not UTF-8, then a username seen before (crashed the
+    // duplicate check once: the bad row had no fields)
+    r = await csv(t1, p, Buffer.from('username,role\nok1,student\n\xe1lice,student\nalice,student\nalice,student\n', 'latin1'));
+    assert.equal(r.status, 400, r.text);
+    assert.deepEqual(r.json.error.details.map((e) => e.line), [3, 5]);
+    assert.equal((await t1.get('/api/v1/classes')).status, 200, 'the server lives');
     r = await csv(t1, p, 'name,role\nx,student\n');
     assert.equal(r.status, 400);
     assert.match(r.json.error.details[0].message, /unknown or repeated column 'name'/);
