@@ -159,6 +159,37 @@ describe('classes pages', () => {
     assert.equal(m.role, 'student');
   });
 
+  it('an admin caps classes per teacher and grants the allocation', async () => {
+    const errs = [];
+    const ap = await newPage(browser, errs);
+    try {
+      assert.equal((await api.post('/api/v1/pools', { name: 'teach' })).status, 201);
+      await signIn(ap, 'admin', ADMIN_PASSWORD);
+      await ap.goto(`${srv.base}/#/classes`);
+      await ap.locator('tr[data-class="ML-2026"]').waitFor();
+      await ap.locator('[data-field=max-classes]').fill('3');
+      await ap.locator('[data-action=save-cap]').click();
+      await ap.locator('[data-form=class-cap] .msg-success').waitFor();
+      assert.equal((await api.get('/api/v1/settings')).json.max_classes_per_teacher.value, '3');
+      await shot(ap, 'classes-admin');
+      await ap.goto(`${srv.base}/#/class?id=${classId}`);
+      const f = ap.locator('[data-form=allocation]');
+      await f.locator('select[name=pool]').selectOption('teach');
+      await f.locator('input[name=slices]').fill('1');
+      await f.locator('[data-action=save-allocation]').click();
+      await f.locator('.msg-error').getByText(/pool 'teach' has 0 slices; the allocation asks 1/).waitFor();
+      await f.locator('input[name=slices]').fill('0');
+      await f.locator('input[name=storage_bytes]').fill('20');
+      await f.locator('[data-action=save-allocation]').click();
+      await ap.waitForFunction(async (id) => {
+        const c = await (await fetch(`/api/v1/classes/${id}`)).json();
+        return c.pool?.name === 'teach' && c.allocation.storage_bytes === 20 * 1024 ** 3;
+      }, classId);
+      await shot(ap, 'class-overview-admin');
+      assert.deepEqual(errs, []);
+    } finally { await ap.context().close(); }
+  });
+
   it('shows the pages in Simplified Chinese', async () => {
     const errs = [];
     const zp = await newPage(browser, errs, 'zh-CN');
