@@ -447,6 +447,25 @@ describe('classes', () => {
     assert.equal((await t1.patch(`${p}/members/abc`, { state: 'active' })).status, 404);
   });
 
+  it('lets an admin hand a class to another teacher; refuses a suspended member joining', async () => {
+    const stat = (await admin.get('/api/v1/classes')).json.items.find((c) => c.name === 'Statistics');
+    let r = await admin.patch(`/api/v1/classes/${stat.id}`, { teacher_id: ids.cs1 });
+    assert.equal(r.status, 400, 'a student cannot own a class');
+    r = await admin.patch(`/api/v1/classes/${stat.id}`, { teacher_id: ids.ct1 });
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.json.teacher.username, 'ct1');
+    assert.equal((await t1.get(`/api/v1/classes/${stat.id}`)).json.my_role, 'owner');
+    assert.equal((await t2.get(`/api/v1/classes/${stat.id}`)).status, 404, 'the former owner is out');
+    // a suspended member cannot come back through the invite
+    const code = (await t1.post(`/api/v1/classes/${stat.id}/invite`, {})).json.code;
+    assert.equal((await t1.post(`/api/v1/classes/${stat.id}/members`, { username: 'cs3' })).status, 201);
+    assert.equal((await t1.patch(`/api/v1/classes/${stat.id}/members/${ids.cs3}`, { state: 'suspended' })).status, 200);
+    r = await s3.post('/api/v1/classes/join', { code });
+    assert.equal(r.status, 403, r.text);
+    assert.match(r.json.error.message, /suspended/);
+    assert.equal((await s3.get(`/api/v1/classes/${stat.id}`)).status, 404);
+  });
+
   it('deletes: the owner only an empty class, an admin any', async () => {
     const p = `/api/v1/classes/${cls.id}`;
     let r = await t2.del(p);
