@@ -97,7 +97,7 @@ async function logout() {
 
 // Signed in: on to the page that was asked for, or an app's sign-in.
 function enterApp() {
-  const wanted = pageAt(afterLogin);
+  const wanted = pageAt(afterLogin.split('?')[0]);
   const next = wanted && wanted.roles.includes(session.user.role) ? afterLogin : '/home';
   afterLogin = '/home';
   if (routeOpen()) { openRoute(routeOpen()); return; }
@@ -243,7 +243,8 @@ async function render(opts = {}) {
       if (seq !== renderSeq) return;
       if (path === '/login') { renderLogin(e.status === 401 ? '' : errorText(e)); return; }
       if (e.status !== 401) loginNotice = errorText(e);
-      afterLogin = pageAt(path) ? path : '/home';
+      // with its query (#/join?code=..., #/instance?id=...): the page needs it
+      afterLogin = pageAt(path) ? location.hash.replace(/^#/, '') : '/home';
       go('/login');
       return;
     }

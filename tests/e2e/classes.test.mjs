@@ -139,9 +139,13 @@ describe('classes pages', () => {
     const errs = [];
     const sp = await newPage(browser, errs);
     try {
-      await signIn(sp, 'ejoin', PW);
+      // opened before signing in: the sign-in leads back to it, code and all
       await sp.goto(inviteUrl);
+      await sp.locator('input[name=username]').fill('ejoin');
+      await sp.locator('input[name=password]').fill(PW);
+      await sp.getByRole('button', { name: 'Sign in' }).click();
       await sp.getByRole('heading', { name: en['class.join.title'] }).waitFor();
+      assert.equal(await sp.locator('[data-form=join] input[name=code]').inputValue(), inviteUrl.split('code=')[1]);
       await shot(sp, 'class-join');
       await sp.locator('[data-action=join-class]').click();
       await sp.locator('[data-page=class] h1').getByText('Machine Learning').waitFor();
