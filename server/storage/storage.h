@@ -9,7 +9,9 @@
  * Layout under storage_root():
  *   home/<username>/     0700, owned by storage_uid(user)
  *   shared/              0755, root (admins write through the API)
- *   classes/<id>/        02750, teacher's uid, group storage_class_gid(id)
+ *   classes/<id>/        02770, teacher's uid, group storage_class_gid(id);
+ *                        mounted at /class/<code or id> into the
+ *                        containers of its people (storage_class_binds)
  *   .trash/<area key>/   0700 root: what was deleted, until restored or emptied
  *   .uploads/            0700 root: uploads and copies in progress (renamed
  *                        into place when complete, so no partial file is ever
@@ -39,6 +41,15 @@ long long storage_class_gid(long long class_id);
  * missing — a few mkdir/chown calls, cheap enough for the loop.
  * Returns 0, or -1 with a message a user can act on in err. */
 int storage_binds(long long user_id, const char *username, json_t *binds, char *err, size_t errlen);
+
+/* Appends the binds of the class areas in classes (the JSON array
+ * gc_class_mounts() makes: [{"id", "code", "teacher", "write"}]) to binds
+ * (/class/<code or id>, ":ro" unless write), each class's group to groups
+ * (HostConfig.GroupAdd strings) and "<id>r|w" to sig (comma-separated), so
+ * a container made for other classes is not reused.  Creates missing class
+ * directories.  Returns 0, or -1 with a message in err. */
+int storage_class_binds(const json_t *classes, json_t *binds, json_t *groups, char *sig,
+                        size_t siglen, char *err, size_t errlen);
 
 /* One area as the file API sees it. */
 struct storage_area {
