@@ -27,3 +27,13 @@ ALTER TABLE assignments
 
 ALTER TABLE assignment_students
     ADD COLUMN changed_at timestamptz;
+
+-- Containers a collect froze (Docker pause) while it copied their owner's
+-- folder: a replica that dies before it thaws them leaves the rows, and the
+-- leader unpauses what is left after 10 minutes.
+CREATE TABLE assignment_pauses (
+    node_id      bigint NOT NULL REFERENCES nodes (id) ON DELETE CASCADE,
+    container_id text NOT NULL,
+    paused_at    timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (node_id, container_id)
+);

@@ -632,6 +632,11 @@ static void pass_work(void *arg)
 			p->unchanged = 1;
 			break;
 		}
+		if (storage_class_private(cls, storage_uid(p->teacher),
+		                          storage_class_gid(p->cid)) < 0) {
+			files_fail(&p->res, errno, "collected");
+			break;
+		}
 		snprintf(dst, sizeof(dst), "collected/%s", p->name);
 		if (files_mkdirs(cls, dst, storage_uid(p->teacher), storage_class_gid(p->cid),
 		                 &p->res) != RC_OK)
@@ -793,6 +798,21 @@ static void unpause_next(struct pass *p)
 			return;
 		log_msg(LOG_WARN, "assignments", NULL, "could not unpause container %.12s", c->id);
 	}
+	if (p->nctr > 0) {
+		json_t *ids = json_array();
+		char *text;
+		for (int i = 0; i < p->nctr; i++)
+			json_array_append_new(ids, json_string(p->ctr[i].id));
+		text = json_dumps(ids, JSON_COMPACT);
+		json_decref(ids);
+		if (text) {
+			const char *q[1] = { text };
+			db_query("DELETE FROM assignment_pauses WHERE container_id IN"
+			         " (SELECT jsonb_array_elements_text($1::jsonb))",
+			         1, q, db_ignore, NULL);
+			free(text);
+		}
+	}
 	student_record(p);
 }
 
@@ -928,13 +948,18 @@ static void pass_next(struct pass *p)
 	}
 	if (p->op == P_COLLECT) {
 		const char *q[1] = { uid };
-		db_query("SELECT i.node_id, i.container_id FROM instances i WHERE i.user_id = $1"
-		         " AND i.state = 'running' AND i.container_id IS NOT NULL"
-		         " AND i.node_id IS NOT NULL"
-		         " UNION ALL SELECT m.node_id, m.container_id FROM job_members m"
-		         " JOIN jobs j ON j.id = m.job_id WHERE j.user_id = $1"
-		         " AND m.state = 'running' AND m.container_id IS NOT NULL"
-		         " AND m.node_id IS NOT NULL",
+		/* written down before they are paused: see assignment_pauses */
+		db_query("WITH c AS (SELECT i.node_id, i.container_id FROM instances i"
+		         "  WHERE i.user_id = $1 AND i.state = 'running'"
+		         "  AND i.container_id IS NOT NULL AND i.node_id IS NOT NULL"
+		         "  UNION SELECT m.node_id, m.container_id FROM job_members m"
+		         "  JOIN jobs j ON j.id = m.job_id WHERE j.user_id = $1"
+		         "  AND m.state = 'running' AND m.container_id IS NOT NULL"
+		         "  AND m.node_id IS NOT NULL LIMIT 16),"
+		         " w AS (INSERT INTO assignment_pauses (node_id, container_id)"
+		         "  SELECT node_id, container_id FROM c ON CONFLICT (node_id, container_id)"
+		         "  DO UPDATE SET paused_at = now())"
+		         " SELECT node_id, container_id FROM c",
 		         1, q, containers_read, p);
 		return;
 	}
@@ -1296,12 +1321,38 @@ static void cron_row(PGresult *res, enum rc rc, void *arg)
 	pass_start(p);
 }
 
+/* Containers a dead replica left paused: thawed (the rows go first, so
+ * two leaders in a row do not both try). */
+static void stale_pauses(PGresult *res, enum rc rc, void *arg)
+{
+	(void)arg;
+	if (rc != RC_OK)
+		return;
+	for (int i = 0; i < PQntuples(res); i++) {
+		struct docker_engine *e = nodes_engine(strtoll(db_val(res, i, 0), NULL, 10));
+		char path[160];
+		if (!e)
+			continue;
+		snprintf(path, sizeof(path), "/containers/%s/unpause", db_val(res, i, 1));
+		log_msg(LOG_WARN, "assignments", NULL,
+		        "container %.12s was left paused by a collect: unpausing it",
+		        db_val(res, i, 1));
+		docker_request(e, "POST", path, NULL, NULL, 0, NULL, 30000, docker_ignore, NULL);
+	}
+}
+
 static void on_cron(struct cron_section *s, void *arg)
 {
+	static unsigned runs;
+
 	(void)s;
 	(void)arg;
 	if (cron_busy || !leader_is())
 		return;
+	if (runs++ % 10 == 0)
+		db_query("DELETE FROM assignment_pauses WHERE paused_at < now() - interval '10 minutes'"
+		         " RETURNING node_id, container_id",
+		         0, NULL, stale_pauses, NULL);
 	cron_busy = 1;
 	/* one due thing a pass: a deadline's (or late_until's) collect, claimed
 	 * like a manual one; else a released assignment's students who joined

@@ -64,6 +64,7 @@ static void resolve_class_done(PGresult *res, enum rc rc, void *arg)
 		storage_area_class(&rs->a, strtoll(db_val(res, 0, 2), NULL, 10), teacher);
 		snprintf(rs->a.name, sizeof(rs->a.name), "%s", name);
 		rs->a.writable = writes;
+		rs->a.no_private = !rs->is_admin && role && !strcmp(role, "student");
 		if (!writes && !member)
 			rs->cb(rs->arg, NULL, RC_FORBIDDEN, "you are not a member of this class");
 		else if (rs->want_write && !writes)

@@ -112,8 +112,8 @@ int storage_class_binds(const json_t *classes, json_t *binds, json_t *groups, ch
 			return -1;
 		}
 		/* areas made before 0031 were 02750: co-teachers write too now */
-		if (fchmod(fd, a.dir_mode) < 0 ||
-		    fchown(fd, (uid_t)a.uid, (gid_t)a.gid) < 0) {
+		if (fchmod(fd, a.dir_mode) < 0 || fchown(fd, (uid_t)a.uid, (gid_t)a.gid) < 0 ||
+		    storage_class_private(fd, a.uid, a.gid) < 0) {
 			snprintf(err, errlen, "cannot set the mode of the area of class %lld: %s",
 			         id, strerror(errno));
 			close(fd);
@@ -132,6 +132,41 @@ int storage_class_binds(const json_t *classes, json_t *binds, json_t *groups, ch
 		if (n < siglen)
 			snprintf(sig + n, siglen - n, "%s%lld%s", n ? "," : "", id,
 			         write ? "w" : "r");
+	}
+	return 0;
+}
+
+static const char *const private_dirs[] = { "collected", "feedback" };
+
+int storage_class_private(int areafd, long long uid, long long gid)
+{
+	for (size_t i = 0; i < sizeof(private_dirs) / sizeof(private_dirs[0]); i++) {
+		const char *d = private_dirs[i];
+		int fd;
+
+		if (mkdirat(areafd, d, 0700) < 0 && errno != EEXIST)
+			return -1;
+		/* opened without following: a link put there is refused */
+		fd = openat(areafd, d, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0)
+			return -1;
+		if (fchown(fd, (uid_t)uid, (gid_t)gid) < 0 || fchmod(fd, 0700) < 0) {
+			int e = errno;
+			close(fd);
+			errno = e;
+			return -1;
+		}
+		close(fd);
+	}
+	return 0;
+}
+
+int storage_class_private_path(const char *path)
+{
+	for (size_t i = 0; i < sizeof(private_dirs) / sizeof(private_dirs[0]); i++) {
+		size_t n = strlen(private_dirs[i]);
+		if (!strncmp(path, private_dirs[i], n) && (path[n] == '/' || path[n] == '\0'))
+			return 1;
 	}
 	return 0;
 }

@@ -51,6 +51,16 @@ int storage_binds(long long user_id, const char *username, json_t *binds, char *
 int storage_class_binds(const json_t *classes, json_t *binds, json_t *groups, char *sig,
                         size_t siglen, char *err, size_t errlen);
 
+/* A class area's private folders, collected/ and feedback/: made when
+ * missing and kept 0700, the owner's, so that students — who share the
+ * class group with teachers and TAs — read neither through their mount.
+ * Blocking; areafd is the class area's open directory.  0 or -1. */
+int storage_class_private(int areafd, long long uid, long long gid);
+
+/* 1 when path (cleaned, relative to a class area) is in one of its
+ * private folders. */
+int storage_class_private_path(const char *path);
+
 /* One area as the file API sees it. */
 struct storage_area {
 	char name[80];  /* as the client named it: home, home:alice, shared, class:3 */
@@ -61,6 +71,9 @@ struct storage_area {
 	mode_t dir_mode;    /* of the area's root directory */
 	long long user_id, class_id;
 	int writable; /* the caller may change it */
+	/* a student of the class: collected/ and feedback/ (classmates' work,
+	 * their grades) are not theirs to open (storage_class_private()) */
+	int no_private;
 	/* a folder below dir that is the area's root ("" none): a job's
 	 * folder in its owner's home, which that owner may have replaced with
 	 * a link, so it is opened without following any */

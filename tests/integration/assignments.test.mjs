@@ -8,7 +8,7 @@
 // their own row, TA reads, read-only token, CSRF, expired session, bad input).
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync, writeFileSync, chownSync, readFileSync, readdirSync, existsSync } from 'node:fs';
+import { mkdirSync, writeFileSync, chownSync, readFileSync, readdirSync, existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { world, mkUser, create, waitState, docker, cleanup, sql, sleep, eventually, env } from './instances_lib.mjs';
 import { Client } from '../lib/server.mjs';
@@ -224,6 +224,14 @@ test('collect while the student\'s container writes: one moment of the folder, l
   assert.ok(row.files >= 7 && row.bytes > 0, JSON.stringify(row));
   assert.ok(row.collected_at);
   assert.equal((await s1.c.post(`${cls()}/${w.aid}/collect`)).status, 403);
+  assert.equal(sql(w.srv, 'SELECT count(*) FROM assignment_pauses'), '0');
+  // a replica that died mid-collect leaves its container paused: the leader thaws it
+  const name = container(s1.inst);
+  docker(env.GPUCLOUD_WORLD_DOCKER1, 'pause', name);
+  const cidFull = docker(env.GPUCLOUD_WORLD_DOCKER1, 'inspect', '-f', '{{.Id}}', name);
+  sql(w.srv, `INSERT INTO assignment_pauses (node_id, container_id, paused_at) VALUES (${w.n1.id}, '${cidFull}', now() - interval '11 minutes')`);
+  assert.ok(await eventually(() => docker(env.GPUCLOUD_WORLD_DOCKER1, 'inspect', '-f', '{{.State.Paused}}', name) === 'false', 15000),
+    'the leader unpaused the container left paused');
 });
 
 test('deadline: collected automatically; a change after it is collected again at late_until and marked late', async () => {
@@ -262,6 +270,15 @@ test('return: feedback from the class area lands in the student\'s folder', asyn
   assert.equal(rows.find((x) => x.user.username === 'stud1').status, 'returned');
   assert.notEqual(rows.find((x) => x.user.username === 'stud2').status, 'returned', 'no feedback, nothing returned');
   assert.equal((await ta.c.post(`${cls()}/${w.aid}/return`)).status, 403);
+  // classmates' work and feedback stay private: 0700 in the class area
+  // (students read it through the class group), 404 in the Files API
+  for (const d of ['collected', 'feedback']) assert.equal(statSync(join(area, d)).mode & 0o777, 0o700);
+  assert.equal((await s1.c.get(`/api/v1/files/class:${cid}/hw1`)).status, 200);
+  assert.equal((await s1.c.get(`/api/v1/files/class:${cid}/collected/hw1/stud2`)).status, 404);
+  assert.equal((await s1.c.get(`/api/v1/files/class:${cid}/feedback`)).status, 404);
+  assert.equal((await s1.c.get(`/api/v1/files/class:${cid}/?download=1`)).status, 403);
+  assert.equal((await ta.c.get(`/api/v1/files/class:${cid}/collected/hw1`)).status, 200);
+  assert.equal((await t1.c.get(`/api/v1/files/class:${cid}/collected/hw1/stud2`)).status, 200);
   const audit = sql(w.srv, `SELECT string_agg(DISTINCT action, ',' ORDER BY action) FROM audit_log WHERE action LIKE 'assignment.%'`);
   for (const a of ['assignment.collect', 'assignment.create', 'assignment.release', 'assignment.return']) assert.ok(audit.includes(a), audit);
 });
