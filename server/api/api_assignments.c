@@ -138,30 +138,47 @@ static int need_staff(struct ctx *c)
 /* ---- the assignment as JSON ---- */
 
 /* $1 the class, $2 the caller (mine), $3 't' when the caller reads all. */
-#define ASSIGNMENT_JSON                                                                        \
-	"json_build_object('id', a.id, 'class_id', a.class_id, 'name', a.name, 'source',"      \
-	" a.source, 'description', a.description, 'state', a.state,"                          \
-	" 'deadline', " DB_TS("a.deadline") ", 'late_until', " DB_TS(                          \
-	        "a.late_until") ", 'released_at', " DB_TS("a.released_at") ","                 \
-	                                                                   " 'collected_at', " \
-	        DB_TS("a.collected_at") ", 'late_collected_at', " DB_TS(                       \
-	                "a.late_collected_at") ", 'created_at', " DB_TS("a.created_at") ","    \
-	" 'path', 'classes/' || COALESCE(c.code, c.id::text) || '/' || a.name,"                \
-	" 'counts', CASE WHEN $3::bool THEN (SELECT json_build_object("                        \
-	"   'pending', count(*) FILTER (WHERE s.status = 'pending'),"                          \
-	"   'released', count(*) FILTER (WHERE s.status = 'released'),"                        \
-	"   'collected', count(*) FILTER (WHERE s.status = 'collected'),"                      \
-	"   'late', count(*) FILTER (WHERE s.status = 'late'),"                                \
-	"   'missing', count(*) FILTER (WHERE s.status = 'missing'),"                          \
-	"   'returned', count(*) FILTER (WHERE s.status = 'returned'),"                        \
-	"   'failed', count(*) FILTER (WHERE s.status = 'failed'))"                            \
-	"  FROM assignment_students s WHERE s.assignment_id = a.id) END,"                      \
-	" 'mine', (SELECT json_build_object('status', s.status, 'late', s.late,"               \
-	"   'released_at', " DB_TS("s.released_at") ", 'collected_at', " DB_TS(                \
-	                "s.collected_at") ", 'returned_at', " DB_TS("s.returned_at") ","       \
-	" 'message', s.message, 'path', 'classes/' || COALESCE(c.code, c.id::text) || '/' ||"  \
-	" a.name) FROM assignment_students s WHERE s.assignment_id = a.id"                     \
+/* clang-format off */
+#define ASSIGNMENT_JSON \
+	"json_build_object('id', a.id, 'class_id', a.class_id, 'name', a.name," \
+	" 'source', a.source, 'description', a.description, 'state', a.state," \
+	" 'deadline', " DB_TS("a.deadline") ", 'late_until', " DB_TS("a.late_until") "," \
+	" 'released_at', " DB_TS("a.released_at") "," \
+	" 'collected_at', " DB_TS("a.collected_at") "," \
+	" 'late_collected_at', " DB_TS("a.late_collected_at") "," \
+	" 'created_at', " DB_TS("a.created_at") "," \
+	" 'path', 'classes/' || COALESCE(c.code, c.id::text) || '/' || a.name," \
+	" 'counts', CASE WHEN $3::bool THEN (SELECT json_build_object(" \
+	"   'pending', count(*) FILTER (WHERE s.status = 'pending')," \
+	"   'released', count(*) FILTER (WHERE s.status = 'released')," \
+	"   'collected', count(*) FILTER (WHERE s.status = 'collected')," \
+	"   'late', count(*) FILTER (WHERE s.status = 'late')," \
+	"   'missing', count(*) FILTER (WHERE s.status = 'missing')," \
+	"   'returned', count(*) FILTER (WHERE s.status = 'returned')," \
+	"   'failed', count(*) FILTER (WHERE s.status = 'failed'))" \
+	"  FROM assignment_students s WHERE s.assignment_id = a.id) END," \
+	" 'mine', (SELECT json_build_object('status', s.status, 'late', s.late," \
+	"   'released_at', " DB_TS("s.released_at") "," \
+	"   'collected_at', " DB_TS("s.collected_at") "," \
+	"   'returned_at', " DB_TS("s.returned_at") "," \
+	"   'message', s.message," \
+	"   'path', 'classes/' || COALESCE(c.code, c.id::text) || '/' || a.name)" \
+	"  FROM assignment_students s WHERE s.assignment_id = a.id" \
 	"  AND s.user_id = $2::bigint))"
+
+/* The per-student rows of assignment a ($3: all of them, else $4's). */
+#define STUDENTS_JSON \
+	"(SELECT COALESCE(json_agg(json_build_object(" \
+	"  'user', json_build_object('id', u.id, 'username', u.username," \
+	"   'display_name', u.display_name)," \
+	"  'status', s.status, 'late', s.late, 'files', s.files, 'bytes', s.bytes," \
+	"  'released_at', " DB_TS("s.released_at") "," \
+	"  'collected_at', " DB_TS("s.collected_at") "," \
+	"  'returned_at', " DB_TS("s.returned_at") ", 'message', s.message)" \
+	"  ORDER BY u.username), '[]')::text" \
+	" FROM assignment_students s JOIN users u ON u.id = s.user_id" \
+	" WHERE s.assignment_id = a.id AND ($3::bool OR s.user_id = $4::bigint))"
+/* clang-format on */
 
 #define ASSIGNMENT_FROM " FROM assignments a JOIN classes c ON c.id = a.class_id"
 
@@ -248,14 +265,16 @@ static void get(struct http_req *r)
 /* ---- create, change, remove ---- */
 
 static const struct jfield create_spec[] = {
-	{ "name", J_STRING, 1, 64 },       { "source", J_STRING, 1, 1024 },
+	{ "name", J_STRING, 1, 64 },          { "source", J_STRING, 1, 1024 },
 	{ "description", J_STRING, 0, 4000 }, { "deadline", J_STRING, 0, 64 },
-	{ "late_until", J_STRING, 0, 64 }, { NULL, 0, 0, 0 },
+	{ "late_until", J_STRING, 0, 64 },    { NULL, 0, 0, 0 },
 };
 
 static const struct jfield patch_spec[] = {
-	{ "source", J_STRING, 0, 1024 },   { "description", J_STRING, 0, 4000 },
-	{ "deadline", J_STRING, 0, 64 },   { "late_until", J_STRING, 0, 64 },
+	{ "source", J_STRING, 0, 1024 },
+	{ "description", J_STRING, 0, 4000 },
+	{ "deadline", J_STRING, 0, 64 },
+	{ "late_until", J_STRING, 0, 64 },
 	{ NULL, 0, 0, 0 },
 };
 
@@ -271,8 +290,8 @@ static int name_ok(const char *s)
 	size_t n = s ? strlen(s) : 0;
 	const char *ok = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-";
 
-	return n >= 1 && n <= 64 && strchr(ok, s[0]) && s[0] != '.' && s[0] != '_' &&
-	       s[0] != '-' && strspn(s, ok) == n;
+	return n >= 1 && n <= 64 && strchr(ok, s[0]) && s[0] != '.' && s[0] != '_' && s[0] != '-' &&
+	       strspn(s, ok) == n;
 }
 
 /* "" or null clears a time; otherwise an ISO 8601 time with a zone. */
@@ -341,9 +360,9 @@ static void saved(PGresult *res, enum rc rc, void *arg, int status, const char *
 	if (api_one_row(c->r, res, rc, "assignment", "could not save the assignment") < 0)
 		return;
 	aid = strtoll(db_val(res, 0, 0), NULL, 10);
-	auth_audit(c->r, c->r->auth, action, db_val(res, 0, 0),
-	           json_pack("{s:I, s:s}", "class_id", (json_int_t)c->cid, "name",
-	                     db_val(res, 0, 1)));
+	auth_audit(
+	        c->r, c->r->auth, action, db_val(res, 0, 0),
+	        json_pack("{s:I, s:s}", "class_id", (json_int_t)c->cid, "name", db_val(res, 0, 1)));
 	reply_one(c, aid, status == 201 ? one_201 : one_200);
 }
 
@@ -437,9 +456,9 @@ static void removed(PGresult *res, enum rc rc, void *arg)
 
 	if (api_one_row(c->r, res, rc, "assignment", "could not remove the assignment") < 0)
 		return;
-	auth_audit(c->r, c->r->auth, "assignment.delete", db_val(res, 0, 0),
-	           json_pack("{s:I, s:s}", "class_id", (json_int_t)c->cid, "name",
-	                     db_val(res, 0, 1)));
+	auth_audit(
+	        c->r, c->r->auth, "assignment.delete", db_val(res, 0, 0),
+	        json_pack("{s:I, s:s}", "class_id", (json_int_t)c->cid, "name", db_val(res, 0, 1)));
 	http_reply(c->r, 204, NULL, NULL, 0);
 }
 
@@ -488,21 +507,9 @@ static void students_go(struct ctx *c)
 	db_arg_ll(&a, c->aid);
 	db_arg_str(&a, c->reader ? "t" : "f");
 	db_arg_ll(&a, c->r->auth->user_id);
-	db_query_args(
-	        "SELECT (SELECT COALESCE(json_agg(json_build_object('user', json_build_object("
-	        "  'id', u.id, 'username', u.username, 'display_name', u.display_name),"
-	        "  'status', s.status, 'late', s.late, 'files', s.files, 'bytes', s.bytes,"
-	        "  'released_at', " DB_TS("s.released_at") ", 'collected_at', " DB_TS(
-	                "s.collected_at") ","
-	                                  "  'returned_at', " DB_TS(
-	                                          "s.returned_at") ", 'message', s.message)"
-	                                                           "  ORDER BY u.username), "
-	                                                           "'[]')::text"
-	        "  FROM assignment_students s JOIN users u ON u.id = s.user_id"
-	        "  WHERE s.assignment_id = a.id AND ($3::bool OR s.user_id = $4::bigint))"
-	        " FROM assignments a WHERE a.class_id = $1 AND a.id = $2"
-	        " AND ($3::bool OR a.state <> 'draft')",
-	        &a, students_done, c);
+	db_query_args("SELECT " STUDENTS_JSON " FROM assignments a WHERE a.class_id = $1"
+	              " AND a.id = $2 AND ($3::bool OR a.state <> 'draft')",
+	              &a, students_done, c);
 }
 
 static void students(struct http_req *r)
@@ -632,8 +639,8 @@ static void pass_work(void *arg)
 			p->unchanged = 1;
 			break;
 		}
-		if (storage_class_private(cls, storage_uid(p->teacher),
-		                          storage_class_gid(p->cid)) < 0) {
+		if (storage_class_private(cls, storage_uid(p->teacher), storage_class_gid(p->cid)) <
+		    0) {
 			files_fail(&p->res, errno, "collected");
 			break;
 		}
@@ -755,20 +762,21 @@ static void student_record(struct pass *p)
 		db_arg_str(&a, ns);
 		db_arg_ll(&a, p->count);
 		db_arg_ll(&a, p->bytes);
-		db_query_args("UPDATE assignment_students SET"
-		              " status = CASE WHEN $5::bool THEN status ELSE $3 END,"
-		              " late = CASE WHEN $5::bool THEN late ELSE $3 = 'late' END,"
-		              " message = $4,"
-		              " collected_at = CASE WHEN $5::bool OR $3 IN ('missing', 'failed')"
-		              "  THEN collected_at ELSE now() END,"
-		              " changed_at = CASE WHEN $5::bool OR $3 <> 'collected' AND $3 <> 'late'"
-		              "  THEN changed_at ELSE to_timestamp($6::numeric / 1e9) END,"
-		              " files = CASE WHEN $3 IN ('collected', 'late') AND NOT $5::bool THEN $7"
-		              "  ELSE files END,"
-		              " bytes = CASE WHEN $3 IN ('collected', 'late') AND NOT $5::bool THEN $8"
-		              "  ELSE bytes END"
-		              " WHERE assignment_id = $1 AND user_id = $2",
-		              &a, student_written, p);
+		db_query_args(
+		        "UPDATE assignment_students SET"
+		        " status = CASE WHEN $5::bool THEN status ELSE $3 END,"
+		        " late = CASE WHEN $5::bool THEN late ELSE $3 = 'late' END,"
+		        " message = $4,"
+		        " collected_at = CASE WHEN $5::bool OR $3 IN ('missing', 'failed')"
+		        "  THEN collected_at ELSE now() END,"
+		        " changed_at = CASE WHEN $5::bool OR $3 <> 'collected' AND $3 <> 'late'"
+		        "  THEN changed_at ELSE to_timestamp($6::numeric / 1e9) END,"
+		        " files = CASE WHEN $3 IN ('collected', 'late') AND NOT $5::bool THEN $7"
+		        "  ELSE files END,"
+		        " bytes = CASE WHEN $3 IN ('collected', 'late') AND NOT $5::bool THEN $8"
+		        "  ELSE bytes END"
+		        " WHERE assignment_id = $1 AND user_id = $2",
+		        &a, student_written, p);
 		return;
 	}
 	area_dirty(p, 1);
@@ -782,8 +790,8 @@ static void student_record(struct pass *p)
 }
 
 /* unpause the containers paused for this student, then record */
-static void unpaused(struct docker_call *call, enum rc rc, int status, const char *body,
-                     size_t len, const char *err, void *arg);
+static void unpaused(struct docker_call *call, enum rc rc, int status, const char *body, size_t len,
+                     const char *err, void *arg);
 
 static void unpause_next(struct pass *p)
 {
@@ -816,8 +824,8 @@ static void unpause_next(struct pass *p)
 	student_record(p);
 }
 
-static void unpaused(struct docker_call *call, enum rc rc, int status, const char *body,
-                     size_t len, const char *err, void *arg)
+static void unpaused(struct docker_call *call, enum rc rc, int status, const char *body, size_t len,
+                     const char *err, void *arg)
 {
 	struct pass *p = arg;
 
@@ -1105,16 +1113,16 @@ static void pass_start(struct pass *p)
 }
 
 /* The row pass_new() reads, for assignment $1 (and the claim of a collect). */
-#define PASS_ROW                                                                              \
-	"a.id, a.class_id, c.teacher_id, COALESCE(c.code, c.id::text), a.name, a.source,"     \
+#define PASS_ROW                                                                          \
+	"a.id, a.class_id, c.teacher_id, COALESCE(c.code, c.id::text), a.name, a.source," \
 	" (extract(epoch FROM a.deadline) * 1e9)::bigint, COALESCE(now() >= a.late_until, false)"
 
 /* A collect claims the assignment (state collecting) so two never run at
  * once; one stuck for 10 minutes (a replica died) may be claimed again. */
-#define COLLECT_CLAIM                                                                          \
-	"WITH a AS (UPDATE assignments SET state = 'collecting', updated_at = now()"           \
-	" WHERE id = $1 AND (state IN ('released', 'collected') OR (state = 'collecting'"      \
-	"  AND updated_at < now() - interval '10 minutes')) RETURNING *)"                     \
+#define COLLECT_CLAIM                                                                     \
+	"WITH a AS (UPDATE assignments SET state = 'collecting', updated_at = now()"      \
+	" WHERE id = $1 AND (state IN ('released', 'collected') OR (state = 'collecting'" \
+	"  AND updated_at < now() - interval '10 minutes')) RETURNING *)"                 \
 	" SELECT " PASS_ROW " FROM a JOIN classes c ON c.id = a.class_id"
 
 static void collect_finish(struct pass *p, db_cb cb, void *arg)
@@ -1177,11 +1185,12 @@ static void pass_row(PGresult *res, enum rc rc, void *arg, enum pass_op op)
 		return;
 	}
 	if (PQntuples(res) != 1) {
-		http_reply_error(c->r, op == P_COLLECT ? RC_CONFLICT : RC_NOTFOUND,
-		                 op == P_COLLECT ? "release it first, or wait for the running collect"
-		                                 : "GET .../assignments lists them",
-		                 op == P_COLLECT ? "the assignment is not released, or being collected"
-		                                 : "no such assignment");
+		http_reply_error(
+		        c->r, op == P_COLLECT ? RC_CONFLICT : RC_NOTFOUND,
+		        op == P_COLLECT ? "release it first, or wait for the running collect"
+		                        : "GET .../assignments lists them",
+		        op == P_COLLECT ? "the assignment is not released, or being collected"
+		                        : "no such assignment");
 		return;
 	}
 	p = pass_new(op, res);
@@ -1217,8 +1226,8 @@ static void release_go(struct ctx *c)
 		return;
 	db_arg_ll(&a, c->aid);
 	db_arg_ll(&a, c->cid);
-	db_query_args("SELECT " PASS_ROW ASSIGNMENT_FROM " WHERE a.id = $1 AND a.class_id = $2",
-	              &a, release_row, c);
+	db_query_args("SELECT " PASS_ROW ASSIGNMENT_FROM " WHERE a.id = $1 AND a.class_id = $2", &a,
+	              release_row, c);
 }
 
 static void collect_exists(PGresult *res, enum rc rc, void *arg)
@@ -1350,7 +1359,8 @@ static void on_cron(struct cron_section *s, void *arg)
 	if (cron_busy || !leader_is())
 		return;
 	if (runs++ % 10 == 0)
-		db_query("DELETE FROM assignment_pauses WHERE paused_at < now() - interval '10 minutes'"
+		db_query("DELETE FROM assignment_pauses WHERE paused_at < now() - interval '10 "
+		         "minutes'"
 		         " RETURNING node_id, container_id",
 		         0, NULL, stale_pauses, NULL);
 	cron_busy = 1;
@@ -1372,7 +1382,8 @@ static void on_cron(struct cron_section *s, void *arg)
 	         "   AND NOT EXISTS (SELECT 1 FROM assignment_students s"
 	         "    WHERE s.assignment_id = a.id AND s.user_id = m.user_id))"
 	         "  ORDER BY a.id LIMIT 1)"
-	         " SELECT " PASS_ROW ", 'collect' FROM claimed a JOIN classes c ON c.id = a.class_id"
+	         " SELECT " PASS_ROW
+	         ", 'collect' FROM claimed a JOIN classes c ON c.id = a.class_id"
 	         " UNION ALL SELECT " PASS_ROW ", 'release' FROM joined a"
 	         " JOIN classes c ON c.id = a.class_id",
 	         0, NULL, cron_row, NULL);
@@ -1395,8 +1406,8 @@ const struct route api_assignments_routes[] = {
 	  NULL },
 	{ HTTP_POST, "/api/v1/classes/{id}/assignments/{aid}/collect", collect, ROLES_ALL, 0, 0,
 	  NULL },
-	{ HTTP_POST, "/api/v1/classes/{id}/assignments/{aid}/return", return_feedback, ROLES_ALL,
-	  0, 0, NULL },
+	{ HTTP_POST, "/api/v1/classes/{id}/assignments/{aid}/return", return_feedback, ROLES_ALL, 0,
+	  0, NULL },
 	{ HTTP_GET, "/api/v1/classes/{id}/assignments/{aid}/students", students, ROLES_ALL, 0, 0,
 	  NULL },
 	{ 0, NULL, NULL, 0, 0, 0, NULL },
