@@ -191,7 +191,8 @@ static void list_done(PGresult *res, enum rc rc, void *arg)
 		return;
 	}
 	http_reply_json(c->r, 200,
-	                json_pack("{s:o}", "items", json_loads(db_val(res, 0, 0), 0, NULL)));
+	                json_pack("{s:o, s:o}", "items", json_loads(db_val(res, 0, 0), 0, NULL),
+	                          "class", json_loads(db_val(res, 0, 1), 0, NULL)));
 }
 
 static void list_go(struct ctx *c)
@@ -201,10 +202,14 @@ static void list_go(struct ctx *c)
 	db_arg_ll(&a, c->cid);
 	db_arg_ll(&a, c->r->auth->user_id);
 	db_arg_str(&a, c->reader ? "t" : "f");
-	/* students see what was released to them */
-	db_query_args("SELECT COALESCE(json_agg(" ASSIGNMENT_JSON
+	/* students see what was released to them; the class's head comes
+	 * along, so the page needs no second call */
+	db_query_args("SELECT (SELECT COALESCE(json_agg(" ASSIGNMENT_JSON
 	              " ORDER BY a.deadline NULLS LAST, a.id), '[]')::text" ASSIGNMENT_FROM
-	              " WHERE a.class_id = $1 AND ($3::bool OR a.state <> 'draft')",
+	              " WHERE a.class_id = $1 AND ($3::bool OR a.state <> 'draft')),"
+	              " (SELECT json_build_object('id', k.id, 'name', k.name, 'code', k.code,"
+	              " 'term', k.term, 'state', k.state, 'my_role', gc_class_role($2, k.id))::text"
+	              " FROM classes k WHERE k.id = $1)",
 	              &a, list_done, c);
 }
 
