@@ -561,6 +561,13 @@ struct pass {
 
 static void pass_next(struct pass *p);
 
+/* Clears the last result (a copy's answer JSON included). */
+static void res_reset(struct pass *p)
+{
+	json_decref(p->res.out);
+	memset(&p->res, 0, sizeof(p->res));
+}
+
 static void pass_free(struct pass *p)
 {
 	json_decref(p->students);
@@ -604,7 +611,7 @@ static void pass_work(void *arg)
 	int home = -1, cls = -1, sfd = -1;
 	long long uid = storage_uid(p->uid);
 
-	memset(&p->res, 0, sizeof(p->res));
+	res_reset(p);
 	p->bytes = p->count = p->newest = 0;
 	p->missing = p->unchanged = p->exists = 0;
 	if (open_areas(p, &home, &cls) < 0) {
@@ -627,7 +634,7 @@ static void pass_work(void *arg)
 		                p->src_bytes + (1 << 20), &p->bytes, &p->res);
 		if (p->res.rc == RC_CONFLICT) {
 			/* there already: the student's, kept as it is */
-			memset(&p->res, 0, sizeof(p->res));
+			res_reset(p);
 			p->exists = 1;
 			p->bytes = 0;
 		}
@@ -635,7 +642,7 @@ static void pass_work(void *arg)
 	case P_COLLECT:
 		if (files_newest(home, folder, &p->newest, &p->res) != RC_OK) {
 			if (p->res.rc == RC_NOTFOUND) {
-				memset(&p->res, 0, sizeof(p->res));
+				res_reset(p);
 				p->missing = 1;
 			}
 			break;
@@ -920,7 +927,7 @@ static void reserved(PGresult *res, enum rc rc, void *arg)
 	struct pass *p = arg;
 
 	if (rc != RC_OK || !db_val(res, 0, 0)) {
-		memset(&p->res, 0, sizeof(p->res));
+		res_reset(p);
 		p->res.rc = rc != RC_OK ? rc : RC_INSUFFICIENT_STORAGE;
 		snprintf(p->res.msg, sizeof(p->res.msg), "%s",
 		         rc != RC_OK ? "the database is unavailable"
@@ -994,7 +1001,7 @@ static void measure_work(void *arg)
 	int fd;
 
 	memset(&c, 0, sizeof(c));
-	memset(&p->res, 0, sizeof(p->res));
+	res_reset(p);
 	storage_area_class(&c, p->cid, p->teacher);
 	fd = storage_area_open(&c);
 	if (fd < 0) {
@@ -1012,7 +1019,7 @@ static void students_read(PGresult *res, enum rc rc, void *arg)
 	struct pass *p = arg;
 
 	if (rc != RC_OK) {
-		memset(&p->res, 0, sizeof(p->res));
+		res_reset(p);
 		p->res.rc = rc;
 		snprintf(p->res.msg, sizeof(p->res.msg), "the database is unavailable");
 		p->failed++;
