@@ -105,14 +105,9 @@ static void with_class(struct http_req *r, int has_aid, void (*next)(struct ctx 
 	struct db_args a = DB_ARGS_INIT;
 	long long cid, aid = 0;
 
-	if (http_param_id(r, "id", &cid) < 0) {
-		no_class(r);
+	/* a capture that is not an id has been answered 404 */
+	if (http_param_id(r, "id", &cid) < 0 || (has_aid && http_param_id(r, "aid", &aid) < 0))
 		return;
-	}
-	if (has_aid && http_param_id(r, "aid", &aid) < 0) {
-		http_reply_error(r, RC_NOTFOUND, NULL, "no such assignment");
-		return;
-	}
 	c = api_state(r, sizeof(*c), ctx_free);
 	if (!c)
 		return;

@@ -100,6 +100,14 @@ test('class area in containers: students read, cannot write; the teacher writes;
   sql(w.srv, `UPDATE class_members SET state = 'active' WHERE class_id = ${cid} AND user_id = ${s1.id}`);
   for (const [u, id] of [[t1, it], [s3, io]]) await u.c.del(`/api/v1/instances/${id}`);
   s1.inst = i1;
+  // a training job's container reads the class area too
+  const j = await s2.c.post('/api/v1/jobs', { name: 'readclass', image_id: w.image.id, cpu_millis: 200, mem_mib: 64,
+    command: ['sh', '-c', 'cat /class/DL101/hw1/README.txt; touch /class/DL101/x 2>/dev/null || echo refused'] });
+  assert.equal(j.status, 201, j.text);
+  assert.ok(await eventually(async () => ['succeeded', 'failed'].includes((await s2.c.get(`/api/v1/jobs/${j.json.id}`)).json.state), 30000));
+  const logs = (await s2.c.get(`/api/v1/jobs/${j.json.id}/logs`)).text;
+  assert.match(logs, /do the homework/);
+  assert.match(logs, /refused/);
 });
 
 test('assignments: create, tenant checks, bad input', async () => {
@@ -109,6 +117,11 @@ test('assignments: create, tenant checks, bad input', async () => {
   assert.equal((await t1.c.post(cls(), { name: 'hw1', source: '../etc' })).status, 400);
   assert.equal((await t1.c.post(cls(), { name: 'hw1', source: 'hw1', deadline: 'tomorrow' })).status, 400);
   assert.equal((await t1.c.post(cls(), { name: 'hw1', source: 'hw1', extra: 1 })).status, 400);
+  assert.equal((await t1.c.post(cls(), { name: 'hw1', source: 7 })).status, 400);
+  assert.equal((await t1.c.post(cls(), '{"name": "hw1",', { 'content-type': 'application/json' })).status, 400);
+  assert.equal((await t1.c.get('/api/v1/classes/abc/assignments')).status, 404);
+  assert.equal((await t1.c.get(`${cls()}/abc`)).status, 404);
+  assert.equal((await t1.c.get(`${cls()}/999999`)).status, 404);
   const late = await t1.c.post(cls(), { name: 'hw1', source: 'hw1', deadline: '2030-01-02T00:00:00Z', late_until: '2030-01-01T00:00:00Z' });
   assert.equal(late.status, 400, late.text);
   const a = await t1.c.post(cls(), { name: 'hw1', source: 'hw1', description: 'first homework' });
