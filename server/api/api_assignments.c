@@ -53,6 +53,7 @@ struct ctx {
 	long long cid, aid;
 	char role[16]; /* owner, teacher, ta, student, admin */
 	int staff;     /* may change assignments */
+	int archived;  /* the class's term ended: read only */
 	int reader;    /* sees every student */
 	json_t *body;
 	void (*next)(struct ctx *c);
@@ -92,6 +93,7 @@ static void role_done(PGresult *res, enum rc rc, void *arg)
 		return;
 	}
 	snprintf(c->role, sizeof(c->role), "%s", role);
+	c->archived = db_val(res, 0, 1) && !strcmp(db_val(res, 0, 1), "archived");
 	c->staff = !strcmp(role, "owner") || !strcmp(role, "teacher") || !strcmp(role, "admin");
 	c->reader = c->staff || !strcmp(role, "ta");
 	c->next(c);
@@ -117,12 +119,18 @@ static void with_class(struct http_req *r, int has_aid, void (*next)(struct ctx 
 	c->next = next;
 	db_arg_ll(&a, r->auth->user_id);
 	db_arg_ll(&a, cid);
-	db_query_args("SELECT gc_class_role($1::bigint, c.id) FROM classes c WHERE c.id = $2", &a,
-	              role_done, c);
+	db_query_args(
+	        "SELECT gc_class_role($1::bigint, c.id), c.state FROM classes c WHERE c.id = $2",
+	        &a, role_done, c);
 }
 
 static int need_staff(struct ctx *c)
 {
+	if (c->staff && c->archived) {
+		http_reply_error(c->r, RC_CONFLICT, "an archived class is read-only",
+		                 "the class is archived");
+		return 0;
+	}
 	if (c->staff)
 		return 1;
 	http_reply_error(c->r, RC_FORBIDDEN, "the class's teachers manage its assignments",
@@ -1002,6 +1010,16 @@ static void measure_work(void *arg)
 	if (fd < 0) {
 		files_fail(&p->res, errno, "");
 		return;
+	}
+	{
+		/* a folder, reached without following a link */
+		int d = paths_open_nofollow(fd, p->source, O_RDONLY | O_DIRECTORY);
+		if (d < 0) {
+			files_fail(&p->res, errno == ENOTDIR ? ENOENT : errno, p->source);
+			close(fd);
+			return;
+		}
+		close(d);
 	}
 	files_measure(fd, p->source, &p->src_bytes, &p->src_count, &p->res);
 	json_decref(p->res.out);

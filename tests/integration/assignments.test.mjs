@@ -159,7 +159,22 @@ test('assignments: create, tenant checks, bad input', async () => {
   // a source that is not there
   const nos = await t1.c.post(cls(), { name: 'ghost', source: 'nothere' });
   assert.equal((await t1.c.post(`${cls()}/${nos.json.id}/release`)).status, 409);
+  // a file is not a folder to release
+  assert.equal((await t1.c.post(`${cls()}/${nos.json.id}/release`)).status, 409);
+  assert.equal((await t1.c.patch(`${cls()}/${nos.json.id}`, { source: 'hw1/README.txt' })).status, 200);
+  assert.equal((await t1.c.post(`${cls()}/${nos.json.id}/release`)).status, 409);
   assert.equal((await t1.c.del(`${cls()}/${nos.json.id}`)).status, 204);
+  // an archived class is read-only
+  sql(w.srv, `UPDATE classes SET state = 'archived' WHERE id = ${cid}`);
+  assert.equal((await t1.c.post(cls(), { name: 'x', source: 'hw1' })).status, 409);
+  assert.equal((await t1.c.get(cls())).status, 200);
+  sql(w.srv, `UPDATE classes SET state = 'active' WHERE id = ${cid}`);
+  // an admin outside the class manages it; the list carries the class's head
+  const adm = await w.admin.get(cls());
+  assert.equal(adm.status, 200);
+  assert.equal(adm.json.class.code, 'DL101');
+  assert.equal(adm.json.class.my_role, null);
+  assert.equal((await t1.c.get(cls())).json.class.my_role, 'owner');
 });
 
 test('release: every student gets the folder in their home, quota counted; a full quota fails that student only; a later member gets it too', async () => {
