@@ -5,7 +5,11 @@
 -- read-only for students and teaching assistants, read-write for the owner
 -- and co-teachers.  Which classes: every active class the work's owner is in
 -- now (gc_class_role not NULL), computed when the container is made, so a
--- member removed or suspended has none at the next start.
+-- member removed or suspended has none at the next start.  All of them, not
+-- only the class of the work's class context (instances.class_id): a
+-- student works on a class's material in any instance of theirs, class
+-- context or not, and a mount shows nothing the member could not already
+-- read through the file API.
 --
 -- Assignments (0028) gain when the late collect ran, and each student's row
 -- the moment of the last snapshot's newest change (what the late collect
