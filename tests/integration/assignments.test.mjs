@@ -86,6 +86,20 @@ test('class area in containers: students read, cannot write; the teacher writes;
   assert.ok(tw.ok, tw.out);
   assert.ok(existsSync(join(area, 'notes.txt')));
 
+  // a co-teacher writes too (the class group may write the area; only
+  // students' and TAs' mounts are read-only)
+  const co = await mkUser(w, 'coteach', 'teacher');
+  sql(w.srv, `INSERT INTO class_members (class_id, user_id, role) VALUES (${cid}, ${co.id}, 'teacher')`);
+  const ic = await running(co);
+  const cw = exec(ic, 'echo from-co > /class/DL101/co.txt && ls /class/DL101/hw1');
+  assert.ok(cw.ok, cw.out);
+  await co.c.del(`/api/v1/instances/${ic}`);
+  // the TA reads, cannot write
+  const ita = await running(ta);
+  assert.ok(exec(ita, 'cat /class/DL101/hw1/README.txt').ok);
+  assert.equal(exec(ita, 'touch /class/DL101/ta.txt').ok, false);
+  await ta.c.del(`/api/v1/instances/${ita}`);
+
   const io = await running(s3);
   const o = exec(io, 'ls /class');
   assert.equal(o.ok, false, 'an outsider has no class mount');
