@@ -558,9 +558,9 @@ static const char dashboard_sql[] =
         "   + (SELECT count(*) FROM jb WHERE state = 'queued'),"
         "  'running_jobs', (SELECT count(*) FROM jb WHERE state = 'running'),"
         "  'idle_instances', (SELECT count(*) FROM idle),"
-        "  'slices', json_build_object('used', (SELECT COALESCE(sum(slices), 0)"
-        "   FROM alloc_requests WHERE class_id = $2 AND state = 'allocated'),"
-        "   'allocation', cl.alloc_slices),"
+        "  'slices', json_build_object('used', (SELECT COALESCE(sum(slices), 0) FROM ins"
+        "   WHERE state <> 'queued') + (SELECT COALESCE(sum(slices), 0) FROM jb"
+        "   WHERE state <> 'queued'), 'allocation', cl.alloc_slices),"
         "  'gpu_hours_week', json_build_object('allocated',"
         "   round((SELECT COALESCE(sum(gpu_hours), 0) FROM gh)::numeric, 3),"
         "   'allocation', cl.alloc_gpu_hours_week),"
@@ -575,7 +575,12 @@ static const char dashboard_sql[] =
         "  'starts_at', gc_ts(s.starts_at), 'ends_at', gc_ts(s.ends_at), 'slices', s.slices,"
         "  'active_now', s.active_now) ORDER BY s.starts_at), '[]')::text"
         "  FROM gc_class_next_sessions($2, 5) s WHERE EXISTS (SELECT 1 FROM ok)),"
-        " gc_ts(now())";
+        " gc_ts(now()),"
+        " (SELECT json_build_object('id', c.id, 'name', c.name, 'code', c.code, 'term', cl.term,"
+        "  'state', c.state, 'my_role', NULLIF(c.role, 'admin'), 'archived_at',"
+        "  gc_ts(cl.archived_at), 'data_policy', cl.data_policy, 'reach', json_build_object("
+        "  'teachers_open_apps', cl.teachers_open_apps, 'tas_open_apps', cl.tas_open_apps,"
+        "  'tas_stop_work', cl.tas_stop_work))::text FROM c, cl)";
 
 /* A growing text. */
 struct sbuf {
@@ -723,7 +728,7 @@ static void dashboard_done(PGresult *res, enum rc rc, void *arg)
 		return;
 	}
 	http_reply_json(r, 200,
-	                json_pack("{s:s, s:o, s:o, s:o, s:o, s:s}", "class", http_param(r, "id"),
+	                json_pack("{s:o, s:o, s:o, s:o, s:o, s:s}", "class", json_col(res, 6),
 	                          "students", students, "totals", json_col(res, 2), "idle",
 	                          json_col(res, 3), "upcoming_sessions", json_col(res, 4), "at",
 	                          db_val(res, 0, 5)));
