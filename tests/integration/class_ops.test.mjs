@@ -162,15 +162,29 @@ describe('class operations (teacher reach, notices, dashboard, policies, end of 
     assert.equal(tok.status, 201, tok.text);
     const ro = new Client(w.srv.base);
     ro.token = tok.json.token;
-    assert.equal((await ro.get(path('/dashboard'))).status, 200, 'a read token reads');
-    assert.equal((await ro.post(path('/notices'), body)).status, 403, 'but does not post');
-    assert.equal((await ro.post(path(`/instances/${inst.id}/stop`), {})).status, 403);
-    assert.equal((await ro.post(path('/archive'), {})).status, 403);
+    for (const p of ['/work', '/dashboard', '/dashboard?format=csv', '/notices'])
+      assert.equal((await ro.get(path(p))).status, 200, `a read token reads ${p}`);
+    assert.equal((await ro.get('/api/v1/notices')).status, 200);
+    const mutations = [['POST', '/notices', body], ['POST', `/instances/${inst.id}/stop`, {}],
+      ['POST', `/instances/${inst.id}/extend`, { seconds: 600 }], ['DELETE', '/notices/1'], ['POST', '/archive', {}]];
+    for (const [m, p, b] of mutations) {
+      const r = await ro.req(m, path(p), b);
+      assert.equal(r.status, 403, `a read token does not ${m} ${p}`);
+      const nc = await call(w.srv.base, m, path(p), { cookie, origin: w.srv.base, body: b });
+      assert.equal(nc.status, 403, `no CSRF token: ${m} ${p}`);
+    }
+    // ids that are not ids
+    for (const p of ['/api/v1/classes/0/work', '/api/v1/classes/01/dashboard', `/api/v1/classes/${cls}/instances/abc/stop`,
+      `/api/v1/classes/${cls}/notices/-1`])
+      assert.equal((await tina.c.req(p.endsWith('stop') ? 'POST' : p.includes('notices') ? 'DELETE' : 'GET', p)).status, 404, p);
     const tmp = await mkUser(w, 'tmpteach', 'teacher');
     sql(w.srv, `UPDATE classes SET teacher_id = ${tmp.id} WHERE id = ${other}`);
+    assert.equal((await tmp.c.get(`/api/v1/classes/${other}/work`)).status, 200, 'the owner, before');
     sql(w.srv, `UPDATE sessions SET created_at = now() - interval '2 days', last_seen_at = now() - interval '2 days',
       expires_at = now() - interval '1 second' WHERE user_id = ${tmp.id}`);
-    assert.equal((await tmp.c.get(`/api/v1/classes/${other}/work`)).status, 401);
+    for (const [m, p] of [['GET', '/work'], ['GET', '/dashboard'], ['GET', '/notices'], ['POST', '/notices'], ['POST', '/archive']])
+      assert.equal((await tmp.c.req(m, `/api/v1/classes/${other}${p}`, m === 'POST' ? { body: 'x' } : undefined)).status, 401, `${m} ${p}`);
+    assert.equal((await tmp.c.get('/api/v1/notices')).status, 401);
     sql(w.srv, `UPDATE classes SET teacher_id = ${otto.id} WHERE id = ${other}`);
   });
 
