@@ -5,11 +5,20 @@
 -- student runs in that class's context, as far as the class's reach flags
 -- allow: open its apps through the proxy, stop it, extend its session.
 -- Nobody gains anything over work outside the class's context, over work of
--- members who are not students, or once the class is archived.
+-- members who are not students (a suspended student's still counts), or once
+-- the class is archived.
 
 -- A teacher's "extend": until then the instance is neither warned nor
 -- stopped for idleness, and its maximum lifetime is pushed to it.
 ALTER TABLE instances ADD COLUMN extended_until timestamptz;
+
+-- Is uid a student of class cid (active or suspended: a teacher may still
+-- stop a suspended student's work)?
+CREATE FUNCTION gc_class_student(uid bigint, cid bigint) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+    SELECT EXISTS (SELECT 1 FROM class_members m
+                   WHERE m.class_id = cid AND m.user_id = uid AND m.role = 'student')
+$$;
 
 -- May uid do what ('open' | 'stop' | 'extend') to instance iid as staff of
 -- the class the instance runs in?  (Owners and admins have their own
@@ -25,7 +34,7 @@ LANGUAGE sql STABLE AS $$
                  ELSE false END
         FROM instances i JOIN classes c ON c.id = i.class_id
         WHERE i.id = iid AND i.user_id <> uid AND c.state = 'active'
-          AND gc_class_role(i.user_id, c.id) = 'student'), false)
+          AND gc_class_student(i.user_id, c.id)), false)
 $$;
 
 -- The idle and lifetime policy an instance runs under: its class's when

@@ -285,8 +285,11 @@ describe('class operations (teacher reach, notices, dashboard, policies, end of 
     assert.equal((await tina.c.post(path('/instances/999999/stop'))).status, 404);
     assert.equal((await tina.c.post(path(`/instances/${inst.id}/stop`), { now: true })).status, 400);
     sql(w.srv, `UPDATE classes SET tas_stop_work = true WHERE id = ${cls}`);
+    // a suspended student's work can still be stopped by the class's staff
+    sql(w.srv, `UPDATE class_members SET state = 'suspended' WHERE class_id = ${cls} AND user_id = ${sam.id}`);
     const r = await tara.c.post(path(`/instances/${inst.id}/stop`));
     assert.equal(r.status, 202, r.text);
+    sql(w.srv, `UPDATE class_members SET state = 'active' WHERE class_id = ${cls} AND user_id = ${sam.id}`);
     const st = await waitState(sam.c, inst.id, 'stopped', 30000);
     assert.match(st.reason, /stopped by tara/);
     const e = (await w.admin.get('/api/v1/audit?limit=200')).json.items.find((x) => x.action === 'class.stop_instance');
