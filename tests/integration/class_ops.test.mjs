@@ -58,6 +58,12 @@ describe('class operations (teacher reach, notices, dashboard, policies, end of 
     assert.equal(i.routes.length, 1);
     assert.match(i.routes[0].url, /^http:\/\/[a-z0-9]+\.localhost:\d+\/$/);
     assert.deepEqual(r.json.jobs, []);
+    // a finished class job of sam's, and one outside the class
+    sql(w.srv, `INSERT INTO jobs (user_id, name, command, state, directory, class_id, finished_at) VALUES
+      (${sam.id}, 'train1', ARRAY['true'], 'succeeded', 'home/sam/jobs/1-train1', ${cls}, now()),
+      (${sam.id}, 'private', ARRAY['true'], 'succeeded', 'home/sam/jobs/2-private', NULL, now())`);
+    const j = (await tina.c.get(path('/work'))).json.jobs;
+    assert.deepEqual(j.map((x) => [x.name, x.state, x.user.username]), [['train1', 'succeeded', 'sam']]);
     assert.equal((await tara.c.get(path('/work'))).status, 200, 'a TA reads the work');
     assert.equal((await w.admin.get(path('/work'))).status, 200, 'an admin too');
     const s = await sam.c.get(path('/work'));
@@ -327,7 +333,7 @@ describe('class operations (teacher reach, notices, dashboard, policies, end of 
       assert.equal(roster.length, 4, 'header, a TA, two students');
       const usage = readFileSync(join(area, 'archive', 'usage.csv'), 'utf8');
       assert.match(usage, /^username,role,gpu_hours,instances,jobs,home_bytes\n/);
-      assert.match(usage, /"sam","student","0\.\d+","1","0",/);
+      assert.match(usage, /"sam","student","0\.\d+","1","1",/);
       assert.ok(!existsSync(join(area, 'material')), 'the rest went to the trash');
       assert.deepEqual(readdirSync(area), ['archive']);
       assert.equal(sql(w.srv, `SELECT path FROM trash_items WHERE area = 'class:${cls}'`), 'material');
