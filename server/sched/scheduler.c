@@ -62,7 +62,7 @@ static int n_placed;
 /* what each queued request (in.queue order, by id) says now: a pass writes
  * only the decisions that change it */
 struct prev {
-	char code[16];
+	char code[24];
 	char *reason;
 	int position;
 	char budget[240]; /* set when the user's GPU-hour budget is spent, when
