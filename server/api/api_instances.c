@@ -333,7 +333,7 @@ static void create_insert(struct http_req *r)
 	         " img AS (SELECT id, cuda_min FROM images WHERE id = $2 AND (owner_id = $1"
 	         "  OR (owner_id IS NULL AND ($12 = 'admin' OR (verified AND"
 	         "  (visibility = 'everyone' OR $12::user_role = ANY (vis_roles)"
-	         "  OR gc_in_any_class($1, vis_classes)))))),"
+	         "  OR gc_in_any_class($1, vis_classes))))))),"
 	         " pl AS (SELECT id FROM pools WHERE name = $3),"
 	         /* CPU-only: the user's tightest CPU and memory quotas (0008) */
 	         " cq AS (SELECT gc_cpu_only_block_reason($1, NULL, $6, $7) AS why"
