@@ -188,26 +188,53 @@ LANGUAGE sql STABLE AS $$
     ORDER BY o.st LIMIT n
 $$;
 
--- Slices all classes' sessions reserve in pool pid at the busiest moment of
--- a window [a, b) (each weekly occurrence within the next year counts), but
--- the session except_sid (the one being edited); and the first other class
--- and time that reach that figure.
-CREATE FUNCTION gc_class_pool_reserved(pid bigint, a timestamptz, b timestamptz,
+-- The most slices other lab sessions of the pool's classes reserve at any
+-- moment inside any occurrence of a session from st to en (weekly until ru,
+-- up to a year ahead; NULL: once), leaving out session except_sid (the one
+-- being edited); with the name of one class reserving then and the moment.
+-- No row: nothing overlaps.
+CREATE FUNCTION gc_class_session_clash(pid bigint, st timestamptz, en timestamptz, ru date,
                                        except_sid bigint)
 RETURNS TABLE (slices bigint, class_name text, at timestamptz)
 LANGUAGE sql STABLE AS $$
-    WITH occ AS (
-        SELECT s.id, s.slices, c.name, o.st, o.st + (s.ends_at - s.starts_at) AS en
+    WITH mine AS (
+        SELECT st + g.k * interval '7 days' AS a, en + g.k * interval '7 days' AS b
+        FROM generate_series(0, CASE WHEN ru IS NULL THEN 0 ELSE 53 END) AS g(k)
+        WHERE g.k = 0 OR (st + g.k * interval '7 days')::date <= ru),
+    occ AS (
+        SELECT s.slices, c.name, o.st, o.st + (s.ends_at - s.starts_at) AS en
         FROM class_sessions s JOIN classes c ON c.id = s.class_id
         CROSS JOIN LATERAL (SELECT s.starts_at + g.k * interval '7 days' AS st
                             FROM generate_series(0, CASE WHEN s.repeat_until IS NULL THEN 0
                                                           ELSE 53 END) AS g(k)) o
         WHERE c.pool_id = pid AND c.state = 'active' AND s.cancelled_at IS NULL
-          AND s.id IS DISTINCT FROM except_sid
-          AND (o.st = s.starts_at OR o.st::date <= s.repeat_until)
-          AND o.st < b AND o.st + (s.ends_at - s.starts_at) > a),
-    pts AS (SELECT greatest(st, a) AS t FROM occ UNION SELECT a)
+          AND s.slices > 0 AND s.id IS DISTINCT FROM except_sid
+          AND (o.st = s.starts_at OR o.st::date <= s.repeat_until)),
+    pts AS (SELECT DISTINCT greatest(o.st, m.a) AS t
+            FROM mine m JOIN occ o ON o.st < m.b AND o.en > m.a)
     SELECT sum(o.slices), min(o.name), p.t
     FROM pts p JOIN occ o ON o.st <= p.t AND o.en > p.t
     GROUP BY p.t ORDER BY sum(o.slices) DESC, p.t LIMIT 1
 $$;
+
+-- A timestamp or a date as the API was sent it, or NULL when it is not one
+-- (the caller says which field is wrong).
+CREATE FUNCTION gc_try_ts(t text) RETURNS timestamptz
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN t::timestamptz;
+EXCEPTION WHEN others THEN
+    RETURN NULL;
+END $$;
+
+CREATE FUNCTION gc_try_date(t text) RETURNS date
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN t::date;
+EXCEPTION WHEN others THEN
+    RETURN NULL;
+END $$;
+
+-- Pre-pull: the start of the occurrence whose images were last sent to the
+-- pool's nodes (the periodic pull runs once per occurrence).
+ALTER TABLE class_sessions ADD COLUMN prepulled_for timestamptz;
