@@ -103,7 +103,15 @@ static void list_done(PGresult *res, enum rc rc, void *arg)
 		json_decref(items);
 		items = json_array();
 	}
-	http_reply_json(r, 200, json_pack("{s:o}", "items", items));
+	/* the class as far as a lab session page needs it (the class's own
+	 * object is GET /classes/{id}) */
+	http_reply_json(r, 200,
+	                json_pack("{s:o, s:{s:I, s:s, s:o, s:s, s:{s:I}}}", "items", items, "class",
+	                          "id", (json_int_t)strtoll(db_val(res, 0, 2), NULL, 10), "name",
+	                          db_val(res, 0, 3),
+	                          "code", db_val(res, 0, 4) ? json_string(db_val(res, 0, 4)) : json_null(),
+	                          "my_role", db_val(res, 0, 0), "allocation", "slices",
+	                          (json_int_t)strtoll(db_val(res, 0, 5), NULL, 10)));
 }
 
 static void list(struct http_req *r)
@@ -118,7 +126,8 @@ static void list(struct http_req *r)
 	              " SELECT c.role, (SELECT COALESCE(json_agg(x.doc::json ORDER BY x.st, x.id),"
 	              "  '[]')::text FROM (SELECT s.id, s.starts_at AS st, " SESSION_JSON " AS doc"
 	              "  FROM class_sessions s WHERE s.class_id = c.id AND s.cancelled_at IS NULL)"
-	              "  x) FROM c",
+	              "  x), c.id, c.name, (SELECT code FROM classes WHERE id = c.id), c.alloc_slices"
+	              " FROM c",
 	              &a, list_done, r);
 }
 
@@ -250,15 +259,18 @@ static void saved(PGresult *res, enum rc rc, void *arg)
 	}
 	else if (strcmp(err, "pool_full") == 0) {
 		long long total = strtoll(db_val(res, 0, 6), NULL, 10);
-		long long other = strtoll(db_val(res, 0, 3), NULL, 10);
+		long long other = db_val(res, 0, 3) ? strtoll(db_val(res, 0, 3), NULL, 10) : 0;
 		char hint[96];
 
 		snprintf(hint, sizeof(hint), "reserve at most %lld slices then, or pick another time",
 		         total - other > 0 ? total - other : 0);
-		http_reply_error(r, RC_CONFLICT, hint,
-		                 "the pool has %lld slices; at %s lab sessions (class '%s' among "
-		                 "them) reserve %lld",
-		                 total, db_val(res, 0, 5), db_val(res, 0, 4), other);
+		if (!other)
+			http_reply_error(r, RC_CONFLICT, hint, "the pool has %lld slices", total);
+		else
+			http_reply_error(r, RC_CONFLICT, hint,
+			                 "the pool has %lld slices; at %s lab sessions (class '%s' "
+			                 "among them) reserve %lld",
+			                 total, db_val(res, 0, 5), db_val(res, 0, 4), other);
 	} else
 		api_reply_db_error(r, RC_DB, "could not save the lab session");
 }
@@ -323,7 +335,7 @@ static void save(struct http_req *r, long long cid, long long sid)
 	        "  THEN 'repeat_before'"
 	        "  WHEN v.slices IS NULL OR v.slices < 0 THEN 'slices'"
 	        "  WHEN v.slices > c.alloc_slices THEN 'over_alloc'"
-	        "  WHEN v.slices > 0 AND x.slices IS NOT NULL AND x.slices + v.slices > tot.n"
+	        "  WHEN v.slices > 0 AND COALESCE(x.slices, 0) + v.slices > tot.n"
 	        "  THEN 'pool_full' END AS err,"
 	        "  c.alloc_slices, x.slices AS other, x.class_name, x.at, tot.n AS total"
 	        "  FROM (SELECT 1) one LEFT JOIN c ON true CROSS JOIN v CROSS JOIN tot"
