@@ -7,11 +7,18 @@
 // before it opens. Server refusals (more than the allocation, more than the
 // pool with other classes' sessions) are shown translated (errorParts).
 import { api } from '../api.js';
-import { t, formatNumber, formatDate, formatDay } from '../i18n.js';
+import { t, formatNumber, formatDay, getLanguage } from '../i18n.js';
 import { h, field, messageBox, busy, confirmDialog, openDialog, emptyRow, toast, icon, toastError } from '../ui.js';
 import { classHead } from '../parts/classnav.js';
 
 const COLS = 5;
+
+// "Dec 3, 2026, 5:00 – 6:30 PM": one window, its day said once
+function formatWindow(a, b) {
+  const f = new Intl.DateTimeFormat(getLanguage(), { dateStyle: 'medium', timeStyle: 'short' });
+  const x = new Date(a), y = new Date(b);
+  return f.formatRange ? f.formatRange(x, y) : `${f.format(x)} – ${f.format(y)}`;
+}
 
 // "2026-09-07T10:00:00Z" → the datetime-local value in this browser's zone
 function localValue(iso) {
@@ -67,12 +74,12 @@ export function render(main, ctx) {
     return h('tr', { 'data-session': s.id },
       h('td', null, h('strong', null, s.title || t('class.sessions.untitled')),
         s.active_now ? h('div', { class: 'cell-sub' }, h('span', { class: 'badge badge-on', 'data-active': '' }, t('class.sessions.activeNow'))) : null),
-      h('td', null, t('class.sessions.window', { start: formatDate(s.starts_at), end: formatDate(s.ends_at) }),
+      h('td', null, formatWindow(s.starts_at, s.ends_at),
         h('div', { class: 'cell-sub muted', 'data-field': 'repeat' },
           s.weekly ? t('class.sessions.weeklyUntil', { day: formatDay(s.repeat_until) }) : t('class.sessions.once'))),
       h('td', { 'data-field': 'slices' }, formatNumber(s.slices)),
-      h('td', null, h('ul', { class: 'plain-list', 'data-field': 'next' },
-        ...(s.next || []).map((n) => h('li', null, t('class.sessions.window', { start: formatDate(n.starts_at), end: formatDate(n.ends_at) }))))),
+      h('td', null, h('ul', { class: 'session-next', 'data-field': 'next' },
+        ...(s.next || []).map((n) => h('li', null, formatWindow(n.starts_at, n.ends_at))))),
       h('td', { class: 'cell-actions' }, ...(edit ? [
         h('button', { type: 'button', class: 'btn btn-small', 'data-action': 'edit', onclick: () => dialog(s) }, t('class.sessions.edit')),
         h('button', { type: 'button', class: 'btn btn-small btn-danger', 'data-action': 'cancel', onclick: () => cancel(s) }, t('class.sessions.cancel')),
@@ -167,7 +174,7 @@ export function render(main, ctx) {
           h('th', null, t('class.sessions.colWhen')),
           h('th', null, t('class.sessions.colSlices')),
           h('th', null, t('class.sessions.colNext')),
-          h('th', null, h('span', { class: 'sr-only' }, t('class.sessions.colActions'))))),
+          h('th', null, h('span', { class: 'visually-hidden' }, t('class.sessions.colActions'))))),
         tbody))));
   load();
 }

@@ -7,7 +7,6 @@ export default {
   'class.sessions.none': 'No lab sessions yet.',
   'class.sessions.untitled': 'Lab session',
   'class.sessions.activeNow': 'Open now',
-  'class.sessions.window': '{start} – {end}',
   'class.sessions.weeklyUntil': 'Weekly until {day}',
   'class.sessions.once': 'Once',
   'class.sessions.colTitle': 'Session',

@@ -7,7 +7,6 @@ export default {
   'class.sessions.none': '还没有实验课时段。',
   'class.sessions.untitled': '实验课',
   'class.sessions.activeNow': '进行中',
-  'class.sessions.window': '{start} – {end}',
   'class.sessions.weeklyUntil': '每周重复，直到 {day}',
   'class.sessions.once': '仅一次',
   'class.sessions.colTitle': '时段',
