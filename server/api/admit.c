@@ -60,13 +60,13 @@ static void checked(PGresult *res, enum rc rc, void *arg)
 	pool = db_val(res, 0, 7);
 	if (f->class_id && code) {
 		/* the class's standing and figures (0030) */
-		enum rc why = strcmp(code, "not_found") == 0        ? RC_NOTFOUND
-		              : strcmp(code, "exceeds_class") == 0  ? RC_EXCEEDS_QUOTA
-		              : strcmp(code, "wrong_pool") == 0     ? RC_INVALID
-		              : strcmp(code, "image") == 0          ? RC_FORBIDDEN
-		                                                    : RC_CONFLICT;
+		enum rc why = strcmp(code, "not_found") == 0       ? RC_NOTFOUND
+		              : strcmp(code, "exceeds_class") == 0 ? RC_EXCEEDS_QUOTA
+		              : strcmp(code, "wrong_pool") == 0    ? RC_INVALID
+		              : strcmp(code, "image") == 0         ? RC_FORBIDDEN
+		                                                   : RC_CONFLICT;
 		const char *what = db_val(res, 0, 4) ? db_val(res, 0, 4) : "";
-		long long asked = strcmp(what, "slices") == 0       ? (long long)f->slices * f->nodes
+		long long asked = strcmp(what, "slices") == 0 ? (long long)f->slices * f->nodes
 		                  : strcmp(what, "cpu_millis") == 0 ? f->cpu * f->nodes
 		                  : strcmp(what, "mem_mib") == 0    ? f->mem * f->nodes
 		                                                    : 0;
@@ -75,7 +75,8 @@ static void checked(PGresult *res, enum rc rc, void *arg)
 			http_reply_error_details(
 			        r, why,
 			        details(what,
-			                strtoll(db_val(res, 0, 5) ? db_val(res, 0, 5) : "0", NULL, 10),
+			                strtoll(db_val(res, 0, 5) ? db_val(res, 0, 5) : "0", NULL,
+			                        10),
 			                asked, pool),
 			        db_val(res, 0, 3), db_val(res, 0, 2));
 		else

@@ -36,24 +36,26 @@
 
 /* One session as JSON text: its next 5 occurrences (one that is open now
  * first), and whether a window is open now. */
-#define SESSION_JSON                                                                           \
-	"json_build_object('id', s.id, 'class_id', s.class_id, 'title', s.title,"              \
-	" 'starts_at', " DB_TS("s.starts_at") ", 'ends_at', " DB_TS(                           \
-	        "s.ends_at") ", 'repeat_until', s.repeat_until, 'weekly',"                     \
-	                     " s.repeat_until IS NOT NULL, 'slices', s.slices,"                \
+#define SESSION_JSON                                                                             \
+	"json_build_object('id', s.id, 'class_id', s.class_id, 'title', s.title,"                \
+	" 'starts_at', " DB_TS("s.starts_at") ", 'ends_at', " DB_TS(                             \
+	        "s.ends_at") ", 'repeat_until', s.repeat_until, 'weekly',"                       \
+	                     " s.repeat_until IS NOT NULL, 'slices', s.slices,"                  \
 	                     " 'next', (SELECT COALESCE(json_agg(json_build_object('starts_at'," \
-	                     " " DB_TS("n.starts_at") ", 'ends_at', " DB_TS(                   \
-	                             "n.ends_at") ") ORDER BY n.starts_at), '[]')"             \
-	                                          " FROM gc_class_session_next(s.id, now(), 5) n)," \
-	                                          " 'active_now', EXISTS (SELECT 1 FROM"            \
-	                                          " gc_class_session_next(s.id, now(), 1) n"        \
-	                                          " WHERE n.starts_at <= now()),"                   \
-	                                          " 'created_at', " DB_TS("s.created_at") ")::text"
+	                     " " DB_TS("n.starts_at") ", 'ends_at', " DB_TS(                     \
+	                             "n.ends_at") ") ORDER BY n.starts_at), '[]')"               \
+	                                          " FROM gc_class_session_next(s.id, now(), 5) " \
+	                                          "n),"                                          \
+	                                          " 'active_now', EXISTS (SELECT 1 FROM"         \
+	                                          " gc_class_session_next(s.id, now(), 1) n"     \
+	                                          " WHERE n.starts_at <= now()),"                \
+	                                          " 'created_at', " DB_TS(                       \
+	                                                  "s.created_at") ")::text"
 
 /* The class and the caller's standing in it ($1 the caller, $2 't' for an
  * admin, $3 the class): role NULL when not in it. */
-#define CLASS_ACCESS                                                                        \
-	" c AS (SELECT cl.id, cl.name, cl.pool_id, cl.alloc_slices, cl.state,"              \
+#define CLASS_ACCESS                                                                         \
+	" c AS (SELECT cl.id, cl.name, cl.pool_id, cl.alloc_slices, cl.state,"               \
 	" CASE WHEN $2::bool THEN 'admin' ELSE gc_class_role($1::bigint, cl.id) END AS role" \
 	" FROM classes cl WHERE cl.id = $3::bigint)"
 
@@ -108,8 +110,8 @@ static void list_done(PGresult *res, enum rc rc, void *arg)
 	http_reply_json(r, 200,
 	                json_pack("{s:o, s:{s:I, s:s, s:o, s:s, s:{s:I}}}", "items", items, "class",
 	                          "id", (json_int_t)strtoll(db_val(res, 0, 2), NULL, 10), "name",
-	                          db_val(res, 0, 3),
-	                          "code", db_val(res, 0, 4) ? json_string(db_val(res, 0, 4)) : json_null(),
+	                          db_val(res, 0, 3), "code",
+	                          db_val(res, 0, 4) ? json_string(db_val(res, 0, 4)) : json_null(),
 	                          "my_role", db_val(res, 0, 0), "allocation", "slices",
 	                          (json_int_t)strtoll(db_val(res, 0, 5), NULL, 10)));
 }
@@ -122,13 +124,14 @@ static void list(struct http_req *r)
 	if (api_id(r, "id", &cid) < 0)
 		return;
 	access_args(r, &a, cid);
-	db_query_args("WITH" CLASS_ACCESS
-	              " SELECT c.role, (SELECT COALESCE(json_agg(x.doc::json ORDER BY x.st, x.id),"
-	              "  '[]')::text FROM (SELECT s.id, s.starts_at AS st, " SESSION_JSON " AS doc"
-	              "  FROM class_sessions s WHERE s.class_id = c.id AND s.cancelled_at IS NULL)"
-	              "  x), c.id, c.name, (SELECT code FROM classes WHERE id = c.id), c.alloc_slices"
-	              " FROM c",
-	              &a, list_done, r);
+	db_query_args(
+	        "WITH" CLASS_ACCESS
+	        " SELECT c.role, (SELECT COALESCE(json_agg(x.doc::json ORDER BY x.st, x.id),"
+	        "  '[]')::text FROM (SELECT s.id, s.starts_at AS st, " SESSION_JSON " AS doc"
+	        "  FROM class_sessions s WHERE s.class_id = c.id AND s.cancelled_at IS NULL)"
+	        "  x), c.id, c.name, (SELECT code FROM classes WHERE id = c.id), c.alloc_slices"
+	        " FROM c",
+	        &a, list_done, r);
 }
 
 static void one_reply(PGresult *res, enum rc rc, struct http_req *r, int status)
@@ -250,19 +253,20 @@ static void saved(PGresult *res, enum rc rc, void *arg)
 	else if (strcmp(err, "over_alloc") == 0) {
 		char msg[96];
 
-		snprintf(msg, sizeof(msg), "the class's allocation is %s slices", db_val(res, 0, 2));
+		snprintf(msg, sizeof(msg), "the class's allocation is %s slices",
+		         db_val(res, 0, 2));
 		http_reply_error_details(
 		        r, RC_EXCEEDS_QUOTA,
 		        json_pack("[{s:s, s:I}]", "what", "slices", "most",
 		                  (json_int_t)strtoll(db_val(res, 0, 2), NULL, 10)),
 		        "reserve at most the class's allocation, or ask an admin for more", msg);
-	}
-	else if (strcmp(err, "pool_full") == 0) {
+	} else if (strcmp(err, "pool_full") == 0) {
 		long long total = strtoll(db_val(res, 0, 6), NULL, 10);
 		long long other = db_val(res, 0, 3) ? strtoll(db_val(res, 0, 3), NULL, 10) : 0;
 		char hint[96];
 
-		snprintf(hint, sizeof(hint), "reserve at most %lld slices then, or pick another time",
+		snprintf(hint, sizeof(hint),
+		         "reserve at most %lld slices then, or pick another time",
 		         total - other > 0 ? total - other : 0);
 		if (!other)
 			http_reply_error(r, RC_CONFLICT, hint, "the pool has %lld slices", total);
@@ -287,9 +291,9 @@ static void save(struct http_req *r, long long cid, long long sid)
 	             !json_is_string(json_object_get(body, "ends_at")) ||
 	             !json_is_integer(json_object_get(body, "slices")))) {
 		bad_field(r,
-		          !json_is_string(json_object_get(body, "starts_at"))  ? "starts_at"
+		          !json_is_string(json_object_get(body, "starts_at")) ? "starts_at"
 		          : !json_is_string(json_object_get(body, "ends_at")) ? "ends_at"
-		                                                               : "slices",
+		                                                              : "slices",
 		          "required", NULL, "a lab session needs starts_at, ends_at and slices");
 		json_decref(body);
 		return;
@@ -321,7 +325,8 @@ static void save(struct http_req *r, long long cid, long long sid)
 	        "  ELSE gc_try_ts($7) END AS en,"
 	        "  CASE WHEN $9::bool THEN gc_try_date($8) ELSE (SELECT repeat_until FROM old)"
 	        "  END AS ru, COALESCE($10::int, (SELECT slices FROM old)) AS slices),"
-	        " tot AS (SELECT count(*) AS n FROM slices WHERE pool_id = (SELECT pool_id FROM c)),"
+	        " tot AS (SELECT count(*) AS n FROM slices WHERE pool_id = (SELECT pool_id FROM "
+	        "c)),"
 	        " chk AS (SELECT CASE"
 	        "  WHEN c.id IS NULL OR c.role IS NULL THEN 'not_found'"
 	        "  WHEN $4::bigint IS NOT NULL AND NOT EXISTS (SELECT 1 FROM old) THEN 'no_session'"
@@ -485,7 +490,8 @@ static void prepull_tick(struct cron_section *sec, void *arg)
 void api_class_sessions_init(void)
 {
 	if (!prepull_cron)
-		prepull_cron = cron_every("class-prepull", PREPULL_TICK_MS, 2000, prepull_tick, NULL);
+		prepull_cron =
+		        cron_every("class-prepull", PREPULL_TICK_MS, 2000, prepull_tick, NULL);
 }
 
 const struct route api_class_sessions_routes[] = {

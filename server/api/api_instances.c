@@ -36,8 +36,8 @@
 	" u.username, 'kind', i.kind, 'image_id', i.image_id, 'image', im.reference,"                                                                     \
 	" 'image_name', im.display_name, 'app_ports', COALESCE(im.app_ports, '[]'), 'cmd', i.cmd,"                                                        \
 	" 'env', i.env, 'pool', p.name, 'pool_id', i.pool_id, 'slices', i.slices,"                                                                        \
-	" 'class', CASE WHEN cls.id IS NULL THEN NULL ELSE json_build_object('id', cls.id,"                                                              \
-	"  'name', cls.name, 'code', cls.code) END,"                                                                        \
+	" 'class', CASE WHEN cls.id IS NULL THEN NULL ELSE json_build_object('id', cls.id,"                                                               \
+	"  'name', cls.name, 'code', cls.code) END,"                                                                                                      \
 	" 'cpu_millis', i.cpu_millis, 'mem_mib', i.mem_mib, 'shm_mib', i.shm_mib,"                                                                        \
 	" 'priority', i.priority, 'state', i.state, 'desired', i.desired, 'reason', i.reason,"                                                            \
 	" 'exit_code', i.exit_code, 'node', n.name, 'node_id', i.node_id,"                                                                                \
@@ -88,9 +88,9 @@
 	                                                                                                                         " 'stopped_at', " DB_TS( \
 	                                                                                                                                 "i.stopped_at") ")::text"
 
-#define INST_FROM                                                                          \
-	" FROM instances i JOIN users u ON u.id = i.user_id"                               \
-	" LEFT JOIN images im ON im.id = i.image_id LEFT JOIN pools p ON p.id = i.pool_id" \
+#define INST_FROM                                                                                  \
+	" FROM instances i JOIN users u ON u.id = i.user_id"                                       \
+	" LEFT JOIN images im ON im.id = i.image_id LEFT JOIN pools p ON p.id = i.pool_id"         \
 	" LEFT JOIN nodes n ON n.id = i.node_id LEFT JOIN alloc_requests r ON r.id = i.request_id" \
 	" LEFT JOIN classes cls ON cls.id = i.class_id"
 
@@ -219,18 +219,10 @@ static void create_free(void *p)
 }
 
 static const struct jfield create_spec[] = {
-	{ "name", J_STRING, 1, 63 },
-	{ "image_id", J_INT, 1, 0 },
-	{ "pool", J_STRING, 0, 63 },
-	{ "slices", J_INT, 0, 0 },
-	{ "cpu_millis", J_INT, 0, 0 },
-	{ "mem_mib", J_INT, 0, 0 },
-	{ "shm_mib", J_INT, 0, 0 },
-	{ "cmd", J_ARRAY, 0, 64 },
-	{ "env", J_OBJECT, 0, 0 },
-	{ "priority", J_STRING, 0, 16 },
-	{ "class", J_INT, 0, 0 },
-	{ NULL, 0, 0, 0 },
+	{ "name", J_STRING, 1, 63 },     { "image_id", J_INT, 1, 0 },   { "pool", J_STRING, 0, 63 },
+	{ "slices", J_INT, 0, 0 },       { "cpu_millis", J_INT, 0, 0 }, { "mem_mib", J_INT, 0, 0 },
+	{ "shm_mib", J_INT, 0, 0 },      { "cmd", J_ARRAY, 0, 64 },     { "env", J_OBJECT, 0, 0 },
+	{ "priority", J_STRING, 0, 16 }, { "class", J_INT, 0, 0 },      { NULL, 0, 0, 0 },
 };
 
 static int name_ok(const char *s, size_t max)

@@ -665,8 +665,8 @@ static int index_running(struct ctx *c)
 		const struct place_running *rn = &in->running[i];
 		/* class work counts against the student's class limits and the
 		 * class, not the user's own quota */
-		struct quota_ent *qe = quota_slot(c, rn->user_id,
-		                                  rn->class_id ? -rn->class_id : rn->pool_id);
+		struct quota_ent *qe =
+		        quota_slot(c, rn->user_id, rn->class_id ? -rn->class_id : rn->pool_id);
 		int ci = class_find(in, rn->class_id);
 
 		c->run_by_id[i] = i;
@@ -1291,18 +1291,17 @@ static int decide_cpu(struct ctx *c, const struct place_request *r, struct place
 }
 
 /* "your class limit: 1/1 slice", "...: 1/2 slices in use; this needs 2" */
-static void say_use(struct place_decision *d, enum place_reason why, const char *what,
-                    int64_t used, int64_t cap, int64_t need, const char *one, const char *many,
-                    const char *tail)
+static void say_use(struct place_decision *d, enum place_reason why, const char *what, int64_t used,
+                    int64_t cap, int64_t need, const char *one, const char *many, const char *tail)
 {
 	d->reason = why;
 	if (used >= cap)
 		snprintf(d->message, sizeof(d->message), "%s: %lld/%lld %s%s", what,
 		         (long long)used, (long long)cap, plural(cap, one, many), tail);
 	else
-		snprintf(d->message, sizeof(d->message), "%s: %lld/%lld %s in use%s; this needs %lld",
-		         what, (long long)used, (long long)cap, plural(cap, one, many), tail,
-		         (long long)need);
+		snprintf(d->message, sizeof(d->message),
+		         "%s: %lld/%lld %s in use%s; this needs %lld", what, (long long)used,
+		         (long long)cap, plural(cap, one, many), tail, (long long)need);
 }
 
 /* The slices of the pool held now by other classes' open lab windows and
@@ -1393,9 +1392,10 @@ static int class_checks(struct ctx *c, const struct place_request *r, int64_t ne
 		char tail[64];
 
 		if (res > 0) {
-			snprintf(tail, sizeof(tail), " until %s", k->until ? k->until : "the window ends");
-			say_use(d, REASON_CLASS_SESSION, "class lab-session share full", u->live, cap,
-			        need, "slice", "slices", tail);
+			snprintf(tail, sizeof(tail), " until %s",
+			         k->until ? k->until : "the window ends");
+			say_use(d, REASON_CLASS_SESSION, "class lab-session share full", u->live,
+			        cap, need, "slice", "slices", tail);
 		} else {
 			say_use(d, REASON_CLASS_SESSION, "class off-hours share full", u->live, cap,
 			        need, "slice", "slices", " outside lab sessions");
@@ -1513,8 +1513,8 @@ room:
 		if (held > 0 && pl->free_total - held < need) {
 			d->reason = REASON_RESERVED_CLASS;
 			snprintf(d->message, sizeof(d->message),
-			         "%lld free %s reserved for class '%s' until %s",
-			         (long long)held, plural(held, "slice is", "slices are"),
+			         "%lld free %s reserved for class '%s' until %s", (long long)held,
+			         plural(held, "slice is", "slices are"),
 			         who->name ? who->name : "?", who->until ? who->until : "later");
 			return 0;
 		}

@@ -66,18 +66,18 @@
 enum place_priority { PRIO_EXAM = 0, PRIO_NORMAL = 1, PRIO_SCAVENGER = 2 };
 
 enum place_reason {
-	REASON_NONE = 0,   /* placed */
-	REASON_QUOTA,      /* the user's live slices in the pool + this > quota */
-	REASON_NO_NODES,   /* the pool has no schedulable node at all */
-	REASON_TOO_BIG,    /* no node could ever hold it (slices, cpu or memory per node) */
-	REASON_CAPACITY,   /* would fit on an empty node, none has room now */
-	REASON_GANG,       /* fewer than `nodes` nodes have room now */
-	REASON_RESERVED,   /* room exists only on nodes reserved for an earlier request */
-	REASON_PREEMPTING, /* victims named; waits for them to stop */
-	REASON_CUDA,       /* too few nodes of the pool have a driver for its CUDA */
-	REASON_CANNOT_RUN, /* no node, even down or draining, could ever hold it as
+	REASON_NONE = 0,       /* placed */
+	REASON_QUOTA,          /* the user's live slices in the pool + this > quota */
+	REASON_NO_NODES,       /* the pool has no schedulable node at all */
+	REASON_TOO_BIG,        /* no node could ever hold it (slices, cpu or memory per node) */
+	REASON_CAPACITY,       /* would fit on an empty node, none has room now */
+	REASON_GANG,           /* fewer than `nodes` nodes have room now */
+	REASON_RESERVED,       /* room exists only on nodes reserved for an earlier request */
+	REASON_PREEMPTING,     /* victims named; waits for them to stop */
+	REASON_CUDA,           /* too few nodes of the pool have a driver for its CUDA */
+	REASON_CANNOT_RUN,     /* no node, even down or draining, could ever hold it as
 	                    * asked, or it asks more than the user's limit */
-	REASON_DEGRADED,   /* like NO_NODES, but some of its nodes are degraded: up and
+	REASON_DEGRADED,       /* like NO_NODES, but some of its nodes are degraded: up and
 	                    * active, their engines failing to start containers */
 	REASON_CLASS_LIMIT,    /* the student's class limit (slices, cpu, memory) */
 	REASON_CLASS_FULL,     /* the class's allocation (slices, cpu, memory) */

@@ -342,7 +342,8 @@ static void done_generic(PGresult *res, enum rc rc, void *arg)
 		}
 		for (int i = 0; i < n; i++) {
 			struct place_class *k = &classes[i];
-			size_t l1 = strlen(db_val(res, i, 1)) + 1, l2 = strlen(db_val(res, i, 8)) + 1;
+			size_t l1 = strlen(db_val(res, i, 1)) + 1,
+			       l2 = strlen(db_val(res, i, 8)) + 1;
 
 			k->id = ll(res, i, 0);
 			memcpy(class_text + at, db_val(res, i, 1), l1);
@@ -514,7 +515,8 @@ static void next(void)
 		      /* ... and a student's class work past the class's maximum
 		       * session length */
 		      " UNION ALL"
-		      " SELECT gc_release_request(r.id, 'reached the class''s maximum session of ' ||"
+		      " SELECT gc_release_request(r.id, 'reached the class''s maximum session of ' "
+		      "||"
 		      "  c.student_max_session_s || ' s') FROM alloc_requests r"
 		      "  JOIN classes c ON c.id = r.class_id"
 		      " WHERE r.state = 'allocated' AND r.class_id IS NOT NULL"
@@ -583,7 +585,8 @@ static void next(void)
 		      "  r.mem_mib::bigint * r.nodes) WHERE r.class_id IS NULL) lim ON true"
 		      " LEFT JOIN LATERAL gc_class_queue(r.user_id, r.class_id) cq"
 		      "  ON r.class_id IS NOT NULL"
-		      " LEFT JOIN LATERAL (SELECT CASE WHEN gc_class_role(r.user_id, c.id) = 'student'"
+		      " LEFT JOIN LATERAL (SELECT CASE WHEN gc_class_role(r.user_id, c.id) = "
+		      "'student'"
 		      "  THEN c.student_max_session_s END AS student_max_s FROM classes c"
 		      "  WHERE c.id = r.class_id) cc ON true"
 		      " WHERE r.state = 'queued' ORDER BY r.id",
