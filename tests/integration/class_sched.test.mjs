@@ -201,6 +201,39 @@ describe('classes in the scheduler', () => {
     const no = await outsider.c.post('/api/v1/jobs', { name: 'train', image_id: w.image.id, command: ['true'], class: cls });
     assert.equal(no.status, 404, no.text);
     await s1.c.post(`/api/v1/jobs/${j.json.id}/cancel`, {});
+    // a sweep's runs too
+    const sw = await s1.c.post('/api/v1/sweeps', {
+      name: 'grid', metric: 'loss', goal: 'min', grid: { a: [1, 2] },
+      job: { name: 'run', image_id: w.image.id, command: ['sleep', '3600'], class: cls, cpu_millis: 100, mem_mib: 32 },
+    });
+    assert.equal(sw.status, 201, sw.text);
+    assert.equal(sql(w.srv, `SELECT count(*) FILTER (WHERE class_id = ${cls}) || '/' || count(*) FROM jobs WHERE sweep_id = ${sw.json.id}`), '2/2');
+    assert.equal(sql(w.srv, `SELECT count(*) FROM alloc_requests r JOIN jobs j ON r.owner_kind = 'job' AND r.owner_id = j.id::text
+      WHERE j.sweep_id = ${sw.json.id} AND r.class_id = ${cls} AND r.pool_id = j.pool_id`), '2');
+    const swo = await outsider.c.post('/api/v1/sweeps', {
+      name: 'grid', metric: 'loss', goal: 'min', grid: { a: [1] },
+      job: { name: 'run', image_id: w.image.id, command: ['true'], class: cls },
+    });
+    assert.equal(swo.status, 404, swo.text);
+    await s1.c.post(`/api/v1/sweeps/${sw.json.id}/cancel`, {});
+    await stopAll();
+  });
+
+  it('starts a stopped class instance again only while its owner is in the class', async () => {
+    const a = await inst(s2.c, { name: 'again', class: cls });
+    await waitCode(s2.c, a.json.id, 'none');
+    assert.equal((await s2.c.post(`/api/v1/instances/${a.json.id}/stop`, {})).status, 202);
+    assert.ok(await eventually(async () => (await s2.c.get(`/api/v1/instances/${a.json.id}`)).json.state === 'stopped', 20000), 'stopped');
+    sql(w.srv, `UPDATE class_members SET state = 'suspended' WHERE class_id = ${cls} AND user_id = ${s2.id}`);
+    const no = await s2.c.post(`/api/v1/instances/${a.json.id}/start`, {});
+    assert.equal(no.status, 409, no.text);
+    assert.equal(no.json.error.message, 'no such class (or you are not in it)');
+    sql(w.srv, `UPDATE class_members SET state = 'active' WHERE class_id = ${cls} AND user_id = ${s2.id}`);
+    const yes = await s2.c.post(`/api/v1/instances/${a.json.id}/start`, {});
+    assert.equal(yes.status, 202, yes.text);
+    assert.equal(yes.json.class.id, cls);
+    await waitCode(s2.c, a.json.id, 'none');
+    await stopAll();
   });
 
   it('queues a start storm of the whole class with positions, and never fails one', async () => {
