@@ -6,7 +6,9 @@
  *
  * Routes themselves are made by database triggers (0010_proxy.sql) when an
  * instance is created or publishes a port; the proxy (proxy.c) serves them.
- * Owner or admin may open a route (teachers of a class once classes exist).
+ * Owner or admin may open a route, and the staff of the class an instance
+ * runs in as far as the class allows (gc_class_reach, 0032): each such
+ * opening is audit-logged (class.open_app).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -110,6 +112,11 @@ static void open_done(PGresult *res, enum rc rc, void *arg)
 		                 "no route '%s'", http_param(r, "id"));
 		return;
 	}
+	if (strcmp(db_val(res, 0, 2), "t") == 0) /* a teacher opening a student's app */
+		auth_audit(r, r->auth, "class.open_app", db_val(res, 0, 1),
+		           json_pack("{s:s, s:s?, s:s, s:s}", "student", db_val(res, 0, 3), "class",
+		                     db_val(res, 0, 4), "route", http_param(r, "id"), "path",
+		                     st->path));
 	proxy_route_origin(http_param(r, "id"), origin, sizeof(origin));
 	snprintf(url, sizeof(url), "%s/__gpucloud/handshake?ticket=%s", origin, st->ticket);
 	http_add_header(r, "Cache-Control", "no-store");
@@ -171,15 +178,19 @@ static void open_route(struct http_req *r, const char *path, const char *state)
 	/* expired tickets and sessions are swept on the way */
 	db_query_args(
 	        "WITH gc1 AS (DELETE FROM route_tickets WHERE expires_at < now()),"
-	        " gc2 AS (DELETE FROM route_sessions WHERE expires_at < now() - interval '1 hour')"
-	        " INSERT INTO route_tickets (token_hash, route_id, user_id, session_id, token_id,"
-	        "  path, state_hash, expires_at)"
-	        " SELECT $1, r.id, $3, $4, $5, $6, $8, now() + interval '" STR(
-	                TICKET_SECONDS) " seconds'"
-	                                " FROM routes r JOIN instances i ON i.id = r.instance_id"
-	                                " WHERE r.id = $2 AND i.state <> 'deleted' AND (i.user_id "
-	                                "= $3 OR $7::boolean)"
-	                                " RETURNING route_id",
+	        " gc2 AS (DELETE FROM route_sessions WHERE expires_at < now() - interval '1 hour'),"
+	        " x AS (SELECT r.id, i.id AS iid, i.class_id, i.user_id, ow.username,"
+	        "  i.user_id <> $3 AND NOT $7::boolean AS reach"
+	        "  FROM routes r JOIN instances i ON i.id = r.instance_id"
+	        "  JOIN users ow ON ow.id = i.user_id"
+	        "  WHERE r.id = $2 AND i.state <> 'deleted' AND (i.user_id = $3 OR $7::boolean"
+	        "  OR gc_class_reach($3, i.id, 'open'))),"
+	        " ins AS (INSERT INTO route_tickets (token_hash, route_id, user_id, session_id,"
+	        "  token_id, path, state_hash, expires_at)"
+	        " SELECT $1, x.id, $3, $4, $5, $6, $8, now() + interval '" STR(
+	                TICKET_SECONDS) " seconds' FROM x RETURNING route_id)"
+	                                " SELECT ins.route_id, x.iid, x.reach, x.username,"
+	                                " x.class_id FROM ins, x",
 	        &a, open_done, r);
 }
 

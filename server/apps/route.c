@@ -328,15 +328,17 @@ void route_cache_drop(long long id)
 
 /* One round trip: the route, its instance and published port, and whether
  * the cookie (hash $2) is a live route session of this route whose user is
- * the owner or an admin, and whose API session or token is still live.
- * (Teachers of a class may be added here once classes exist.) */
+ * the owner, an admin, or staff of the class the instance runs in whom the
+ * class lets open its students' apps (gc_class_reach, 0032), and whose API
+ * session or token is still live. */
 static const char check_sql[] =
         "SELECT i.id, i.state, i.app_token, p.host, p.host_port, r.port_name,"
         " EXISTS (SELECT 1 FROM route_sessions rs JOIN users u ON u.id = rs.user_id"
         "  LEFT JOIN sessions s ON s.id = rs.session_id"
         "  LEFT JOIN api_tokens t ON t.id = rs.token_id"
         "  WHERE rs.token_hash = $2 AND rs.route_id = r.id AND rs.expires_at > now()"
-        "  AND NOT u.disabled AND (u.id = i.user_id OR u.role = 'admin')"
+        "  AND NOT u.disabled AND (u.id = i.user_id OR u.role = 'admin'"
+        "   OR gc_class_reach(u.id, i.id, 'open'))"
         "  AND ((s.id IS NOT NULL AND s.revoked_at IS NULL AND s.expires_at > now())"
         "   OR (t.id IS NOT NULL AND t.revoked_at IS NULL AND t.expires_at > now())))"
         " FROM routes r JOIN instances i ON i.id = r.instance_id"

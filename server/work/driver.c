@@ -276,8 +276,74 @@ static void do_start(struct driver_launch *l)
  * one) and the changed files go back in one archive PUT into /etc.  A file
  * the image lacks is made; one that is not a regular file (a link) is left
  * alone.  None of this stops a launch: on an error it is logged and the
- * container starts as it is. */
+ * container starts as it is.
+ *
+ * Each archive GET costs the engine a mount of the container's root (~100
+ * ms here), and every container of one image starts with the same two
+ * files: so the files as an image has them are kept per node and image id
+ * (the container's inspect names it, without a mount), read from the first
+ * container this process creates from it, and later launches go straight
+ * to the PUT.  Only a container this launch created uses or fills the
+ * table: a reused one's files are its own (they may hold a user's line, or
+ * what root changed in it), so they are read out of it as before. */
 static const char *const etc_names[2] = { "passwd", "group" };
+
+#define ETC_CACHE 32
+
+static struct etc_cached {
+	char image_id[80];
+	struct driver_etc etc[2]; /* text NULL: the image's file is left alone */
+	unsigned long long used;  /* for replacing the least recently used */
+} etc_cache[ETC_CACHE];
+static unsigned long long etc_tick;
+
+static struct etc_cached *etc_lookup(const char *image_id)
+{
+	for (int i = 0; i < ETC_CACHE; i++)
+		if (image_id[0] && strcmp(etc_cache[i].image_id, image_id) == 0)
+			return &etc_cache[i];
+	return NULL;
+}
+
+static int etc_copy(struct driver_etc *to, const struct driver_etc *from)
+{
+	*to = *from;
+	to->text = NULL;
+	if (from->text) {
+		to->text = malloc(from->len + 1);
+		if (!to->text)
+			return -1;
+		memcpy(to->text, from->text, from->len);
+		to->text[from->len] = '\0';
+	}
+	return 0;
+}
+
+/* Remembers l's files as its image's (both read, nothing edited yet). */
+static void etc_remember(const struct driver_launch *l)
+{
+	struct etc_cached *c;
+	struct driver_etc copy[2];
+
+	if (!l->fresh || !l->image_id[0] || etc_lookup(l->image_id))
+		return;
+	if (etc_copy(&copy[0], &l->etc[0]) < 0)
+		return;
+	if (etc_copy(&copy[1], &l->etc[1]) < 0) {
+		free(copy[0].text);
+		return;
+	}
+	c = &etc_cache[0];
+	for (int i = 1; i < ETC_CACHE; i++)
+		if (etc_cache[i].used < c->used)
+			c = &etc_cache[i];
+	free(c->etc[0].text);
+	free(c->etc[1].text);
+	snprintf(c->image_id, sizeof(c->image_id), "%s", l->image_id);
+	c->etc[0] = copy[0];
+	c->etc[1] = copy[1];
+	c->used = ++etc_tick;
+}
 
 static void etc_clear(struct driver_launch *l)
 {
@@ -391,9 +457,10 @@ static void etc_write(struct driver_launch *l)
 	memset(tar + n, 0, 1024);
 	n += 1024;
 	log_msg(LOG_INFO, "instances", NULL,
-	        "instance %lld: adding user '%s' (uid %lld) to container %.12s's%s%s", l->id,
+	        "instance %lld: adding user '%s' (uid %lld) to container %.12s's%s%s%s", l->id,
 	        l->owner, u.uid, l->cid, changed[0] ? " /etc/passwd" : "",
-	        changed[1] ? " /etc/group" : "");
+	        changed[1] ? " /etc/group" : "",
+	        l->etc_known ? " (as its image has them, remembered)" : "");
 	snprintf(path, sizeof(path), "/containers/%s/archive?path=/etc", l->cid);
 	l->call = e ? docker_request(e, "PUT", path, "application/x-tar", (const char *)tar, n,
 	                             NULL, 30000, etc_put, l)
@@ -452,10 +519,12 @@ static void etc_got(struct docker_call *call, enum rc rc, int status, const char
 		account_done(l, msg);
 		return;
 	}
-	if (i == 0)
+	if (i == 0) {
 		etc_read(l, 1);
-	else
-		etc_write(l);
+		return;
+	}
+	etc_remember(l);
+	etc_write(l);
 }
 
 static void etc_read(struct driver_launch *l, int i)
@@ -470,11 +539,55 @@ static void etc_read(struct driver_launch *l, int i)
 		account_done(l, "the node's engine is not available");
 }
 
+/* The container's image id: the files come from the table when they are
+ * there, else out of the container. */
+static void etc_inspected(struct docker_call *call, enum rc rc, int status, const char *body,
+                          size_t len, const char *err, void *arg)
+{
+	struct driver_launch *l = arg;
+	struct etc_cached *c;
+	json_t *j;
+
+	(void)call;
+	(void)err;
+	l->call = NULL;
+	l->image_id[0] = '\0';
+	if (rc == RC_OK && status == 200) {
+		j = json_loadb(body, len, 0, NULL);
+		const char *img = json_string_value(json_object_get(j, "Image"));
+		if (img && strlen(img) < sizeof(l->image_id))
+			snprintf(l->image_id, sizeof(l->image_id), "%s", img);
+		json_decref(j);
+	}
+	c = etc_lookup(l->image_id);
+	if (c && etc_copy(&l->etc[0], &c->etc[0]) == 0 && etc_copy(&l->etc[1], &c->etc[1]) == 0) {
+		c->used = ++etc_tick;
+		l->etc_known = 1;
+		etc_write(l);
+		return;
+	}
+	etc_clear(l);
+	etc_read(l, 0);
+}
+
 void driver_launch_start(struct driver_launch *l)
 {
+	struct docker_engine *e = nodes_engine(l->node_id);
+	char path[200];
+
 	etc_clear(l);
 	memset(l->etc, 0, sizeof(l->etc));
-	etc_read(l, 0);
+	l->etc_known = 0;
+	if (!l->fresh) {
+		l->image_id[0] = '\0';
+		etc_read(l, 0);
+		return;
+	}
+	snprintf(path, sizeof(path), "/containers/%s/json", l->cid);
+	l->call = e ? docker_request(e, "GET", path, NULL, NULL, 0, NULL, 30000, etc_inspected, l)
+	            : NULL;
+	if (!l->call)
+		account_done(l, "the node's engine is not available");
 }
 
 static void removed_for_recreate(struct docker_call *call, enum rc rc, int status, const char *body,
@@ -528,6 +641,7 @@ static void existing(struct docker_call *call, enum rc rc, int status, const cha
 		json_decref(j);
 		log_msg(LOG_INFO, "instances", NULL, "instance %lld: reusing container %.12s",
 		        l->id, l->cid);
+		l->fresh = 0;
 		l->ops->created(l->arg);
 		return;
 	}
@@ -583,6 +697,7 @@ static void created(struct docker_call *call, enum rc rc, int status, const char
 		fail(l, "the engine returned no container id");
 		return;
 	}
+	l->fresh = 1;
 	l->ops->created(l->arg);
 }
 

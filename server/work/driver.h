@@ -90,6 +90,9 @@ struct driver_launch {
 	int netwait;           /* waits for another launch's create of net */
 	int netretried;        /* re-made the network once (the reconciler raced) */
 	int linked;
+	int fresh;         /* the container was created by this launch (not reused) */
+	char image_id[80]; /* its image's id (sha256:...), once inspected */
+	int etc_known;     /* the account files came from the image's remembered ones */
 	/* the account files read out of the container before its start:
 	 * passwd, group (driver.c) */
 	struct driver_etc {

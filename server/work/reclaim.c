@@ -74,10 +74,13 @@ static void apply(PGresult *res, enum rc rc, void *arg)
 		return;
 	}
 	/* the branches touch disjoint rows: one UPDATE per row and statement */
-	db_query("WITH p AS (SELECT i.id, i.last_activity_at AS act, i.idle_warning_at AS warned,"
-	         "  i.started_at, ip.idle_seconds, ip.warn_seconds, ip.max_lifetime_seconds"
-	         "  FROM instances i JOIN users u ON u.id = i.user_id"
-	         "  JOIN idle_policies ip ON ip.role = u.role"
+	/* the policy is the class's for class work that sets one, else the
+	 * role's (gc_instance_policy, 0032); a teacher's extension counts as
+	 * activity until it ends and pushes the lifetime to it */
+	db_query("WITH p AS (SELECT i.id, greatest(i.last_activity_at, i.extended_until) AS act,"
+	         "  i.idle_warning_at AS warned, i.started_at, i.extended_until AS ext,"
+	         "  pol.idle_seconds, pol.warn_seconds, pol.max_lifetime_seconds"
+	         "  FROM instances i CROSS JOIN LATERAL gc_instance_policy(i.id) pol"
 	         "  WHERE i.state = 'running' AND i.desired = 'running'),"
 	         " c AS (UPDATE instances SET idle_warning_at = NULL, idle_message = ''"
 	         "  FROM p WHERE instances.id = p.id AND p.warned IS NOT NULL AND p.act > p.warned"
@@ -100,6 +103,7 @@ static void apply(PGresult *res, enum rc rc, void *arg)
 	         "  reason = 'reached the maximum lifetime of ' || p.max_lifetime_seconds || ' s'"
 	         "  FROM p WHERE instances.id = p.id AND p.max_lifetime_seconds IS NOT NULL"
 	         "  AND p.started_at < now() - make_interval(secs => p.max_lifetime_seconds)"
+	         "  AND (p.ext IS NULL OR p.ext < now())"
 	         "  AND NOT (p.warned IS NOT NULL AND p.act > p.warned)"
 	         "  AND p.id NOT IN (SELECT id FROM w) AND p.id NOT IN (SELECT id FROM s)"
 	         "  RETURNING instances.id)"
@@ -174,7 +178,7 @@ void reclaim_run(void)
 		return;
 	busy = 1;
 	db_query("SELECT i.id, i.node_id, i.container_id FROM instances i"
-	         " JOIN users u ON u.id = i.user_id JOIN idle_policies ip ON ip.role = u.role"
+	         " CROSS JOIN LATERAL gc_instance_policy(i.id) ip"
 	         " WHERE i.state = 'running' AND i.desired = 'running' AND i.node_id IS NOT NULL"
 	         " AND (ip.idle_seconds IS NOT NULL OR ip.max_lifetime_seconds IS NOT NULL)",
 	         0, NULL, running_read, NULL);

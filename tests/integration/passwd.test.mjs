@@ -79,6 +79,32 @@ describe('the user in the container', () => {
     await waitState(erin.c, inst.id, 'deleted');
   });
 
+  it("a second new container of an image takes the image's files as remembered, without the first user's line", async () => {
+    const fay = await mkUser(w, 'fay');
+    const gus = await mkUser(w, 'gus');
+    const a = await create(fay.c, w, { name: 'pa', cmd: ['sh', '-c', 'sleep 3600'] });
+    const ra = await waitState(fay.c, a.id, 'running');
+    const b = await create(gus.c, w, { name: 'pb', cmd: ['sh', '-c', 'sleep 3600'] });
+    const rb = await waitState(gus.c, b.id, 'running');
+    // the image's files were read once (earlier in this process); gus's
+    // container got them from memory: two archive GETs less on the way
+    assert.match(w.srv.log(), new RegExp(`adding user 'gus' \\(uid ${uidOf(gus)}\\) to container \\w+'s /etc/passwd /etc/group \\(as its image has them, remembered\\)`));
+    assert.equal(exec(rb.container_name, 'id', '-un'), 'gus');
+    assert.deepEqual(withId(rb.container_name, '/etc/passwd', uidOf(gus)), [`gus:x:${uidOf(gus)}:${uidOf(gus)}::/home/gus:/bin/sh`]);
+    assert.deepEqual(withId(rb.container_name, '/etc/group', uidOf(gus)), [`gus:x:${uidOf(gus)}:`]);
+    // nobody else's line: not fay's, not erin's (whose container changed its own files)
+    for (const f of ['/etc/passwd', '/etc/group']) {
+      const names = lines(rb.container_name, f).map((l) => l.split(':')[0]);
+      assert.ok(!names.includes('fay') && !names.includes('erin') && !names.includes('jovyan'), `${f}: ${names}`);
+      assert.ok(names.includes('root'));
+    }
+    assert.equal(exec(ra.container_name, 'id', '-un'), 'fay');
+    for (const [u, i] of [[fay, a], [gus, b]]) {
+      assert.equal((await u.c.del(`/api/v1/instances/${i.id}`)).status, 202);
+      await waitState(u.c, i.id, 'deleted');
+    }
+  });
+
   it('takes gc-<name> when the image has the name for another uid', async () => {
     // the world image has "user" (uid 1000)
     const u = await mkUser(w, 'user');

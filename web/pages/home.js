@@ -2,7 +2,7 @@
 // what I use (GET /me/limits: per pool and for CPU-only work, with where
 // each limit comes from; my home's storage).
 import { api } from '../api.js';
-import { t } from '../i18n.js';
+import { t, formatDate } from '../i18n.js';
 import { h, messageBox } from '../ui.js';
 import { limitsTable, storageLine } from '../parts/limits.js';
 
@@ -22,6 +22,24 @@ function limitsCard() {
   return card;
 }
 
+// Live notices of my classes (GET /notices); nothing at all when there are none.
+function noticesCard() {
+  const card = h('section', { class: 'card card-wide', 'aria-labelledby': 'notices-title', 'data-home-notices': '', hidden: true });
+  api.get('/notices').then((r) => {
+    if (!r.items?.length) return;
+    card.append(h('h2', { id: 'notices-title' }, t('home.notices')),
+      h('ul', { class: 'plain-list notices' }, ...r.items.map((n) => h('li', { 'data-notice': String(n.id) },
+        h('p', { class: 'notice-body' }, n.body),
+        h('p', { class: 'muted' }, t('home.noticeFrom', {
+          class: n.class.code || n.class.name,
+          who: n.author ? (n.author.display_name || n.author.username) : '—',
+          at: formatDate(n.created_at),
+        }), ' · ', h('a', { href: `#/class?id=${n.class.id}` }, n.class.name))))));
+    card.hidden = false;
+  }, () => { /* a convenience: the page stands without it */ });
+  return card;
+}
+
 export function render(main, ctx) {
   const user = ctx.user;
 
@@ -31,6 +49,7 @@ export function render(main, ctx) {
       h('p', { class: 'muted' }, t('home.signedInAs'), ' ',
         h('span', { class: `badge badge-role role-${user.role}`, 'data-role': user.role }, t(`role.${user.role}`)))),
     h('div', { class: 'grid' },
+      noticesCard(),
       limitsCard(),
       h('section', { class: 'card', 'aria-labelledby': 'start-title' },
         h('h2', { id: 'start-title' }, t('home.gettingStarted')),
