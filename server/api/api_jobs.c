@@ -342,7 +342,8 @@ static void list(struct http_req *r)
 	long long image_id = 0, lim;
 	char lb[16];
 	long nl;
-	static char sql[8192];
+	static char sql[12288];
+	int n;
 
 	if ((nl = api_query(r, "limit", lb, sizeof(lb))) == -2)
 		return;
@@ -469,25 +470,31 @@ static void list(struct http_req *r)
 	" AND ($12::text[] IS NULL OR j.tags @> $12::text[])"                                     \
 	" AND ($13::timestamptz IS NULL OR j.finished_at >= $13::timestamptz)"                    \
 	" AND ($14::timestamptz IS NULL OR j.finished_at < $14::timestamptz)"
-	snprintf(sql, sizeof(sql),
-	         "WITH pg AS (SELECT j.id, %s AS k FROM jobs j WHERE" LIST_WHERE
-	         "  AND ($6::text[] IS NULL OR j.state = ANY($6::text[]))"
-	         "  AND ($7::bigint IS NULL OR (%s, j.id) %s (%s, $7::bigint))"
-	         "  ORDER BY 2 %s, 1 %s LIMIT $8::int),"
-	         " pr AS (SELECT id, k, row_number() OVER (ORDER BY k %s, id %s) AS rn FROM pg)"
-	         " SELECT (SELECT COALESCE(json_agg(x.doc::json ORDER BY x.rn), '[]')"
-	         "  FROM (SELECT pr.rn, " JOB_JSON " AS doc" JOB_FROM
-	         "  JOIN pr ON pr.id = j.id) x)::text,"
-	         " (SELECT json_object_agg(s.state, COALESCE(c.n, 0))"
-	         "  FROM unnest(ARRAY['queued', 'starting', 'running', 'stopping', 'succeeded',"
-	         "   'failed', 'cancelled', 'lost']) AS s(state)"
-	         "  LEFT JOIN (SELECT j.state, count(*) AS n FROM jobs j WHERE" LIST_WHERE
-	         "  GROUP BY j.state) c ON c.state = s.state)::text,"
-	         " (SELECT json_agg(%s ORDER BY rn) FROM pr)::text",
-	         asc ? sd->key_asc : sd->key_desc, asc ? sd->key_asc : sd->key_desc,
-	         asc ? ">" : "<", sd->code == 'c' ? "$7::bigint" : sd->in, asc ? "ASC" : "DESC",
-	         asc ? "ASC" : "DESC", asc ? "ASC" : "DESC", asc ? "ASC" : "DESC", sd->out);
+	/* a statement longer than the buffer would be cut, not run: the
+	 * buffer is sized with room to spare (checked below) */
+	n = snprintf(sql, sizeof(sql),
+	             "WITH pg AS (SELECT j.id, %s AS k FROM jobs j WHERE" LIST_WHERE
+	             "  AND ($6::text[] IS NULL OR j.state = ANY($6::text[]))"
+	             "  AND ($7::bigint IS NULL OR (%s, j.id) %s (%s, $7::bigint))"
+	             "  ORDER BY 2 %s, 1 %s LIMIT $8::int),"
+	             " pr AS (SELECT id, k, row_number() OVER (ORDER BY k %s, id %s) AS rn FROM pg)"
+	             " SELECT (SELECT COALESCE(json_agg(x.doc::json ORDER BY x.rn), '[]')"
+	             "  FROM (SELECT pr.rn, " JOB_JSON " AS doc" JOB_FROM
+	             "  JOIN pr ON pr.id = j.id) x)::text,"
+	             " (SELECT json_object_agg(s.state, COALESCE(c.n, 0))"
+	             "  FROM unnest(ARRAY['queued', 'starting', 'running', 'stopping', 'succeeded',"
+	             "   'failed', 'cancelled', 'lost']) AS s(state)"
+	             "  LEFT JOIN (SELECT j.state, count(*) AS n FROM jobs j WHERE" LIST_WHERE
+	             "  GROUP BY j.state) c ON c.state = s.state)::text,"
+	             " (SELECT json_agg(%s ORDER BY rn) FROM pr)::text",
+	             asc ? sd->key_asc : sd->key_desc, asc ? sd->key_asc : sd->key_desc,
+	             asc ? ">" : "<", sd->code == 'c' ? "$7::bigint" : sd->in, asc ? "ASC" : "DESC",
+	             asc ? "ASC" : "DESC", asc ? "ASC" : "DESC", asc ? "ASC" : "DESC", sd->out);
 #undef LIST_WHERE
+	if (n < 0 || (size_t)n >= sizeof(sql)) {
+		http_reply_error(r, RC_INTERNAL, NULL, "the job list statement is too long");
+		return;
+	}
 	db_query_args(sql, &a, list_done, r);
 }
 
