@@ -154,6 +154,9 @@ extern const struct route api_class_sessions_routes[];
 void api_class_sessions_init(void);
 extern const struct route api_assignments_routes[];
 extern const struct route api_class_ops_routes[];
+/* The leader's periodic collects at deadlines and releases to new members
+ * (api_assignments.c). */
+void api_assignments_init(void);
 
 /* ---- job templates (api_job_templates.c, api_jobs.c, job_body.c) ---- */
 

@@ -656,6 +656,16 @@ static void area_then(void *arg, const struct storage_area *a, enum rc rc, const
 		return;
 	}
 	j->a = *a;
+	if (a->no_private && storage_class_private_path(j->path)) {
+		/* classmates' collected work and feedback: as if not there */
+		http_reply_error(j->r, RC_NOTFOUND, NULL, "no such file or folder '%s'", j->path);
+		return;
+	}
+	if (a->no_private && !*j->path && j->op == OP_GET && j->want == 'd') {
+		http_reply_error(j->r, RC_FORBIDDEN, "download its folders one by one",
+		                 "the class area cannot be downloaded whole");
+		return;
+	}
 	j->next(j);
 }
 

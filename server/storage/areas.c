@@ -55,13 +55,16 @@ static void resolve_class_done(PGresult *res, enum rc rc, void *arg)
 		rs->cb(rs->arg, NULL, RC_NOTFOUND, "no such class");
 	} else {
 		long long teacher = strtoll(db_val(res, 0, 0), NULL, 10);
-		int member = !strcmp(db_val(res, 0, 1), "t");
-		int writes = rs->is_admin || teacher == rs->user_id;
+		const char *role = db_val(res, 0, 1); /* gc_class_role: NULL out or suspended */
+		int member = role != NULL;
+		int writes = rs->is_admin || teacher == rs->user_id ||
+		             (role && !strcmp(role, "teacher"));
 
 		snprintf(name, sizeof(name), "%s", rs->a.name);
 		storage_area_class(&rs->a, strtoll(db_val(res, 0, 2), NULL, 10), teacher);
 		snprintf(rs->a.name, sizeof(rs->a.name), "%s", name);
 		rs->a.writable = writes;
+		rs->a.no_private = !rs->is_admin && role && !strcmp(role, "student");
 		if (!writes && !member)
 			rs->cb(rs->arg, NULL, RC_FORBIDDEN, "you are not a member of this class");
 		else if (rs->want_write && !writes)
@@ -174,8 +177,7 @@ void areas_resolve(const struct areas_caller *caller, const char *name, int want
 		const char *p[2] = { name + 6, uid };
 
 		snprintf(uid, sizeof(uid), "%lld", (long long)caller->user_id);
-		db_query("SELECT c.teacher_id, EXISTS (SELECT 1 FROM class_members m"
-		         " WHERE m.class_id = c.id AND m.user_id = $2::bigint), c.id"
+		db_query("SELECT c.teacher_id, gc_class_role($2::bigint, c.id), c.id"
 		         " FROM classes c WHERE c.id = $1::bigint",
 		         2, p, resolve_class_done, rs);
 		return;

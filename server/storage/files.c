@@ -715,9 +715,17 @@ enum rc files_copy(int rootfd, int stagefd, const char *stage_name, const char *
                    const char *to, long long uid, long long gid, int64_t budget, int64_t *bytes,
                    struct files_result *res)
 {
+	return files_copy_into(rootfd, from, rootfd, to, 0, stagefd, stage_name, uid, gid, budget,
+	                       bytes, res);
+}
+
+enum rc files_copy_into(int srcroot, const char *from, int dstroot, const char *to, int replace,
+                        int stagefd, const char *stage_name, long long uid, long long gid,
+                        int64_t budget, int64_t *bytes, struct files_result *res)
+{
 	char la[PATHS_NAME_MAX + 1], lb[PATHS_NAME_MAX + 1];
 	struct copy_ctx cx = { uid, gid, bytes, 0, budget };
-	int a, b;
+	int a, b, exists;
 
 	*bytes = 0;
 	if (!*from || !*to) {
@@ -725,16 +733,17 @@ enum rc files_copy(int rootfd, int stagefd, const char *stage_name, const char *
 		snprintf(res->msg, sizeof(res->msg), "the area's own folder cannot be copied");
 		return res->rc;
 	}
-	a = paths_open_parent(rootfd, from, la, sizeof(la));
+	a = paths_open_parent(srcroot, from, la, sizeof(la));
 	if (a < 0)
 		return files_fail(res, errno, from);
-	b = paths_open_parent(rootfd, to, lb, sizeof(lb));
+	b = paths_open_parent(dstroot, to, lb, sizeof(lb));
 	if (b < 0) {
 		int e = errno;
 		close(a);
 		return files_fail(res, e, to);
 	}
-	if (faccessat(b, lb, F_OK, AT_SYMLINK_NOFOLLOW) == 0) {
+	exists = faccessat(b, lb, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+	if (exists && !replace) {
 		close(a);
 		close(b);
 		return files_fail(res, EEXIST, to);
@@ -748,13 +757,20 @@ enum rc files_copy(int rootfd, int stagefd, const char *stage_name, const char *
 		close(b);
 		return files_fail(res, e, from);
 	}
-	if (renameat2(stagefd, stage_name, b, lb, RENAME_NOREPLACE) < 0) {
+	/* replacing: the new copy and the old swap in one step (no moment
+	 * without either), and the old one, now staged, goes */
+	if (renameat2(stagefd, stage_name, b, lb, exists ? RENAME_EXCHANGE : RENAME_NOREPLACE) <
+	    0) {
 		int e = errno;
 		struct files_result tmp = { 0 };
 		files_purge(stagefd, stage_name, &tmp);
 		close(a);
 		close(b);
 		return files_fail(res, e, to);
+	}
+	if (exists) {
+		struct files_result tmp = { 0 };
+		files_purge(stagefd, stage_name, &tmp);
 	}
 	{
 		struct stat st;
@@ -765,6 +781,92 @@ enum rc files_copy(int rootfd, int stagefd, const char *stage_name, const char *
 	}
 	close(a);
 	close(b);
+	return res->rc = RC_OK;
+}
+
+enum rc files_mkdirs(int rootfd, const char *path, long long uid, long long gid,
+                     struct files_result *res)
+{
+	char part[PATHS_MAX + 1];
+	size_t n = strlen(path);
+
+	if (n >= sizeof(part))
+		return files_fail(res, ENAMETOOLONG, path);
+	for (size_t i = 1; i <= n; i++) {
+		char leaf[PATHS_NAME_MAX + 1];
+		int pfd;
+
+		if (path[i] != '/' && path[i] != '\0')
+			continue;
+		memcpy(part, path, i);
+		part[i] = '\0';
+		pfd = paths_open_parent(rootfd, part, leaf, sizeof(leaf));
+		if (pfd < 0)
+			return files_fail(res, errno, part);
+		if (mkdirat(pfd, leaf, 0755) == 0) {
+			if (fchownat(pfd, leaf, (uid_t)uid, (gid_t)gid, AT_SYMLINK_NOFOLLOW) < 0) {
+				int e = errno;
+				close(pfd);
+				return files_fail(res, e, part);
+			}
+		} else if (errno != EEXIST) {
+			int e = errno;
+			close(pfd);
+			return files_fail(res, e, part);
+		}
+		close(pfd);
+	}
+	return res->rc = RC_OK;
+}
+
+/* The newest st_ctim (ns) inside directory dfd (consumed). */
+static void walk_newest(int dfd, int64_t *newest, int depth)
+{
+	DIR *d = fdopendir(dfd);
+	struct dirent *e;
+
+	if (!d) {
+		close(dfd);
+		return;
+	}
+	while ((e = readdir(d))) {
+		struct stat st;
+		int64_t t;
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		t = (int64_t)st.st_ctim.tv_sec * 1000000000LL + st.st_ctim.tv_nsec;
+		if (t > *newest)
+			*newest = t;
+		if (S_ISDIR(st.st_mode) && depth < 256) {
+			int c = openat(dirfd(d), e->d_name,
+			               O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (c >= 0)
+				walk_newest(c, newest, depth + 1);
+		}
+	}
+	closedir(d);
+}
+
+enum rc files_newest(int rootfd, const char *path, int64_t *newest, struct files_result *res)
+{
+	struct stat st;
+	int fd = paths_open(rootfd, path, O_RDONLY | O_NOFOLLOW, 0);
+
+	*newest = 0;
+	if (fd < 0)
+		return files_fail(res, errno, path);
+	if (fstat(fd, &st) < 0) {
+		int e = errno;
+		close(fd);
+		return files_fail(res, e, path);
+	}
+	*newest = (int64_t)st.st_ctim.tv_sec * 1000000000LL + st.st_ctim.tv_nsec;
+	if (S_ISDIR(st.st_mode))
+		walk_newest(fd, newest, 0);
+	else
+		close(fd);
 	return res->rc = RC_OK;
 }
 

@@ -58,6 +58,20 @@ enum rc files_measure(int rootfd, const char *path, int64_t *bytes, int64_t *cou
 enum rc files_copy(int rootfd, int stagefd, const char *stage_name, const char *from,
                    const char *to, long long uid, long long gid, int64_t budget, int64_t *bytes,
                    struct files_result *res);
+/* files_copy() from one area (srcroot/from) into another (dstroot/to),
+ * both on the data root's filesystem (the staging directory is there
+ * too).  replace: an existing to is swapped for the copy in one rename
+ * (RENAME_EXCHANGE) and then removed, else it is EEXIST. */
+enum rc files_copy_into(int srcroot, const char *from, int dstroot, const char *to, int replace,
+                        int stagefd, const char *stage_name, long long uid, long long gid,
+                        int64_t budget, int64_t *bytes, struct files_result *res);
+/* mkdir -p of path (each new folder owned by uid:gid); existing ones are
+ * fine.  Nothing is followed (paths_open_parent). */
+enum rc files_mkdirs(int rootfd, const char *path, long long uid, long long gid,
+                     struct files_result *res);
+/* The newest change (st_ctim, ns since the epoch: what a user cannot set
+ * back) of path and everything under it. */
+enum rc files_newest(int rootfd, const char *path, int64_t *newest, struct files_result *res);
 /* Moves path into trashfd as trash_name (random, made here, >= 40
  * bytes); *is_dir and *bytes describe it. */
 enum rc files_trash(int rootfd, int trashfd, const char *path, char *trash_name, int *is_dir,

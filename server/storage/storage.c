@@ -79,6 +79,98 @@ int storage_binds(long long user_id, const char *username, json_t *binds, char *
 	return 0;
 }
 
+/* The class areas of classes (gc_class_mounts(): [{"id", "code",
+ * "teacher", "write"}]) at /class/<code or id>: each directory made when
+ * missing and kept 02770 (owner the teacher, group the class's: its
+ * people read through their supplementary group, nobody else gets in);
+ * students and TAs get a read-only bind (the kernel refuses their writes
+ * whatever the modes say), owner and co-teachers a read-write one. */
+int storage_class_binds(const json_t *classes, json_t *binds, json_t *groups, char *sig,
+                        size_t siglen, char *err, size_t errlen)
+{
+	size_t i, n;
+	json_t *c;
+
+	json_array_foreach((json_t *)classes, i, c)
+	{
+		long long id = json_integer_value(json_object_get(c, "id"));
+		long long teacher = json_integer_value(json_object_get(c, "teacher"));
+		const char *code = json_string_value(json_object_get(c, "code"));
+		int write = json_is_true(json_object_get(c, "write"));
+		struct storage_area a;
+		char bind[1600], name[40], gid[24];
+		int fd;
+
+		if (id <= 0)
+			continue;
+		memset(&a, 0, sizeof(a));
+		storage_area_class(&a, id, teacher);
+		fd = storage_area_open(&a);
+		if (fd < 0) {
+			snprintf(err, errlen, "cannot open the area of class %lld: %s", id,
+			         strerror(errno));
+			return -1;
+		}
+		/* areas made before 0031 were 02750: co-teachers write too now */
+		if (fchmod(fd, a.dir_mode) < 0 || fchown(fd, (uid_t)a.uid, (gid_t)a.gid) < 0 ||
+		    storage_class_private(fd, a.uid, a.gid) < 0) {
+			snprintf(err, errlen, "cannot set the mode of the area of class %lld: %s",
+			         id, strerror(errno));
+			close(fd);
+			return -1;
+		}
+		close(fd);
+		if (code && *code && !strchr(code, '/') && !strchr(code, ':'))
+			snprintf(name, sizeof(name), "%s", code);
+		else
+			snprintf(name, sizeof(name), "%lld", id);
+		snprintf(bind, sizeof(bind), "%s:/class/%s:%s", a.dir, name, write ? "rw" : "ro");
+		json_array_append_new(binds, json_string(bind));
+		snprintf(gid, sizeof(gid), "%lld", a.gid);
+		json_array_append_new(groups, json_string(gid));
+		n = strlen(sig);
+		if (n < siglen)
+			snprintf(sig + n, siglen - n, "%s%lld%s", n ? "," : "", id,
+			         write ? "w" : "r");
+	}
+	return 0;
+}
+
+static const char *const private_dirs[] = { "collected", "feedback" };
+
+int storage_class_private(int areafd, long long uid, long long gid)
+{
+	for (size_t i = 0; i < sizeof(private_dirs) / sizeof(private_dirs[0]); i++) {
+		const char *d = private_dirs[i];
+		int fd;
+
+		if (mkdirat(areafd, d, 0700) < 0 && errno != EEXIST)
+			return -1;
+		/* opened without following: a link put there is refused */
+		fd = openat(areafd, d, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0)
+			return -1;
+		if (fchown(fd, (uid_t)uid, (gid_t)gid) < 0 || fchmod(fd, 0700) < 0) {
+			int e = errno;
+			close(fd);
+			errno = e;
+			return -1;
+		}
+		close(fd);
+	}
+	return 0;
+}
+
+int storage_class_private_path(const char *path)
+{
+	for (size_t i = 0; i < sizeof(private_dirs) / sizeof(private_dirs[0]); i++) {
+		size_t n = strlen(private_dirs[i]);
+		if (!strncmp(path, private_dirs[i], n) && (path[n] == '/' || path[n] == '\0'))
+			return 1;
+	}
+	return 0;
+}
+
 /* ---- areas ---- */
 
 void storage_area_home(struct storage_area *a, long long user_id, const char *username)
@@ -121,7 +213,7 @@ void storage_area_class(struct storage_area *a, long long class_id, long long te
 	snprintf(a->trash, sizeof(a->trash), "%s/.trash/class:%lld", r, class_id);
 	a->uid = storage_uid(teacher_id);
 	a->gid = storage_class_gid(class_id);
-	a->dir_mode = 02750;
+	a->dir_mode = 02770;
 	a->user_id = 0;
 	a->class_id = class_id;
 }

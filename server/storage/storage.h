@@ -9,7 +9,9 @@
  * Layout under storage_root():
  *   home/<username>/     0700, owned by storage_uid(user)
  *   shared/              0755, root (admins write through the API)
- *   classes/<id>/        02750, teacher's uid, group storage_class_gid(id)
+ *   classes/<id>/        02770, teacher's uid, group storage_class_gid(id);
+ *                        mounted at /class/<code or id> into the
+ *                        containers of its people (storage_class_binds)
  *   .trash/<area key>/   0700 root: what was deleted, until restored or emptied
  *   .uploads/            0700 root: uploads and copies in progress (renamed
  *                        into place when complete, so no partial file is ever
@@ -40,6 +42,25 @@ long long storage_class_gid(long long class_id);
  * Returns 0, or -1 with a message a user can act on in err. */
 int storage_binds(long long user_id, const char *username, json_t *binds, char *err, size_t errlen);
 
+/* Appends the binds of the class areas in classes (the JSON array
+ * gc_class_mounts() makes: [{"id", "code", "teacher", "write"}]) to binds
+ * (/class/<code or id>, ":ro" unless write), each class's group to groups
+ * (HostConfig.GroupAdd strings) and "<id>r|w" to sig (comma-separated), so
+ * a container made for other classes is not reused.  Creates missing class
+ * directories.  Returns 0, or -1 with a message in err. */
+int storage_class_binds(const json_t *classes, json_t *binds, json_t *groups, char *sig,
+                        size_t siglen, char *err, size_t errlen);
+
+/* A class area's private folders, collected/ and feedback/: made when
+ * missing and kept 0700, the owner's, so that students — who share the
+ * class group with teachers and TAs — read neither through their mount.
+ * Blocking; areafd is the class area's open directory.  0 or -1. */
+int storage_class_private(int areafd, long long uid, long long gid);
+
+/* 1 when path (cleaned, relative to a class area) is in one of its
+ * private folders. */
+int storage_class_private_path(const char *path);
+
 /* One area as the file API sees it. */
 struct storage_area {
 	char name[80];  /* as the client named it: home, home:alice, shared, class:3 */
@@ -50,6 +71,9 @@ struct storage_area {
 	mode_t dir_mode;    /* of the area's root directory */
 	long long user_id, class_id;
 	int writable; /* the caller may change it */
+	/* a student of the class: collected/ and feedback/ (classmates' work,
+	 * their grades) are not theirs to open (storage_class_private()) */
+	int no_private;
 	/* a folder below dir that is the area's root ("" none): a job's
 	 * folder in its owner's home, which that owner may have replaced with
 	 * a link, so it is opened without following any */

@@ -347,9 +347,11 @@ static int build_spec(struct op *o, const PGresult *res, char *err, size_t errle
 	json_t *ports = json_loads(db_val(res, 0, 6), 0, NULL);
 	json_t *env = json_loads(db_val(res, 0, 7), 0, NULL);
 	json_t *gpus = json_loads(db_val(res, 0, 13), 0, NULL);
-	json_t *binds = json_array(), *g;
+	json_t *binds = json_array(), *g, *groups = json_array();
+	json_t *classes = json_loads(db_val(res, 0, 20) ? db_val(res, 0, 20) : "[]", 0, NULL);
 	struct spec_gpu sg[64];
 	struct spec_input in = { 0 };
+	char csig[300] = "";
 	size_t i;
 	int rc = -1;
 
@@ -357,7 +359,11 @@ static int build_spec(struct op *o, const PGresult *res, char *err, size_t errle
 	o->l.user_id = strtoll(db_val(res, 0, 1), NULL, 10);
 	snprintf(o->l.owner, sizeof(o->l.owner), "%s", username);
 	instances_network_name(o->l.user_id, o->l.net, sizeof(o->l.net));
-	if (!binds || storage_binds(o->l.user_id, username, binds, err, errlen) < 0)
+	if (!binds || !groups || storage_binds(o->l.user_id, username, binds, err, errlen) < 0)
+		goto out;
+	/* TensorBoards read the owner's logs only: no class areas */
+	if (strcmp(kind, "tensorboard") != 0 &&
+	    storage_class_binds(classes, binds, groups, csig, sizeof(csig), err, errlen) < 0)
 		goto out;
 	memset(sg, 0, sizeof(sg));
 	json_array_foreach(gpus, i, g)
@@ -395,6 +401,8 @@ static int build_spec(struct op *o, const PGresult *res, char *err, size_t errle
 	in.app_token = db_val(res, 0, 12);
 	in.jupyter = spec_jupyter(db_val(res, 0, 19), ports);
 	in.binds = binds;
+	in.groups = groups;
+	in.classes = csig;
 	in.gpus = sg;
 	in.app_ports = ports;
 	in.host = o->l.host;
@@ -417,6 +425,8 @@ out:
 	json_decref(env);
 	json_decref(gpus);
 	json_decref(binds);
+	json_decref(groups);
+	json_decref(classes);
 	return rc;
 }
 
@@ -424,7 +434,8 @@ out:
  * 4 reference, 5 cmd (instance's, else the image's default), 6 app_ports,
  * 7 env, 8 cpu_millis, 9 mem_mib, 10 shm_mib, 11 kind, 12 app_token,
  * 13 GPUs [{uuid, idx, devices, mig}], 14 node url, 15 target node,
- * 16 old node, 17 state, 18 request state, 19 the image's framework. */
+ * 16 old node, 17 state, 18 request state, 19 the image's framework,
+ * 20 the class areas to mount (gc_class_mounts()). */
 static void launch_row(PGresult *res, enum rc rc, void *arg)
 {
 	struct op *o = arg;
@@ -499,7 +510,8 @@ static void op_launch(long long id)
 	         "   GROUP BY s.gpu_id, s.mig_id) x"
 	         "  JOIN gpus g ON g.id = x.gpu_id LEFT JOIN gpu_mig m ON m.id = x.mig_id),"
 	         "  '[]')::text,"
-	         " n.url, t.node_id, i.node_id, i.state, r.state, im.framework"
+	         " n.url, t.node_id, i.node_id, i.state, r.state, im.framework,"
+	         " gc_class_mounts(i.user_id)"
 	         " FROM instances i JOIN users u ON u.id = i.user_id"
 	         " LEFT JOIN images im ON im.id = i.image_id"
 	         " LEFT JOIN alloc_requests r ON r.id = i.request_id"

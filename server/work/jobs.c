@@ -1270,10 +1270,11 @@ static int build_spec(struct op *o, const PGresult *res, char *err, size_t errle
 	json_t *cmd = json_loads(db_val(res, 0, 5), 0, NULL);
 	json_t *env = json_loads(db_val(res, 0, 6), 0, NULL);
 	json_t *gpus = json_loads(db_val(res, 0, 11), 0, NULL);
-	json_t *penv = json_object(), *binds = json_array(), *g;
+	json_t *penv = json_object(), *binds = json_array(), *g, *groups = json_array();
+	json_t *classes = json_loads(db_val(res, 0, 23) ? db_val(res, 0, 23) : "[]", 0, NULL);
 	struct spec_gpu sg[64];
 	struct spec_input in = { 0 };
-	char workdir[800], idv[24];
+	char workdir[800], idv[24], csig[300] = "";
 	size_t i;
 	int rc = -1;
 
@@ -1281,7 +1282,9 @@ static int build_spec(struct op *o, const PGresult *res, char *err, size_t errle
 	o->l.user_id = o->user_id;
 	snprintf(o->l.owner, sizeof(o->l.owner), "%s", o->username);
 	instances_network_name(o->user_id, o->l.net, sizeof(o->l.net));
-	if (!binds || !penv || storage_binds(o->user_id, o->username, binds, err, errlen) < 0)
+	if (!binds || !penv || !groups ||
+	    storage_binds(o->user_id, o->username, binds, err, errlen) < 0 ||
+	    storage_class_binds(classes, binds, groups, csig, sizeof(csig), err, errlen) < 0)
 		goto out;
 	if (o->members > 1 && member_net(o, res, penv, env, err, errlen) < 0)
 		goto out;
@@ -1328,6 +1331,8 @@ static int build_spec(struct op *o, const PGresult *res, char *err, size_t errle
 	in.env = env;
 	in.platform_env = penv;
 	in.binds = binds;
+	in.groups = groups;
+	in.classes = csig;
 	in.gpus = sg;
 	in.host = o->l.host;
 	in.network = o->l.net;
@@ -1349,6 +1354,8 @@ out:
 	json_decref(gpus);
 	json_decref(binds);
 	json_decref(penv);
+	json_decref(groups);
+	json_decref(classes);
 	return rc;
 }
 
@@ -1357,7 +1364,8 @@ out:
  * 10 shm_mib, 11 GPUs (of the rank's node), 12 node url, 13 node id,
  * 14 state, 15 request state, 16 directory, 17 max_runtime_s, 18 members,
  * 19 the node's labels, 20 rank 0's node's labels, 21 the member's state,
- * 22 the job's /27 slot (ddp.h). */
+ * 22 the job's /27 slot (ddp.h), 23 the class areas to mount
+ * (gc_class_mounts()). */
 static void launch_row(PGresult *res, enum rc rc, void *arg)
 {
 	struct op *o = arg;
@@ -1462,7 +1470,8 @@ static void launch_select(struct op *o)
 	         "  JOIN gpus g ON g.id = x.gpu_id LEFT JOIN gpu_mig m ON m.id = x.mig_id),"
 	         "  '[]')::text,"
 	         " n.url, t.node_id, j.state, r.state, j.directory, j.max_runtime_s,"
-	         " j.members, n.labels::text, n0.labels::text, m.state, j.ddp_slot"
+	         " j.members, n.labels::text, n0.labels::text, m.state, j.ddp_slot,"
+	         " gc_class_mounts(j.user_id)"
 	         " FROM jobs j JOIN users u ON u.id = j.user_id"
 	         " LEFT JOIN images im ON im.id = j.image_id"
 	         " LEFT JOIN alloc_requests r ON r.id = j.request_id"

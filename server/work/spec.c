@@ -143,6 +143,9 @@ json_t *spec_build(const struct spec_input *in, char *sig_out, size_t sig_len)
 	append(sig, sizeof(sig), "|net=", in->network);
 	if (in->ipv4)
 		append(sig, sizeof(sig), "@", in->ipv4);
+	/* a member removed from a class must not get its old container back */
+	if (in->classes && *in->classes)
+		append(sig, sizeof(sig), "|cls=", in->classes);
 	add_env(env, "GPUCLOUD_APP_TOKEN", in->app_token ? in->app_token : "");
 	/* Jupyter reads its token from JUPYTER_TOKEN: the proxy's token signs
 	 * the browser in, whatever command the image runs */
@@ -187,6 +190,8 @@ json_t *spec_build(const struct spec_input *in, char *sig_out, size_t sig_len)
 	binds = pb = devices = NULL; /* handed off (or freed by a failed pack) */
 	if (!labels || !hc)
 		goto out;
+	if (json_array_size(in->groups) > 0)
+		json_object_set_new(hc, "GroupAdd", json_deep_copy(in->groups));
 	if (discovered) {
 		json_t *ids = json_array();
 		char *tok, *save = NULL;

@@ -50,6 +50,8 @@ struct spec_input {
 	const char *app_token; /* GPUCLOUD_APP_TOKEN */
 	int jupyter;           /* also JUPYTER_TOKEN = app_token (spec_jupyter()) */
 	const json_t *binds;   /* HostConfig.Binds, exactly as storage_binds() made them */
+	const json_t *groups;  /* HostConfig.GroupAdd (class groups), NULL: none */
+	const char *classes;   /* part of gpucloud.sig: the class mounts ("3r,5w"), may be NULL */
 	const struct spec_gpu *gpus;
 	int ngpus;
 	const json_t *app_ports; /* [{"name", "port"}] published on host */

@@ -262,7 +262,8 @@ describe('file API', () => {
     assert.equal((await teacher.get(`${F}/class:${c2}/`)).status, 403);
     assert.equal((await teacher.get(`${F}/class:999999/`)).status, 404);
     const st = statSync(join(dataRoot, `classes/${c1}`));
-    assert.equal(st.mode & 0o7777, 0o2750);
+    // group-writable for co-teachers; students' container mounts are read-only (0031)
+    assert.equal(st.mode & 0o7777, 0o2770);
     assert.equal(st.uid, 200000 + teacher.id);
     assert.equal((await alice.get(`${F}/nosuch/`)).status, 404);
   });

@@ -336,6 +336,30 @@ TEST(labels)
 	json_decref(spec);
 }
 
+/* Class areas (storage_class_binds()): the class groups are supplementary
+ * groups, and the mounts are part of the signature, so a container made
+ * while its owner was in a class is not reused once they are not. */
+TEST(class_groups)
+{
+	struct spec_input in;
+	json_t *spec, *groups = json_pack("[s, s]", "300000003", "300000005");
+	char sig[600];
+
+	base_input(&in);
+	spec = spec_build(&in, sig, sizeof(sig));
+	CHECK(json_object_get(json_object_get(spec, "HostConfig"), "GroupAdd") == NULL);
+	json_decref(spec);
+	in.groups = groups;
+	in.classes = "3r,5w";
+	spec = spec_build(&in, sig, sizeof(sig));
+	CHECK(json_equal(json_object_get(json_object_get(spec, "HostConfig"), "GroupAdd"), groups));
+	CHECK(strstr(sig, "|cls=3r,5w") != NULL);
+	/* the user stays uid:uid; the groups only add */
+	CHECK_STR(json_string_value(json_object_get(spec, "User")), "100042:100042");
+	json_decref(spec);
+	json_decref(groups);
+}
+
 TEST(publish_host)
 {
 	char h[256];
@@ -361,6 +385,7 @@ int main(void)
 	RUN(jupyter_token);
 	RUN(binds_and_ports);
 	RUN(labels);
+	RUN(class_groups);
 	RUN(publish_host);
 	return harness_done("test_spec");
 }
