@@ -58,6 +58,35 @@ static void checked(PGresult *res, enum rc rc, void *arg)
 	}
 	code = db_val(res, 0, 1);
 	pool = db_val(res, 0, 7);
+	if (f->class_id && code) {
+		/* the class's standing and figures (0030) */
+		enum rc why = strcmp(code, "not_found") == 0       ? RC_NOTFOUND
+		              : strcmp(code, "exceeds_class") == 0 ? RC_EXCEEDS_QUOTA
+		              : strcmp(code, "wrong_pool") == 0    ? RC_INVALID
+		              : strcmp(code, "image") == 0         ? RC_FORBIDDEN
+		                                                   : RC_CONFLICT;
+		const char *what = db_val(res, 0, 4) ? db_val(res, 0, 4) : "";
+		long long asked = strcmp(what, "slices") == 0 ? (long long)f->slices * f->nodes
+		                  : strcmp(what, "cpu_millis") == 0 ? f->cpu * f->nodes
+		                  : strcmp(what, "mem_mib") == 0    ? f->mem * f->nodes
+		                                                    : 0;
+
+		if (why == RC_EXCEEDS_QUOTA)
+			http_reply_error_details(
+			        r, why,
+			        details(what,
+			                strtoll(db_val(res, 0, 5) ? db_val(res, 0, 5) : "0", NULL,
+			                        10),
+			                asked, pool),
+			        db_val(res, 0, 3), db_val(res, 0, 2));
+		else
+			http_reply_error(r, why, db_val(res, 0, 3), "%s", db_val(res, 0, 2));
+		return;
+	}
+	if (f->class_id && pool) {
+		snprintf(f->pool_buf, sizeof(f->pool_buf), "%s", pool);
+		f->pool = f->pool_buf;
+	}
 	if (code && strcmp(code, "forbidden") == 0) {
 		http_reply_error(r, RC_FORBIDDEN, db_val(res, 0, 3), "%s", db_val(res, 0, 2));
 		return;
@@ -124,10 +153,12 @@ void admit_check(struct http_req *r, struct admit *f)
 	db_arg_ll(&a, (long long)f->slices * f->nodes);
 	db_arg_ll(&a, f->cpu * f->nodes);
 	db_arg_ll(&a, f->mem * f->nodes);
+	db_arg_ll(&a, f->class_id);
+	db_arg_ll(&a, f->image_id);
 	/* per node that is not cordoned (down and draining ones may come
 	 * back): the pool's slices on it, its cpu and memory (0: not known) */
 	db_query_args(
-	        "SELECT CASE WHEN $2::text IS NOT NULL AND p.id IS NULL THEN 't' END,"
+	        "SELECT CASE WHEN $2::text IS NOT NULL AND p.id IS NULL AND $6 = 0 THEN 't' END,"
 	        " l.code, l.why, l.hint, l.what, l.most,"
 	        " (SELECT COALESCE(json_agg(json_build_array(c.slices, c.cpu, c.mem)), '[]')::text"
 	        "  FROM (SELECT count(s.id) AS slices, COALESCE(n.ncpu, 0)::bigint * 1000 AS cpu,"
@@ -137,7 +168,12 @@ void admit_check(struct http_req *r, struct admit *f)
 	        "   WHERE n.admin_state <> 'cordoned' GROUP BY n.id"
 	        "   HAVING p.id IS NULL OR count(s.id) > 0) c),"
 	        " p.name"
-	        " FROM (SELECT 1) one LEFT JOIN pools p ON p.name = $2"
-	        " LEFT JOIN LATERAL gc_request_limit($1, p.id, $3, $4, $5) l ON true",
+	        " FROM (SELECT 1) one LEFT JOIN classes cl ON cl.id = $6"
+	        " LEFT JOIN pools p ON p.name = COALESCE($2, (SELECT name FROM pools"
+	        "  WHERE id = cl.pool_id))"
+	        /* in a class: the class's and the student's limits (0030) */
+	        " LEFT JOIN LATERAL (SELECT * FROM gc_request_limit($1, p.id, $3, $4, $5)"
+	        "  WHERE $6 = 0 UNION ALL SELECT * FROM gc_class_limit($1, $6, p.id, $7, $3,"
+	        "  $4, $5) WHERE $6 <> 0) l ON true",
 	        &a, checked, f);
 }

@@ -14,6 +14,13 @@ struct admit {
 	int nodes;        /* >= 1 */
 	long long cpu;    /* millicores per node */
 	long long mem;    /* MiB per node */
+	/* work in a class's context (0 none): the class's and the student's
+	 * limits (gc_class_limit, 0030) replace the user's own quota; pool
+	 * NULL means the class's pool, and after the check pool points at the
+	 * pool's name in pool_buf */
+	long long class_id;
+	long long image_id; /* the class may allow only some images */
+	char pool_buf[64];
 	/* it may be queued (or the pool does not exist: the caller's own
 	 * statement says so) */
 	void (*ok)(struct http_req *r);

@@ -456,6 +456,7 @@ void api_register_all(void)
 	router_add(api_job_templates_routes);
 	router_add(api_classes_routes);
 	router_add(api_class_sessions_routes);
+	api_class_sessions_init();
 	router_add(api_assignments_routes);
 	api_assignments_init();
 	router_add(api_class_ops_routes);

@@ -156,6 +156,8 @@ extern const struct route api_settings_routes[];
 extern const struct route api_job_templates_routes[];
 extern const struct route api_classes_routes[];
 extern const struct route api_class_sessions_routes[];
+/* The periodic pre-pull of class images before lab sessions (leader only). */
+void api_class_sessions_init(void);
 extern const struct route api_assignments_routes[];
 extern const struct route api_class_ops_routes[];
 /* The leader's periodic collects at deadlines and releases to new members

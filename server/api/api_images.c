@@ -57,13 +57,15 @@ enum image_col { DB_COLS_ENUM(IMAGE_COLS) };
 	"SELECT " DB_COLS_SQL( \
 	        IMAGE_COLS) " FROM images i LEFT JOIN registries r ON r.id = i.registry_id"
 
-/* Who sees what: $2 the caller's id, $3 their role.  A catalog image added
+/* Who sees what: $2 the caller's id, $3 their role (or their classes,
+ * 0030).  A catalog image added
  * without checking the registry (verified false) is seen by admins only
  * until a pull of it succeeds. */
 #define IMAGE_VISIBLE                                                        \
 	" (i.owner_id = $2::bigint OR (i.owner_id IS NULL AND ($3 = 'admin'" \
 	" OR (i.verified AND (i.visibility = 'everyone'"                     \
-	" OR $3::user_role = ANY (i.vis_roles))))))"
+	" OR $3::user_role = ANY (i.vis_roles)"                              \
+	" OR gc_in_any_class($2::bigint, i.vis_classes))))))"
 
 static json_t *jload(const char *s)
 {

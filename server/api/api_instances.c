@@ -36,6 +36,8 @@
 	" u.username, 'kind', i.kind, 'image_id', i.image_id, 'image', im.reference,"                                                                     \
 	" 'image_name', im.display_name, 'app_ports', COALESCE(im.app_ports, '[]'), 'cmd', i.cmd,"                                                        \
 	" 'env', i.env, 'pool', p.name, 'pool_id', i.pool_id, 'slices', i.slices,"                                                                        \
+	" 'class', CASE WHEN cls.id IS NULL THEN NULL ELSE json_build_object('id', cls.id,"                                                               \
+	"  'name', cls.name, 'code', cls.code) END,"                                                                                                      \
 	" 'cpu_millis', i.cpu_millis, 'mem_mib', i.mem_mib, 'shm_mib', i.shm_mib,"                                                                        \
 	" 'priority', i.priority, 'state', i.state, 'desired', i.desired, 'reason', i.reason,"                                                            \
 	" 'exit_code', i.exit_code, 'node', n.name, 'node_id', i.node_id,"                                                                                \
@@ -86,10 +88,11 @@
 	                                                                                                                         " 'stopped_at', " DB_TS( \
 	                                                                                                                                 "i.stopped_at") ")::text"
 
-#define INST_FROM                                                                          \
-	" FROM instances i JOIN users u ON u.id = i.user_id"                               \
-	" LEFT JOIN images im ON im.id = i.image_id LEFT JOIN pools p ON p.id = i.pool_id" \
-	" LEFT JOIN nodes n ON n.id = i.node_id LEFT JOIN alloc_requests r ON r.id = i.request_id"
+#define INST_FROM                                                                                  \
+	" FROM instances i JOIN users u ON u.id = i.user_id"                                       \
+	" LEFT JOIN images im ON im.id = i.image_id LEFT JOIN pools p ON p.id = i.pool_id"         \
+	" LEFT JOIN nodes n ON n.id = i.node_id LEFT JOIN alloc_requests r ON r.id = i.request_id" \
+	" LEFT JOIN classes cls ON cls.id = i.class_id"
 
 static int is_admin(const struct http_req *r)
 {
@@ -216,17 +219,10 @@ static void create_free(void *p)
 }
 
 static const struct jfield create_spec[] = {
-	{ "name", J_STRING, 1, 63 },
-	{ "image_id", J_INT, 1, 0 },
-	{ "pool", J_STRING, 0, 63 },
-	{ "slices", J_INT, 0, 0 },
-	{ "cpu_millis", J_INT, 0, 0 },
-	{ "mem_mib", J_INT, 0, 0 },
-	{ "shm_mib", J_INT, 0, 0 },
-	{ "cmd", J_ARRAY, 0, 64 },
-	{ "env", J_OBJECT, 0, 0 },
-	{ "priority", J_STRING, 0, 16 },
-	{ NULL, 0, 0, 0 },
+	{ "name", J_STRING, 1, 63 },     { "image_id", J_INT, 1, 0 },   { "pool", J_STRING, 0, 63 },
+	{ "slices", J_INT, 0, 0 },       { "cpu_millis", J_INT, 0, 0 }, { "mem_mib", J_INT, 0, 0 },
+	{ "shm_mib", J_INT, 0, 0 },      { "cmd", J_ARRAY, 0, 64 },     { "env", J_OBJECT, 0, 0 },
+	{ "priority", J_STRING, 0, 16 }, { "class", J_INT, 0, 0 },      { NULL, 0, 0, 0 },
 };
 
 static int name_ok(const char *s, size_t max)
@@ -293,15 +289,15 @@ static void create_insert(struct http_req *r)
 {
 	struct create_ctx *c = r->data;
 	json_t *b = c->body;
-	char uid[24], img[24], sl[16], cpu[24], mem[24], shm[24];
+	char uid[24], img[24], sl[16], cpu[24], mem[24], shm[24], cls[24];
 	char *cmd = NULL, *env = NULL;
-	const char *p[12];
+	const char *p[13];
 	json_t *e = json_object_get(b, "env");
 
 	snprintf(uid, sizeof(uid), "%lld", (long long)r->auth->user_id);
 	snprintf(img, sizeof(img), "%lld", int_or(b, "image_id", 0));
-	snprintf(sl, sizeof(sl), "%lld",
-	         int_or(b, "slices", json_is_string(json_object_get(b, "pool")) ? 1 : 0));
+	snprintf(sl, sizeof(sl), "%lld", int_or(b, "slices", c->fit.pool ? 1 : 0));
+	snprintf(cls, sizeof(cls), "%lld", c->fit.class_id);
 	snprintf(cpu, sizeof(cpu), "%lld", int_or(b, "cpu_millis", 1000));
 	snprintf(mem, sizeof(mem), "%lld", int_or(b, "mem_mib", 1024));
 	snprintf(shm, sizeof(shm), "%lld", int_or(b, "shm_mib", 64));
@@ -310,7 +306,7 @@ static void create_insert(struct http_req *r)
 	env = json_is_object(e) ? json_dumps(e, JSON_COMPACT) : NULL;
 	p[0] = uid;
 	p[1] = img;
-	p[2] = json_string_value(json_object_get(b, "pool"));
+	p[2] = c->fit.pool; /* a class's work: its pool (admit.h) */
 	p[3] = json_string_value(json_object_get(b, "name"));
 	p[4] = sl;
 	p[5] = cpu;
@@ -322,41 +318,46 @@ static void create_insert(struct http_req *r)
 	                ? json_string_value(json_object_get(b, "priority"))
 	                : "normal";
 	p[11] = auth_role_name(r->auth->role);
+	p[12] = c->fit.class_id ? cls : NULL;
 	/* the instance and its allocation request in one statement: both or
 	 * neither */
 	db_query("WITH v AS (SELECT nextval('instances_id_seq') AS iid),"
 	         " img AS (SELECT id, cuda_min FROM images WHERE id = $2 AND (owner_id = $1"
 	         "  OR (owner_id IS NULL AND ($12 = 'admin' OR (verified AND"
-	         "  (visibility = 'everyone' OR $12::user_role = ANY (vis_roles))))))),"
+	         "  (visibility = 'everyone' OR $12::user_role = ANY (vis_roles)"
+	         "  OR gc_in_any_class($1, vis_classes))))))),"
 	         " pl AS (SELECT id FROM pools WHERE name = $3),"
 	         /* CPU-only: the user's tightest CPU and memory quotas (0008) */
 	         " cq AS (SELECT gc_cpu_only_block_reason($1, NULL, $6, $7) AS why"
 	         "  WHERE $3::text IS NULL),"
-	         /* a pool: refused at once when no quota would ever admit it */
-	         " rq AS (SELECT gc_request_refusal($1, pl.id, $5, $6, $7) AS why FROM pl),"
+	         /* a pool: refused at once when no quota would ever admit it (in
+	          * a class: the class's limits, checked by admit.c) */
+	         " rq AS (SELECT gc_request_refusal($1, pl.id, $5, $6, $7) AS why FROM pl"
+	         "  WHERE $13::bigint IS NULL),"
 	         /* every instance asks the scheduler: CPU-only ones for cpu and
 	          * memory on a node (no pool, no slices) */
 	         " req AS (INSERT INTO alloc_requests (user_id, pool_id, owner_kind, owner_id,"
-	         "  priority, slices, cpu_millis, mem_mib, cuda_min)"
+	         "  priority, slices, cpu_millis, mem_mib, cuda_min, class_id)"
 	         "  SELECT $1, pl.id, 'instance', v.iid::text, $11::alloc_priority,"
 	         "  CASE WHEN pl.id IS NULL THEN 0 ELSE $5::int END, $6, $7,"
-	         "  CASE WHEN pl.id IS NULL THEN 0 ELSE img.cuda_min END"
+	         "  CASE WHEN pl.id IS NULL THEN 0 ELSE img.cuda_min END, $13::bigint"
 	         "  FROM v CROSS JOIN img LEFT JOIN pl ON true"
 	         "  WHERE ($3::text IS NULL OR pl.id IS NOT NULL)"
 	         "  AND NOT EXISTS (SELECT 1 FROM cq WHERE why IS NOT NULL)"
 	         "  AND NOT EXISTS (SELECT 1 FROM rq WHERE why IS NOT NULL) RETURNING id),"
 	         " ins AS (INSERT INTO instances (id, user_id, name, image_id, pool_id, slices,"
-	         "  cpu_millis, mem_mib, shm_mib, cmd, env, priority, request_id, container_name)"
+	         "  cpu_millis, mem_mib, shm_mib, cmd, env, priority, request_id, container_name,"
+	         "  class_id)"
 	         "  SELECT v.iid, $1, $4, img.id, (SELECT id FROM pl), CASE WHEN $3::text IS NULL"
 	         "  THEN 0 ELSE $5::int END, $6, $7, $8, $9::jsonb, $10::jsonb,"
 	         "  $11::alloc_priority, (SELECT id FROM req),"
 	         "  'gc-' || substr((SELECT cluster_id FROM cluster_identity), 1, 8) || '-inst-'"
-	         "  || v.iid"
+	         "  || v.iid, $13::bigint"
 	         "  FROM v, img WHERE ($3::text IS NULL OR EXISTS (SELECT 1 FROM pl))"
 	         "  AND NOT EXISTS (SELECT 1 FROM cq WHERE why IS NOT NULL)"
 	         "  AND NOT EXISTS (SELECT 1 FROM rq WHERE why IS NOT NULL) RETURNING id)"
 	         " SELECT (SELECT id FROM ins), (SELECT why FROM cq), (SELECT why FROM rq)",
-	         12, p, created, r);
+	         13, p, created, r);
 	free(cmd);
 	free(env);
 }
@@ -379,7 +380,9 @@ static void create_blocked(PGresult *res, enum rc rc, void *arg)
 	/* refused at once when no limit would ever admit it or no node could
 	 * ever hold it */
 	c->fit.pool = json_string_value(json_object_get(b, "pool"));
-	c->fit.slices = (int)int_or(b, "slices", c->fit.pool ? 1 : 0);
+	c->fit.class_id = int_or(b, "class", 0);
+	c->fit.image_id = int_or(b, "image_id", 0);
+	c->fit.slices = (int)int_or(b, "slices", c->fit.pool || c->fit.class_id ? 1 : 0);
 	c->fit.nodes = 1;
 	c->fit.cpu = int_or(b, "cpu_millis", 1000);
 	c->fit.mem = int_or(b, "mem_mib", 1024);
@@ -406,8 +409,15 @@ static void create(struct http_req *r)
 
 	if (!body)
 		return;
-	has_pool = json_is_string(json_object_get(body, "pool"));
+	/* a class's work runs in the class's pool (admit.c) */
+	has_pool = json_is_string(json_object_get(body, "pool")) ||
+	           json_is_integer(json_object_get(body, "class"));
 	prio = json_string_value(json_object_get(body, "priority"));
+	if (json_is_integer(json_object_get(body, "class")) && int_or(body, "class", 0) < 1) {
+		http_reply_error(r, RC_NOTFOUND, "GET /api/v1/classes lists your classes",
+		                 "no such class (or you are not in it)");
+		goto bad;
+	}
 	if (!name_ok(json_string_value(json_object_get(body, "name")), 63)) {
 		http_reply_error(
 		        r, RC_INVALID, "e.g. \"my-notebook\"",
@@ -630,21 +640,28 @@ static void start_blocked(PGresult *res, enum rc rc, void *arg)
 	         " you may use' AS hint FROM i JOIN users ow ON ow.id = i.user_id"
 	         "  LEFT JOIN images im ON im.id = i.image_id WHERE NOT COALESCE(im.owner_id"
 	         "  = i.user_id OR (im.owner_id IS NULL AND (ow.role = 'admin' OR (im.verified"
-	         "  AND (im.visibility = 'everyone' OR ow.role = ANY (im.vis_roles))))), false)),"
+	         "  AND (im.visibility = 'everyone' OR ow.role = ANY (im.vis_roles)"
+	         "  OR gc_in_any_class(ow.id, im.vis_classes))))), false)),"
+	         /* class work: still a member of the class, within its limits
+	          * (0030); the class's limits replace the user's own quota */
+	         " kq AS (SELECT l.why, l.hint FROM i, gc_class_limit(i.user_id, i.class_id,"
+	         "  i.pool_id, i.image_id, greatest(i.slices, 1), i.cpu_millis, i.mem_mib) l"
+	         "  WHERE i.class_id IS NOT NULL),"
 	         /* a pool: refused when no quota would ever admit it (0015) */
 	         " rq AS (SELECT gc_request_refusal(i.user_id, i.pool_id, i.slices, i.cpu_millis,"
 	         "  i.mem_mib) AS why, 'an admin sets a quota for you or a default for your role'"
-	         "  AS hint FROM i WHERE i.pool_id IS NOT NULL),"
+	         "  AS hint FROM i WHERE i.pool_id IS NOT NULL AND i.class_id IS NULL),"
 	         " bq AS (SELECT why, hint FROM cq WHERE why IS NOT NULL UNION ALL"
 	         "  SELECT why, hint FROM vq UNION ALL SELECT why, hint FROM rq"
-	         "  WHERE why IS NOT NULL),"
+	         "  WHERE why IS NOT NULL UNION ALL SELECT why, hint FROM kq),"
 	         /* every instance asks the scheduler (CPU-only: no pool, no slices) */
 	         " req AS (INSERT INTO alloc_requests (user_id, pool_id, owner_kind, owner_id,"
-	         "  priority, slices, cpu_millis, mem_mib, cuda_min)"
+	         "  priority, slices, cpu_millis, mem_mib, cuda_min, class_id)"
 	         "  SELECT i.user_id, i.pool_id, 'instance', i.id::text, i.priority,"
 	         "  CASE WHEN i.pool_id IS NULL THEN 0 ELSE greatest(i.slices, 1) END,"
 	         "  i.cpu_millis, i.mem_mib, CASE WHEN i.pool_id IS NULL THEN 0 ELSE"
-	         "  COALESCE((SELECT cuda_min FROM images WHERE id = i.image_id), 0) END FROM i"
+	         "  COALESCE((SELECT cuda_min FROM images WHERE id = i.image_id), 0) END,"
+	         "  i.class_id FROM i"
 	         "  WHERE NOT EXISTS (SELECT 1 FROM bq) RETURNING id),"
 	         " u AS (UPDATE instances SET state = 'queued', desired = 'running', reason = '',"
 	         "  exit_code = NULL, request_id = (SELECT id FROM req), idle_warning_at = NULL,"

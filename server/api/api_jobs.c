@@ -58,6 +58,8 @@
 	" u.username, 'tags', to_json(j.tags), 'image_id', j.image_id, 'image', im.reference," \
 	" 'image_name', im.display_name, 'command', to_json(j.command), 'env', j.env,"         \
 	" 'hyperparameters', j.hyperparameters, 'pool', p.name, 'slices', j.slices,"           \
+	" 'class', CASE WHEN cls.id IS NULL THEN NULL ELSE json_build_object('id', cls.id,"    \
+	"  'name', cls.name, 'code', cls.code) END,"                                           \
 	" 'cpu_millis', j.cpu_millis, 'mem_mib', j.mem_mib, 'shm_mib', j.shm_mib,"             \
 	" 'priority', j.priority, 'max_runtime_s', j.max_runtime_s, 'retry_limit',"            \
 	" j.retry_limit, 'retries', j.retries, 'state', j.state, 'desired', j.desired,"        \
@@ -81,7 +83,8 @@
 	" FROM jobs j JOIN users u ON u.id = j.user_id"                                            \
 	" LEFT JOIN images im ON im.id = j.image_id LEFT JOIN pools p ON p.id = j.pool_id"         \
 	" LEFT JOIN nodes n ON n.id = j.node_id LEFT JOIN alloc_requests r ON r.id = j.request_id" \
-	" LEFT JOIN job_templates jt ON jt.id = j.template_id"
+	" LEFT JOIN job_templates jt ON jt.id = j.template_id"                                     \
+	" LEFT JOIN classes cls ON cls.id = j.class_id"
 
 static const char *const states[] = { "queued",    "starting", "running",   "stopping",
 	                              "succeeded", "failed",   "cancelled", "lost" };
@@ -339,7 +342,8 @@ static void list(struct http_req *r)
 	long long image_id = 0, lim;
 	char lb[16];
 	long nl;
-	static char sql[8192];
+	static char sql[12288];
+	int n;
 
 	if ((nl = api_query(r, "limit", lb, sizeof(lb))) == -2)
 		return;
@@ -466,25 +470,31 @@ static void list(struct http_req *r)
 	" AND ($12::text[] IS NULL OR j.tags @> $12::text[])"                                     \
 	" AND ($13::timestamptz IS NULL OR j.finished_at >= $13::timestamptz)"                    \
 	" AND ($14::timestamptz IS NULL OR j.finished_at < $14::timestamptz)"
-	snprintf(sql, sizeof(sql),
-	         "WITH pg AS (SELECT j.id, %s AS k FROM jobs j WHERE" LIST_WHERE
-	         "  AND ($6::text[] IS NULL OR j.state = ANY($6::text[]))"
-	         "  AND ($7::bigint IS NULL OR (%s, j.id) %s (%s, $7::bigint))"
-	         "  ORDER BY 2 %s, 1 %s LIMIT $8::int),"
-	         " pr AS (SELECT id, k, row_number() OVER (ORDER BY k %s, id %s) AS rn FROM pg)"
-	         " SELECT (SELECT COALESCE(json_agg(x.doc::json ORDER BY x.rn), '[]')"
-	         "  FROM (SELECT pr.rn, " JOB_JSON " AS doc" JOB_FROM
-	         "  JOIN pr ON pr.id = j.id) x)::text,"
-	         " (SELECT json_object_agg(s.state, COALESCE(c.n, 0))"
-	         "  FROM unnest(ARRAY['queued', 'starting', 'running', 'stopping', 'succeeded',"
-	         "   'failed', 'cancelled', 'lost']) AS s(state)"
-	         "  LEFT JOIN (SELECT j.state, count(*) AS n FROM jobs j WHERE" LIST_WHERE
-	         "  GROUP BY j.state) c ON c.state = s.state)::text,"
-	         " (SELECT json_agg(%s ORDER BY rn) FROM pr)::text",
-	         asc ? sd->key_asc : sd->key_desc, asc ? sd->key_asc : sd->key_desc,
-	         asc ? ">" : "<", sd->code == 'c' ? "$7::bigint" : sd->in, asc ? "ASC" : "DESC",
-	         asc ? "ASC" : "DESC", asc ? "ASC" : "DESC", asc ? "ASC" : "DESC", sd->out);
+	/* a statement longer than the buffer would be cut, not run: the
+	 * buffer is sized with room to spare (checked below) */
+	n = snprintf(sql, sizeof(sql),
+	             "WITH pg AS (SELECT j.id, %s AS k FROM jobs j WHERE" LIST_WHERE
+	             "  AND ($6::text[] IS NULL OR j.state = ANY($6::text[]))"
+	             "  AND ($7::bigint IS NULL OR (%s, j.id) %s (%s, $7::bigint))"
+	             "  ORDER BY 2 %s, 1 %s LIMIT $8::int),"
+	             " pr AS (SELECT id, k, row_number() OVER (ORDER BY k %s, id %s) AS rn FROM pg)"
+	             " SELECT (SELECT COALESCE(json_agg(x.doc::json ORDER BY x.rn), '[]')"
+	             "  FROM (SELECT pr.rn, " JOB_JSON " AS doc" JOB_FROM
+	             "  JOIN pr ON pr.id = j.id) x)::text,"
+	             " (SELECT json_object_agg(s.state, COALESCE(c.n, 0))"
+	             "  FROM unnest(ARRAY['queued', 'starting', 'running', 'stopping', 'succeeded',"
+	             "   'failed', 'cancelled', 'lost']) AS s(state)"
+	             "  LEFT JOIN (SELECT j.state, count(*) AS n FROM jobs j WHERE" LIST_WHERE
+	             "  GROUP BY j.state) c ON c.state = s.state)::text,"
+	             " (SELECT json_agg(%s ORDER BY rn) FROM pr)::text",
+	             asc ? sd->key_asc : sd->key_desc, asc ? sd->key_asc : sd->key_desc,
+	             asc ? ">" : "<", sd->code == 'c' ? "$7::bigint" : sd->in, asc ? "ASC" : "DESC",
+	             asc ? "ASC" : "DESC", asc ? "ASC" : "DESC", asc ? "ASC" : "DESC", sd->out);
 #undef LIST_WHERE
+	if (n < 0 || (size_t)n >= sizeof(sql)) {
+		http_reply_error(r, RC_INTERNAL, NULL, "the job list statement is too long");
+		return;
+	}
 	db_query_args(sql, &a, list_done, r);
 }
 
@@ -544,7 +554,8 @@ static void create_insert(struct http_req *r)
 	struct create_ctx *c = r->data;
 	json_t *b = c->body;
 	struct db_args a = DB_ARGS_INIT;
-	int has_pool = json_is_string(json_object_get(b, "pool"));
+	int has_pool = json_is_string(json_object_get(b, "pool")) ||
+	               json_is_integer(json_object_get(b, "class"));
 
 	/* the command, env, hyperparameters, tags and retry_limit come from
 	 * the body as sent ($9): numbers stay exactly as written (0.1, not
@@ -566,6 +577,10 @@ static void create_insert(struct http_req *r)
 	db_arg_ll(&a, int_or(b, "max_runtime_s", 86400)); /* $13 */
 	db_arg_ll(&a, int_or(b, "members", 1));           /* $14 */
 	db_arg_str(&a, c->expanded);                      /* $15: NULL, the body's */
+	if (json_is_integer(json_object_get(b, "class")))
+		db_arg_ll(&a, int_or(b, "class", 0)); /* $16: a class's work (0030) */
+	else
+		db_arg_null(&a);
 	db_query_args(
 	        "WITH prev AS (SELECT id, idempotency_hash = md5($9) AS same FROM jobs"
 	        "  WHERE user_id = $1 AND idempotency_key = $12),"
@@ -575,24 +590,28 @@ static void create_insert(struct http_req *r)
 	        " usr AS (SELECT username FROM users WHERE id = $1),"
 	        " img AS (SELECT id, cuda_min FROM images WHERE id = $2 AND (owner_id = $1"
 	        "  OR (owner_id IS NULL AND (visibility = 'everyone' OR $11 = 'admin'"
-	        "  OR $11::user_role = ANY (vis_roles))))),"
-	        " pl AS (SELECT id FROM pools WHERE name = $3),"
-	        /* refused at once when no quota would ever admit it */
+	        "  OR $11::user_role = ANY (vis_roles) OR gc_in_any_class($1, vis_classes))))),"
+	        /* a class's work: the class's pool (admit.c checked it) */
+	        " pl AS (SELECT id FROM pools WHERE name = $3 OR ($3 IS NULL"
+	        "  AND id = (SELECT pool_id FROM classes WHERE id = $16::bigint))),"
+	        /* refused at once when no quota would ever admit it (in a
+	         * class: the class's limits, admit.c) */
 	        " rq AS (SELECT gc_request_refusal($1, (SELECT id FROM pl), $5, $6, $7) AS why"
 	        "  WHERE EXISTS (SELECT 1 FROM v) AND EXISTS (SELECT 1 FROM img)"
+	        "  AND $16::bigint IS NULL"
 	        "  AND ($3::text IS NULL OR EXISTS (SELECT 1 FROM pl))),"
 	        " req AS (INSERT INTO alloc_requests (user_id, pool_id, owner_kind, owner_id,"
-	        "  priority, slices, cpu_millis, mem_mib, cuda_min, nodes)"
+	        "  priority, slices, cpu_millis, mem_mib, cuda_min, nodes, class_id)"
 	        "  SELECT $1, pl.id, 'job', v.jid::text, $10::alloc_priority,"
 	        "  CASE WHEN pl.id IS NULL THEN 0 ELSE $5::int END, $6, $7,"
-	        "  CASE WHEN pl.id IS NULL THEN 0 ELSE img.cuda_min END, $14::int"
+	        "  CASE WHEN pl.id IS NULL THEN 0 ELSE img.cuda_min END, $14::int, $16::bigint"
 	        "  FROM v CROSS JOIN img LEFT JOIN pl ON true"
-	        "  WHERE ($3::text IS NULL OR pl.id IS NOT NULL)"
+	        "  WHERE (($3::text IS NULL AND $16::bigint IS NULL) OR pl.id IS NOT NULL)"
 	        "  AND NOT EXISTS (SELECT 1 FROM rq WHERE why IS NOT NULL) RETURNING id),"
 	        " ins AS (INSERT INTO jobs (id, user_id, name, tags, image_id, command, env,"
 	        "  hyperparameters, pool_id, slices, cpu_millis, mem_mib, shm_mib, priority,"
 	        "  max_runtime_s, retry_limit, request_id, directory, idempotency_key,"
-	        "  idempotency_hash, container_name, members, template_id)"
+	        "  idempotency_hash, container_name, members, template_id, class_id)"
 	        "  SELECT v.jid, $1, $4,"
 	        "  ARRAY(SELECT jsonb_array_elements_text(COALESCE(body.b->'tags', '[]'))),"
 	        "  img.id,"
@@ -600,12 +619,13 @@ static void create_insert(struct http_req *r)
 	        "body.b->'command'))),"
 	        "  COALESCE(body.b->'env', '{}'),"
 	        "  COALESCE($15::jsonb->'hyperparameters', body.b->'hyperparameters', '{}'),"
-	        "  (SELECT id FROM pl), CASE WHEN $3::text IS NULL THEN 0 ELSE $5::int END,"
+	        "  (SELECT id FROM pl), CASE WHEN (SELECT id FROM pl) IS NULL THEN 0"
+	        "  ELSE $5::int END,"
 	        "  $6, $7, $8, $10::alloc_priority, $13,"
 	        "  COALESCE((body.b->>'retry_limit')::int, 0), (SELECT id FROM req),"
 	        "  'home/' || usr.username || '/jobs/' || v.jid || '-' || $4, $12, md5($9),"
 	        "  'gc-' || substr((SELECT cluster_id FROM cluster_identity), 1, 8) || '-job-'"
-	        "  || v.jid, $14::int, ($15::jsonb->>'template_id')::bigint"
+	        "  || v.jid, $14::int, ($15::jsonb->>'template_id')::bigint, $16::bigint"
 	        "  FROM v, img, usr, body WHERE EXISTS (SELECT 1 FROM req) RETURNING id),"
 	        /* a distributed job's members (0027) */
 	        " mem AS (INSERT INTO job_members (job_id, rank) SELECT ins.id, g"
@@ -623,7 +643,9 @@ static void admit(struct http_req *r)
 	json_t *b = c->body;
 
 	c->fit.pool = json_string_value(json_object_get(b, "pool"));
-	c->fit.slices = (int)int_or(b, "slices", c->fit.pool ? 1 : 0);
+	c->fit.class_id = int_or(b, "class", 0);
+	c->fit.image_id = int_or(b, "image_id", 0);
+	c->fit.slices = (int)int_or(b, "slices", c->fit.pool || c->fit.class_id ? 1 : 0);
 	c->fit.nodes = (int)int_or(b, "members", 1);
 	c->fit.cpu = int_or(b, "cpu_millis", 1000);
 	c->fit.mem = int_or(b, "mem_mib", 1024);

@@ -332,7 +332,8 @@ static json_t *run_body(const json_t *job, const char *sweep, size_t i, json_t *
 			return NULL;
 		}
 	}
-	has_pool = json_is_string(json_object_get(b, "pool"));
+	has_pool = json_is_string(json_object_get(b, "pool")) ||
+	           json_is_integer(json_object_get(b, "class"));
 	if (has_pool && !json_object_get(b, "slices"))
 		json_object_set_new(b, "slices", json_integer(1));
 	if (!json_object_get(b, "cpu_millis"))
@@ -501,19 +502,25 @@ static void create_insert(struct http_req *r)
 	db_arg_str(&a, c->runs);                                               /* $11 */
 	db_arg_str(&a, json_string_value(json_object_get(c->body, "metric"))); /* $12 */
 	db_arg_str(&a, json_string_value(json_object_get(c->body, "goal")));   /* $13 */
+	if (json_is_integer(json_object_get(b, "class")))
+		db_arg_ll(&a, int_of(b, "class")); /* $14: a class's work (0030) */
+	else
+		db_arg_null(&a);
 	db_query_args(
 	        "WITH prev AS (SELECT id, idempotency_hash = md5($8) AS same FROM sweeps"
 	        "  WHERE user_id = $1 AND idempotency_key = $10),"
 	        " usr AS (SELECT username FROM users WHERE id = $1),"
 	        " img AS (SELECT id, cuda_min FROM images WHERE id = $2 AND (owner_id = $1"
 	        "  OR (owner_id IS NULL AND (visibility = 'everyone' OR $9 = 'admin'"
-	        "  OR $9::user_role = ANY (vis_roles))))),"
-	        " pl AS (SELECT id FROM pools WHERE name = $3),"
+	        "  OR $9::user_role = ANY (vis_roles) OR gc_in_any_class($1, vis_classes))))),"
+	        /* a class's runs: the class's pool (admit.c checked it) */
+	        " pl AS (SELECT id FROM pools WHERE name = $3 OR ($3 IS NULL"
+	        "  AND id = (SELECT pool_id FROM classes WHERE id = $14::bigint))),"
 	        " ok AS (SELECT 1 AS one WHERE NOT EXISTS (SELECT 1 FROM prev)"
-	        "  AND EXISTS (SELECT 1 FROM img) AND ($3::text IS NULL OR EXISTS (SELECT 1 FROM "
-	        "pl))),"
+	        "  AND EXISTS (SELECT 1 FROM img) AND (($3::text IS NULL AND $14::bigint IS NULL)"
+	        "  OR EXISTS (SELECT 1 FROM pl))),"
 	        " rq AS (SELECT gc_request_refusal($1, (SELECT id FROM pl), $5, $6, $7) AS why"
-	        "  FROM ok),"
+	        "  FROM ok WHERE $14::bigint IS NULL),"
 	        " sw AS (INSERT INTO sweeps (user_id, name, tags, metric, goal, spec, runs,"
 	        "  idempotency_key, idempotency_hash)"
 	        "  SELECT $1, $4, ARRAY(SELECT "
@@ -524,28 +531,28 @@ static void create_insert(struct http_req *r)
 	        " runs AS MATERIALIZED (SELECT nextval('jobs_id_seq') AS jid, x.b, x.i FROM sw,"
 	        "  jsonb_array_elements($11::jsonb) WITH ORDINALITY AS x(b, i) ORDER BY x.i),"
 	        " req AS (INSERT INTO alloc_requests (user_id, pool_id, owner_kind, owner_id,"
-	        "  priority, slices, cpu_millis, mem_mib, cuda_min)"
+	        "  priority, slices, cpu_millis, mem_mib, cuda_min, class_id)"
 	        "  SELECT $1, pl.id, 'job', runs.jid::text, (runs.b->>'priority')::alloc_priority,"
 	        "  CASE WHEN pl.id IS NULL THEN 0 ELSE (runs.b->>'slices')::int END,"
 	        "  (runs.b->>'cpu_millis')::bigint, (runs.b->>'mem_mib')::bigint,"
-	        "  CASE WHEN pl.id IS NULL THEN 0 ELSE img.cuda_min END"
+	        "  CASE WHEN pl.id IS NULL THEN 0 ELSE img.cuda_min END, $14::bigint"
 	        "  FROM runs CROSS JOIN img LEFT JOIN pl ON true RETURNING id, owner_id),"
 	        " ins AS (INSERT INTO jobs (id, user_id, name, tags, image_id, command, env,"
 	        "  hyperparameters, pool_id, slices, cpu_millis, mem_mib, shm_mib, priority,"
 	        "  max_runtime_s, retry_limit, request_id, directory, container_name, sweep_id,"
-	        "  template_id)"
+	        "  template_id, class_id)"
 	        "  SELECT runs.jid, $1, runs.b->>'name',"
 	        "  ARRAY(SELECT jsonb_array_elements_text(COALESCE(runs.b->'tags', '[]'))),"
 	        "  img.id, ARRAY(SELECT jsonb_array_elements_text(runs.b->'command')),"
 	        "  COALESCE(runs.b->'env', '{}'), COALESCE(runs.b->'hyperparameters', '{}'),"
-	        "  (SELECT id FROM pl), CASE WHEN $3::text IS NULL THEN 0"
+	        "  (SELECT id FROM pl), CASE WHEN (SELECT id FROM pl) IS NULL THEN 0"
 	        "  ELSE (runs.b->>'slices')::int END, (runs.b->>'cpu_millis')::bigint,"
 	        "  (runs.b->>'mem_mib')::bigint, (runs.b->>'shm_mib')::bigint,"
 	        "  (runs.b->>'priority')::alloc_priority, (runs.b->>'max_runtime_s')::int,"
 	        "  (runs.b->>'retry_limit')::int, req.id,"
 	        "  'home/' || usr.username || '/jobs/' || runs.jid || '-' || (runs.b->>'name'),"
 	        "  'gc-' || substr((SELECT cluster_id FROM cluster_identity), 1, 8) || '-job-'"
-	        "  || runs.jid, (SELECT id FROM sw), (runs.b->>'template_id')::bigint"
+	        "  || runs.jid, (SELECT id FROM sw), (runs.b->>'template_id')::bigint, $14::bigint"
 	        "  FROM runs JOIN req ON req.owner_id = runs.jid::text, img, usr RETURNING id)"
 	        " SELECT (SELECT id FROM sw), (SELECT why FROM rq), (SELECT id FROM prev),"
 	        " (SELECT same FROM prev), (SELECT count(*) FROM ins)",
@@ -794,6 +801,8 @@ static void create_runs(struct http_req *r)
 	if (!c->runs)
 		return;
 	c->fit.pool = json_string_value(json_object_get(c->base, "pool"));
+	c->fit.class_id = int_of(c->base, "class");
+	c->fit.image_id = int_of(c->base, "image_id");
 	c->fit.slices = (int)int_of(c->base, "slices");
 	c->fit.nodes = 1;
 	c->fit.cpu = int_of(c->base, "cpu_millis");

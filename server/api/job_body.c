@@ -31,6 +31,7 @@ const struct jfield job_body_spec[] = {
 	{ "max_runtime_s", J_INT, 0, 0 },
 	{ "retry_limit", J_INT, 0, 0 },
 	{ "members", J_INT, 0, 0 }, /* a distributed job (POST /jobs only) */
+	{ "class", J_INT, 0, 0 },   /* work in a class's context: its pool (0030) */
 	{ NULL, 0, 0, 0 },
 };
 
@@ -75,7 +76,8 @@ static int text_ok(json_t *v, size_t max)
 int job_body_check(struct http_req *r, json_t *body)
 {
 	const char *prio = json_string_value(json_object_get(body, "priority")), *k;
-	int has_pool = json_is_string(json_object_get(body, "pool"));
+	int has_pool = json_is_string(json_object_get(body, "pool")) ||
+	               json_is_integer(json_object_get(body, "class"));
 	json_t *v;
 	size_t i;
 

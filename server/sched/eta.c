@@ -293,6 +293,8 @@ int eta_run(const struct eta_input *e, struct eta_out *out)
 		case REASON_CANNOT_RUN:
 		case REASON_TOO_BIG: say(o, "it cannot start as asked"); continue;
 		case REASON_NO_NODES: say(o, "no node of its pool takes work now"); continue;
+		case REASON_CLASS_BUDGET:
+		case REASON_CLASS_CLOSED: say(o, "its class does not admit it now"); continue;
 		case REASON_DEGRADED:
 			say(o, "the nodes of its pool are failing to start containers");
 			continue;

@@ -94,6 +94,8 @@ struct pool {
 	int *scav; /* local indices of nodes with scavenger allocations */
 	int nscav;
 	int pending;         /* positions handed out so far */
+	int free_total;      /* free slices of it on schedulable nodes */
+	int has_res;         /* a class's lab-session window holds slices of it now */
 	struct ring fit;     /* no room, reservations respected */
 	struct ring nores;   /* no room even on reserved nodes */
 	struct ring preempt; /* no victims would make room */
@@ -125,6 +127,11 @@ struct quota_ent {
 	int64_t user, pool, live;
 	int64_t cpu, mem; /* live millicores and MiB */
 	int used;
+};
+
+/* What a class's work holds now (place_input.classes order). */
+struct cls_use {
+	int64_t live, cpu, mem;
 };
 
 struct cand {
@@ -160,6 +167,7 @@ struct ctx {
 
 	struct quota_ent *quota;
 	size_t qmask;
+	struct cls_use *cls; /* per place_input.classes */
 
 	int *pick; /* local node indices chosen by a search */
 	struct cand *cand, *cy, *cl, *cs, *best;
@@ -297,8 +305,26 @@ static int pool_find(const struct ctx *c, int64_t id)
 	return -1;
 }
 
+static int class_find(const struct place_input *in, int64_t id)
+{
+	int lo = 0, hi = in->nclasses - 1;
+
+	while (lo <= hi && id) {
+		int mid = lo + (hi - lo) / 2;
+
+		if (in->classes[mid].id == id)
+			return mid;
+		if (in->classes[mid].id < id)
+			lo = mid + 1;
+		else
+			hi = mid - 1;
+	}
+	return -1;
+}
+
 /* ------------------------------------------------------------------------ */
-/* Quota counts: live slices per (user, pool) */
+/* Quota counts: live slices per (user, pool); a student's class work per
+ * (user, -class id) */
 
 static size_t quota_hash(int64_t user, int64_t pool)
 {
@@ -532,8 +558,16 @@ static int index_slices(struct ctx *c)
 		c->sl_order[i] = keys[i].idx;
 		p->scount++;
 		p->total++;
-		if (!c->sl_used[keys[i].idx])
+		if (!c->sl_used[keys[i].idx]) {
 			p->free++;
+			c->pools[p->pool].free_total++;
+		}
+	}
+	for (i = 0; i < in->nclasses; i++) {
+		int pi = in->classes[i].reserved > 0 ? pool_find(c, in->classes[i].pool_id) : -1;
+
+		if (pi >= 0)
+			c->pools[pi].has_res = 1;
 	}
 
 	/* Pools: local node ranges, bounds, bitmaps. */
@@ -619,21 +653,32 @@ static int index_running(struct ctx *c)
 	c->cs = ctx_alloc(c, (size_t)in->nrunning, sizeof(*c->cs));
 	c->best = ctx_alloc(c, (size_t)in->nrunning, sizeof(*c->best));
 	pool_scav = ctx_alloc(c, (size_t)c->npn, sizeof(int));
-	for (qcap = 16; qcap < 2 * ((size_t)in->nrunning + (size_t)in->nqueue); qcap <<= 1)
+	/* (user, pool) and (user, -class) per entry, at most half full */
+	for (qcap = 16; qcap < 4 * ((size_t)in->nrunning + (size_t)in->nqueue); qcap <<= 1)
 		;
 	c->quota = ctx_alloc(c, qcap, sizeof(*c->quota));
 	c->qmask = qcap - 1;
+	c->cls = ctx_alloc(c, (size_t)(in->nclasses > 0 ? in->nclasses : 0), sizeof(*c->cls));
 	if (c->nomem)
 		return -1;
 	for (i = 0; i < in->nrunning; i++) {
 		const struct place_running *rn = &in->running[i];
+		/* class work counts against the student's class limits and the
+		 * class, not the user's own quota */
+		struct quota_ent *qe =
+		        quota_slot(c, rn->user_id, rn->class_id ? -rn->class_id : rn->pool_id);
+		int ci = class_find(in, rn->class_id);
 
 		c->run_by_id[i] = i;
 		c->run[i].pool = pool_find(c, rn->pool_id);
-		struct quota_ent *qe = quota_slot(c, rn->user_id, rn->pool_id);
 		qe->live += rn->slices;
 		qe->cpu += rn->cpu;
 		qe->mem += rn->mem;
+		if (ci >= 0) {
+			c->cls[ci].live += rn->slices;
+			c->cls[ci].cpu += rn->cpu;
+			c->cls[ci].mem += rn->mem;
+		}
 	}
 	sort_running = in->running;
 	qsort(c->run_by_id, (size_t)in->nrunning, sizeof(int), cmp_run_id);
@@ -832,6 +877,7 @@ static void take(struct ctx *c, struct pool *pl, int j, const struct place_reque
 	}
 	bit_clr(bucket_of(pl, p->free), j);
 	p->free -= r->slices;
+	pl->free_total -= r->slices;
 	bit_set(bucket_of(pl, p->free), j);
 	nx->cpu_left -= r->cpu;
 	nx->mem_left -= r->mem;
@@ -1244,10 +1290,126 @@ static int decide_cpu(struct ctx *c, const struct place_request *r, struct place
 	return 0;
 }
 
+/* "your class limit: 1/1 slice", "...: 1/2 slices in use; this needs 2" */
+static void say_use(struct place_decision *d, enum place_reason why, const char *what, int64_t used,
+                    int64_t cap, int64_t need, const char *one, const char *many, const char *tail)
+{
+	d->reason = why;
+	if (used >= cap)
+		snprintf(d->message, sizeof(d->message), "%s: %lld/%lld %s%s", what,
+		         (long long)used, (long long)cap, plural(cap, one, many), tail);
+	else
+		snprintf(d->message, sizeof(d->message),
+		         "%s: %lld/%lld %s in use%s; this needs %lld", what, (long long)used,
+		         (long long)cap, plural(cap, one, many), tail, (long long)need);
+}
+
+/* The slices of the pool held now by other classes' open lab windows and
+ * not used by their work; *who names the first such class. */
+static int64_t held_others(const struct ctx *c, const struct place_request *r,
+                           const struct place_class **who)
+{
+	const struct place_input *in = c->in;
+	int64_t held = 0;
+	int i;
+
+	*who = NULL;
+	for (i = 0; i < in->nclasses; i++) {
+		const struct place_class *k = &in->classes[i];
+		int64_t res = k->reserved < k->alloc_slices ? k->reserved : k->alloc_slices;
+
+		if (k->reserved <= 0 || k->pool_id != r->pool_id || k->id == r->class_id ||
+		    c->cls[i].live >= res)
+			continue;
+		held += res - c->cls[i].live;
+		if (!*who)
+			*who = k;
+	}
+	return held;
+}
+
+/* Student ⊂ class for work in a class's context.  Returns 1 when it waits
+ * (d set); else 0 and *ignore_res: inside its own open window, under the
+ * reservation (backfill reservations of other work do not hold it back). */
+static int class_checks(struct ctx *c, const struct place_request *r, int64_t need,
+                        struct place_decision *d, int *ignore_res)
+{
+	int ci = class_find(c->in, r->class_id);
+	const struct place_class *k;
+	const struct cls_use *u;
+	const struct quota_ent *s;
+	int64_t cpu = r->cpu * r->nodes, mem = r->mem * r->nodes, off, cap, res;
+
+	*ignore_res = 0;
+	if (r->class_block == 1) {
+		d->reason = REASON_CLASS_BUDGET;
+		snprintf(d->message, sizeof(d->message), "class GPU-hour budget spent");
+		return 1;
+	}
+	if (ci < 0 || r->class_block == 2 || c->in->classes[ci].pool_id != r->pool_id) {
+		d->reason = REASON_CLASS_CLOSED;
+		snprintf(d->message, sizeof(d->message),
+		         "the class has no allocation in this pool for this work");
+		return 1;
+	}
+	k = &c->in->classes[ci];
+	u = &c->cls[ci];
+	s = quota_slot(c, r->user_id, -r->class_id);
+	if (r->student_slices >= 0 && s->live + need > r->student_slices) {
+		say_use(d, REASON_CLASS_LIMIT, "your class limit", s->live, r->student_slices, need,
+		        "slice", "slices", "");
+		return 1;
+	}
+	if (r->student_cpu > 0 && s->cpu + cpu > r->student_cpu) {
+		say_use(d, REASON_CLASS_LIMIT, "your class limit", s->cpu, r->student_cpu, cpu,
+		        "millicores of cpu", "millicores of cpu", "");
+		return 1;
+	}
+	if (r->student_mem > 0 && s->mem + mem > r->student_mem) {
+		say_use(d, REASON_CLASS_LIMIT, "your class limit", s->mem, r->student_mem, mem,
+		        "MiB of memory", "MiB of memory", "");
+		return 1;
+	}
+	if (u->live + need > k->alloc_slices) {
+		say_use(d, REASON_CLASS_FULL, "class allocation full", u->live, k->alloc_slices,
+		        need, "slice", "slices", "");
+		return 1;
+	}
+	if (k->alloc_cpu > 0 && u->cpu + cpu > k->alloc_cpu) {
+		say_use(d, REASON_CLASS_FULL, "class allocation full", u->cpu, k->alloc_cpu, cpu,
+		        "millicores of cpu", "millicores of cpu", "");
+		return 1;
+	}
+	if (k->alloc_mem > 0 && u->mem + mem > k->alloc_mem) {
+		say_use(d, REASON_CLASS_FULL, "class allocation full", u->mem, k->alloc_mem, mem,
+		        "MiB of memory", "MiB of memory", "");
+		return 1;
+	}
+	off = k->offhours < 0 || k->offhours > k->alloc_slices ? k->alloc_slices : k->offhours;
+	res = k->reserved < k->alloc_slices ? k->reserved : k->alloc_slices;
+	cap = res > off ? res : off;
+	if (u->live + need > cap) {
+		char tail[64];
+
+		if (res > 0) {
+			snprintf(tail, sizeof(tail), " until %s",
+			         k->until ? k->until : "the window ends");
+			say_use(d, REASON_CLASS_SESSION, "class lab-session share full", u->live,
+			        cap, need, "slice", "slices", tail);
+		} else {
+			say_use(d, REASON_CLASS_SESSION, "class off-hours share full", u->live, cap,
+			        need, "slice", "slices", " outside lab sessions");
+		}
+		return 1;
+	}
+	*ignore_res = res > 0 && u->live + need <= res;
+	return 0;
+}
+
 /* Decides r.  Returns 1 when placed. */
 static int decide(struct ctx *c, const struct place_request *r, struct place_decision *d)
 {
-	int pi = pool_find(c, r->pool_id), ever, got, i, room;
+	int pi = pool_find(c, r->pool_id), ever, got, i, room, own_window = 0;
 	struct pool *pl = &c->pools[pi]; /* every queued pool id is a pool */
 	struct quota_ent *q;
 	int64_t need;
@@ -1304,6 +1466,12 @@ static int decide(struct ctx *c, const struct place_request *r, struct place_dec
 		return 0;
 	}
 	need = (int64_t)r->slices * r->nodes;
+	if (r->class_id) {
+		q = quota_slot(c, r->user_id, -r->class_id);
+		if (class_checks(c, r, need, d, &own_window))
+			return 0;
+		goto room;
+	}
 	q = quota_slot(c, r->user_id, r->pool_id);
 	if (r->quota_block) {
 		d->reason = r->quota_block == 2 ? REASON_CANNOT_RUN : REASON_QUOTA;
@@ -1336,9 +1504,26 @@ static int decide(struct ctx *c, const struct place_request *r, struct place_dec
 		return 0;
 	}
 
-	if (!ring_covers(&pl->fit, r, r->nodes)) {
-		got = find_room(c, pl, r, 1, r->nodes);
+room:
+	/* free slices held by other classes' lab sessions are not for it */
+	if (pl->has_res && pl->free_total >= need) {
+		const struct place_class *who;
+		int64_t held = held_others(c, r, &who);
+
+		if (held > 0 && pl->free_total - held < need) {
+			d->reason = REASON_RESERVED_CLASS;
+			snprintf(d->message, sizeof(d->message),
+			         "%lld free %s reserved for class '%s' until %s", (long long)held,
+			         plural(held, "slice is", "slices are"),
+			         who->name ? who->name : "?", who->until ? who->until : "later");
+			return 0;
+		}
+	}
+	if (own_window || !ring_covers(&pl->fit, r, r->nodes)) {
+		got = find_room(c, pl, r, !own_window, r->nodes);
 		if (got == r->nodes) {
+			int ci = class_find(c->in, r->class_id);
+
 			d->chosen = c->ids + c->nids;
 			for (i = 0; i < got; i++)
 				take(c, pl, c->pick[i], r);
@@ -1346,9 +1531,15 @@ static int decide(struct ctx *c, const struct place_request *r, struct place_dec
 			q->live += need;
 			q->cpu += r->cpu * r->nodes;
 			q->mem += r->mem * r->nodes;
+			if (ci >= 0) {
+				c->cls[ci].live += need;
+				c->cls[ci].cpu += r->cpu * r->nodes;
+				c->cls[ci].mem += r->mem * r->nodes;
+			}
 			return 1;
 		}
-		ring_add(&pl->fit, r, r->nodes, 0);
+		if (!own_window)
+			ring_add(&pl->fit, r, r->nodes, 0);
 	}
 
 	if (r->nodes == 1 && (r->priority == PRIO_EXAM || r->priority == PRIO_NORMAL) &&
@@ -1469,6 +1660,12 @@ const char *place_reason_code(enum place_reason r)
 	case REASON_PREEMPTING: return "preempting";
 	case REASON_CANNOT_RUN: return "cannot_run_as_asked";
 	case REASON_DEGRADED: return "degraded";
+	case REASON_CLASS_LIMIT: return "class_limit";
+	case REASON_CLASS_FULL: return "class_full";
+	case REASON_CLASS_SESSION: return "class_session";
+	case REASON_CLASS_BUDGET: return "class_budget";
+	case REASON_CLASS_CLOSED: return "class_closed";
+	case REASON_RESERVED_CLASS: return "reserved_for_class";
 	}
 	return "unknown";
 }

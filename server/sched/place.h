@@ -40,6 +40,17 @@
  *     refuses such a request at submit with the same computation
  *     (place_max_fit()).  TOO_BIG is left for a request that only a node
  *     not taking work now (down, draining) could hold.
+ *  6c. Classes (0028): a request in a class's context (class_id) is held
+ *     to student ⊂ class ⊂ pool instead of its user's own quota: the
+ *     student's class limits (CLASS_LIMIT), the class's allocation
+ *     (CLASS_FULL), outside lab-session windows the class's off-hours share
+ *     and inside them the larger of that share and the reservation
+ *     (CLASS_SESSION); a spent class or student GPU-hour budget, or a class
+ *     the user is no longer in, waits with the caller's sentence
+ *     (CLASS_BUDGET, CLASS_CLOSED).  Inside a window the reservation's
+ *     unused slices are held for the class: no other work (other users', or
+ *     another class's) may take them (RESERVED_CLASS).  Class work counts
+ *     against the class and the student, not the user's own quota.
  *  7. A request without a pool (pool_id 0, slices 0: CPU-only work such as a
  *     TensorBoard) asks for cpu and memory on one node: any schedulable
  *     unreserved node with that much free (best fit: least cpu left after
@@ -55,19 +66,40 @@
 enum place_priority { PRIO_EXAM = 0, PRIO_NORMAL = 1, PRIO_SCAVENGER = 2 };
 
 enum place_reason {
-	REASON_NONE = 0,   /* placed */
-	REASON_QUOTA,      /* the user's live slices in the pool + this > quota */
-	REASON_NO_NODES,   /* the pool has no schedulable node at all */
-	REASON_TOO_BIG,    /* no node could ever hold it (slices, cpu or memory per node) */
-	REASON_CAPACITY,   /* would fit on an empty node, none has room now */
-	REASON_GANG,       /* fewer than `nodes` nodes have room now */
-	REASON_RESERVED,   /* room exists only on nodes reserved for an earlier request */
-	REASON_PREEMPTING, /* victims named; waits for them to stop */
-	REASON_CUDA,       /* too few nodes of the pool have a driver for its CUDA */
-	REASON_CANNOT_RUN, /* no node, even down or draining, could ever hold it as
+	REASON_NONE = 0,       /* placed */
+	REASON_QUOTA,          /* the user's live slices in the pool + this > quota */
+	REASON_NO_NODES,       /* the pool has no schedulable node at all */
+	REASON_TOO_BIG,        /* no node could ever hold it (slices, cpu or memory per node) */
+	REASON_CAPACITY,       /* would fit on an empty node, none has room now */
+	REASON_GANG,           /* fewer than `nodes` nodes have room now */
+	REASON_RESERVED,       /* room exists only on nodes reserved for an earlier request */
+	REASON_PREEMPTING,     /* victims named; waits for them to stop */
+	REASON_CUDA,           /* too few nodes of the pool have a driver for its CUDA */
+	REASON_CANNOT_RUN,     /* no node, even down or draining, could ever hold it as
 	                    * asked, or it asks more than the user's limit */
-	REASON_DEGRADED,   /* like NO_NODES, but some of its nodes are degraded: up and
+	REASON_DEGRADED,       /* like NO_NODES, but some of its nodes are degraded: up and
 	                    * active, their engines failing to start containers */
+	REASON_CLASS_LIMIT,    /* the student's class limit (slices, cpu, memory) */
+	REASON_CLASS_FULL,     /* the class's allocation (slices, cpu, memory) */
+	REASON_CLASS_SESSION,  /* the class's off-hours share, or its lab-session
+	                        * reservation while one is open */
+	REASON_CLASS_BUDGET,   /* a class or student GPU-hour budget is spent */
+	REASON_CLASS_CLOSED,   /* the class is archived, or the user left it */
+	REASON_RESERVED_CLASS, /* the free slices are held for a class's lab session */
+};
+
+/* A class with an allocation (0028), for work in its context; in
+ * place_input.classes sorted by id. */
+struct place_class {
+	int64_t id;
+	int64_t pool_id;
+	const char *name;  /* for sentences (borrowed) */
+	int alloc_slices;  /* live slices of its work at most */
+	int64_t alloc_cpu; /* millicores of its work at most; 0 = no cap */
+	int64_t alloc_mem; /* MiB; 0 = no cap */
+	int offhours;      /* slices outside lab sessions; < 0 = the whole allocation */
+	int reserved;      /* slices held for it now (open lab windows); 0 = none */
+	const char *until; /* when the open window ends, for sentences ("11:30 UTC") */
 };
 
 struct place_node {
@@ -112,6 +144,14 @@ struct place_request {
 	                      * more than the user's limit allows even with nothing
 	                      * else in use (REASON_CANNOT_RUN).  The caller has the
 	                      * sentence */
+	int64_t class_id;    /* 0, or its class (in place_input.classes; work of a
+	                      * class missing there waits with CLASS_CLOSED) */
+	int student_slices;  /* the student's class limit; < 0 = the class's */
+	int64_t student_cpu; /* millicores; 0 = the class's */
+	int64_t student_mem; /* MiB; 0 = the class's */
+	int class_block;     /* 1: a class or student GPU-hour budget is spent
+	                      * (CLASS_BUDGET); 2: the class is closed to the user
+	                      * (CLASS_CLOSED).  The caller has the sentence */
 };
 
 /* A running allocation, for quota counting and preemption. */
@@ -124,6 +164,7 @@ struct place_running {
 	int slices;       /* slices it holds on that node */
 	int64_t cpu, mem; /* what it holds on that node */
 	int64_t started;  /* for "youngest first" */
+	int64_t class_id; /* 0, or the class whose work it is */
 };
 
 struct place_input {
@@ -135,6 +176,8 @@ struct place_input {
 	int nqueue;
 	struct place_running *running;
 	int nrunning;
+	const struct place_class *classes; /* sorted by id; may be NULL */
+	int nclasses;
 };
 
 /* One decision per queued request, in the order they were considered. */

@@ -42,6 +42,7 @@ enum step {
 	S_SLICES,
 	S_QUEUE,
 	S_RUNNING,
+	S_CLASSES,
 	S_WRITE,
 	S_VICTIMS,
 	S_ANALYZE,
@@ -62,7 +63,7 @@ static int n_placed;
 /* what each queued request (in.queue order, by id) says now: a pass writes
  * only the decisions that change it */
 struct prev {
-	char code[16];
+	char code[24];
 	char *reason;
 	int position;
 	char budget[240]; /* set when the user's GPU-hour budget is spent, when
@@ -76,6 +77,9 @@ static struct prev *prev;
  * in.running its latest end; this pass's estimates per in.queue */
 static int64_t *queue_dur, *run_end;
 static struct eta_out *etas;
+/* the classes with an allocation (place.h), their names and window ends */
+static struct place_class *classes;
+static char *class_text;
 
 static void next(void);
 
@@ -94,6 +98,10 @@ static void snapshot_free(void)
 	free(in.slices);
 	free(in.queue);
 	free(in.running);
+	free(classes);
+	free(class_text);
+	classes = NULL;
+	class_text = NULL;
 	memset(&in, 0, sizeof(in));
 	free(victims_doc);
 	victims_doc = NULL;
@@ -257,7 +265,20 @@ static void done_generic(PGresult *res, enum rc rc, void *arg)
 			prev[i].eta = ll(res, i, 22);
 			snprintf(prev[i].eta_why, sizeof(prev[i].eta_why), "%s",
 			         db_val(res, i, 23));
-			if (db_val(res, i, 19) || db_val(res, i, 20)) {
+			if (db_val(res, i, 24)) {
+				/* class work: the student's class limits, not the
+				 * user's own quota (place.h 6c) */
+				q->class_id = ll(res, i, 24);
+				q->quota_slices = -1;
+				q->quota_cpu = q->quota_mem = 0;
+				q->student_slices = (int)ll(res, i, 25);
+				q->student_cpu = ll(res, i, 26);
+				q->student_mem = ll(res, i, 27);
+				q->class_block = (int)ll(res, i, 28);
+				if (db_val(res, i, 29))
+					snprintf(prev[i].budget, sizeof(prev[i].budget), "%s",
+					         db_val(res, i, 29));
+			} else if (db_val(res, i, 19) || db_val(res, i, 20)) {
 				/* no quota at all, or the pool is closed to the role;
 				 * or more than the limit allows by itself (0020) */
 				q->quota_block = db_val(res, i, 19) ? 1 : 2;
@@ -300,12 +321,55 @@ static void done_generic(PGresult *res, enum rc rc, void *arg)
 			r->mem = ll(res, i, 7);
 			r->started = ll(res, i, 8);
 			run_end[in.nrunning] = ll(res, i, 9);
+			r->class_id = ll(res, i, 10);
 			in.nodes[n].cpu_free -= r->cpu;
 			in.nodes[n].mem_free -= r->mem;
 			in.nrunning++;
 		}
 		break;
+	case S_CLASSES: {
+		size_t text = 0, at = 0;
+		int n = PQntuples(res);
+
+		for (int i = 0; i < n; i++)
+			text += strlen(db_val(res, i, 1)) + strlen(db_val(res, i, 8)) + 2;
+		classes = calloc((size_t)n + 1, sizeof(*classes));
+		class_text = malloc(text + 1);
+		if (!classes || !class_text) {
+			free(classes);
+			classes = NULL;
+			break;
+		}
+		for (int i = 0; i < n; i++) {
+			struct place_class *k = &classes[i];
+			size_t l1 = strlen(db_val(res, i, 1)) + 1,
+			       l2 = strlen(db_val(res, i, 8)) + 1;
+
+			k->id = ll(res, i, 0);
+			memcpy(class_text + at, db_val(res, i, 1), l1);
+			k->name = class_text + at;
+			at += l1;
+			k->pool_id = ll(res, i, 2);
+			k->alloc_slices = (int)ll(res, i, 3);
+			k->alloc_cpu = ll(res, i, 4);
+			k->alloc_mem = ll(res, i, 5);
+			k->offhours = (int)ll(res, i, 6);
+			k->reserved = (int)ll(res, i, 7);
+			memcpy(class_text + at, db_val(res, i, 8), l2);
+			k->until = class_text + at;
+			at += l2;
+		}
+		in.classes = classes;
+		in.nclasses = n;
+		break;
+	}
 	default: break;
+	}
+	if (step == S_CLASSES && !classes) {
+		log_msg(LOG_ERROR, "sched", NULL, "out of memory for the scheduling snapshot");
+		step = S_ROLLBACK;
+		query("ROLLBACK", 0, NULL, done_generic);
+		return;
 	}
 	if ((step == S_NODES && !in.nodes) || (step == S_SLICES && !in.slices) ||
 	    (step == S_QUEUE && !in.queue) || (step == S_RUNNING && !in.running)) {
@@ -341,6 +405,9 @@ static const char *message_of(const struct place_decision *d)
 	int i = queue_index(d->request_id);
 
 	if (i >= 0 && d->reason == REASON_QUOTA && prev[i].budget[0])
+		return prev[i].budget;
+	if (i >= 0 && (d->reason == REASON_CLASS_BUDGET || d->reason == REASON_CLASS_CLOSED) &&
+	    prev[i].budget[0])
 		return prev[i].budget;
 	/* over the limit by itself: the limit's sentence, unless no node
 	 * could hold it either (the engine's, checked first) */
@@ -445,6 +512,17 @@ static void next(void)
 		      "  gc_quota_for(r.user_id, r.pool_id) q"
 		      " WHERE r.state = 'allocated' AND q.max_runtime_s IS NOT NULL"
 		      " AND r.allocated_at < now() - make_interval(secs => q.max_runtime_s)"
+		      /* ... and a student's class work past the class's maximum
+		       * session length */
+		      " UNION ALL"
+		      " SELECT gc_release_request(r.id, 'reached the class''s maximum session of ' "
+		      "||"
+		      "  c.student_max_session_s || ' s') FROM alloc_requests r"
+		      "  JOIN classes c ON c.id = r.class_id"
+		      " WHERE r.state = 'allocated' AND r.class_id IS NOT NULL"
+		      " AND c.student_max_session_s IS NOT NULL"
+		      " AND r.allocated_at < now() - make_interval(secs => c.student_max_session_s)"
+		      " AND gc_class_role(r.user_id, r.class_id) = 'student'"
 		      /* ... and raw allocations whose lease ended */
 		      " UNION ALL"
 		      " SELECT gc_release_request(id, 'its lease of ' || lease_s || ' s ended')"
@@ -489,8 +567,12 @@ static void next(void)
 		      " CASE WHEN lim.code = 'forbidden' THEN lim.why END,"
 		      " CASE WHEN lim.code = 'exceeds_quota' THEN lim.why || '; ' || lim.hint END,"
 		      /* its maximum runtime (eta.h), and the estimate it has */
-		      " COALESCE(LEAST(jj.max_runtime_s, q.max_runtime_s, r.lease_s), 0),"
-		      " COALESCE(extract(epoch FROM r.eta_at)::bigint, 0), r.eta_reason"
+		      " COALESCE(LEAST(jj.max_runtime_s, q.max_runtime_s, r.lease_s,"
+		      "  cc.student_max_s), 0),"
+		      " COALESCE(extract(epoch FROM r.eta_at)::bigint, 0), r.eta_reason,"
+		      /* class work (0030): the class, the student's limits, a block */
+		      " r.class_id, cq.student_slices, cq.student_cpu, cq.student_mem, cq.block,"
+		      " cq.why"
 		      " FROM alloc_requests r JOIN users us ON us.id = r.user_id"
 		      " LEFT JOIN jobs jj ON r.owner_kind = 'job'"
 		      "  AND jj.id = CASE WHEN r.owner_kind = 'job' THEN r.owner_id::bigint END"
@@ -498,9 +580,15 @@ static void next(void)
 		      " LEFT JOIN (SELECT user_id, sum(gpu_seconds) AS secs FROM gpu_usage"
 		      "  WHERE day > current_date - 7 GROUP BY user_id) u ON u.user_id = r.user_id"
 		      " LEFT JOIN LATERAL gc_quota_for(r.user_id, r.pool_id) q ON true"
-		      " LEFT JOIN LATERAL gc_request_limit(r.user_id, r.pool_id,"
+		      " LEFT JOIN LATERAL (SELECT * FROM gc_request_limit(r.user_id, r.pool_id,"
 		      "  r.slices::bigint * r.nodes, r.cpu_millis::bigint * r.nodes,"
-		      "  r.mem_mib::bigint * r.nodes) lim ON true"
+		      "  r.mem_mib::bigint * r.nodes) WHERE r.class_id IS NULL) lim ON true"
+		      " LEFT JOIN LATERAL gc_class_queue(r.user_id, r.class_id) cq"
+		      "  ON r.class_id IS NOT NULL"
+		      " LEFT JOIN LATERAL (SELECT CASE WHEN gc_class_role(r.user_id, c.id) = "
+		      "'student'"
+		      "  THEN c.student_max_session_s END AS student_max_s FROM classes c"
+		      "  WHERE c.id = r.class_id) cc ON true"
 		      " WHERE r.state = 'queued' ORDER BY r.id",
 		      0, NULL, done_generic);
 		return;
@@ -515,7 +603,8 @@ static void next(void)
 		      " COALESCE(max(extract(epoch FROM LEAST(COALESCE(jj.started_at, now())"
 		      "  + make_interval(secs => jj.max_runtime_s), r.allocated_at"
 		      "  + make_interval(secs => q.max_runtime_s), r.allocated_at"
-		      "  + make_interval(secs => r.lease_s)))::bigint), 0)"
+		      "  + make_interval(secs => r.lease_s)))::bigint), 0),"
+		      " COALESCE(r.class_id, 0)"
 		      " FROM alloc_requests r JOIN allocations a ON a.request_id = r.id"
 		      "  AND a.released_at IS NULL"
 		      " LEFT JOIN jobs jj ON r.owner_kind = 'job'"
@@ -525,16 +614,31 @@ static void next(void)
 		      " GROUP BY r.id, a.node_id",
 		      0, NULL, done_generic);
 		return;
-	case S_RUNNING: {
-		struct place_result *res;
-		char *doc;
-		int placed = 0;
-
+	case S_RUNNING:
 		if (in.nqueue == 0) {
 			step = S_COMMIT;
 			query("COMMIT", 0, NULL, done_generic);
 			return;
 		}
+		step = S_CLASSES;
+		/* classes with an allocation, the slices their open lab windows
+		 * hold now and when the last of them closes */
+		query("SELECT c.id, c.name, c.pool_id, c.alloc_slices,"
+		      " COALESCE(c.alloc_cpu_millis, 0), COALESCE(c.alloc_mem_mib, 0),"
+		      " COALESCE(c.offhours_slices, -1), COALESCE(w.slices, 0),"
+		      " COALESCE(to_char(w.ends_at AT TIME ZONE 'UTC', 'HH24:MI') || ' UTC', '')"
+		      " FROM classes c LEFT JOIN (SELECT class_id, sum(slices)::int AS slices,"
+		      "  max(ends_at) AS ends_at FROM gc_class_reserved_now() GROUP BY class_id) w"
+		      "  ON w.class_id = c.id"
+		      " WHERE c.state = 'active' AND c.pool_id IS NOT NULL AND c.alloc_slices > 0"
+		      " ORDER BY c.id",
+		      0, NULL, done_generic);
+		return;
+	case S_CLASSES: {
+		struct place_result *res;
+		char *doc;
+		int placed = 0;
+
 		t_engine = clock_now_s();
 		res = place_run(&in);
 		t_engine = clock_now_s() - t_engine;

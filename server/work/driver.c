@@ -792,8 +792,11 @@ static void ensure_net(struct driver_launch *l)
 		              "com.docker.network.bridge.enable_icc", "true");
 	body = j ? json_dumps(j, JSON_COMPACT) : NULL;
 	json_decref(j);
+	/* a start storm (a class's lab: dozens of users' first launches on a
+	 * node at once) queues the creates behind the engine's network lock:
+	 * give them as long as a container create */
 	l->call = e && body ? docker_request(e, "POST", "/networks/create", "application/json",
-	                                     body, strlen(body), NULL, 30000, net_ensured, l)
+	                                     body, strlen(body), NULL, 90000, net_ensured, l)
 	                    : NULL;
 	free(body);
 	if (!l->call) {

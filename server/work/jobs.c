@@ -1589,30 +1589,33 @@ static void requeue_row(PGresult *res, enum rc rc, void *arg)
 		close(home);
 	}
 	snprintf(ids, sizeof(ids), "%lld", o->id);
-	db_query("WITH j AS (SELECT j.id, j.user_id, j.pool_id, j.priority, j.slices, j.cpu_millis,"
-	         "  j.mem_mib, j.image_id, j.state, j.members FROM jobs j WHERE j.id = $1"
-	         "  AND j.state IN ('failed', 'lost') AND j.desired = 'running'"
-	         "  AND j.retries < j.retry_limit AND j.reason_code IN " RETRYABLE " FOR UPDATE),"
-	         " req AS (INSERT INTO alloc_requests (user_id, pool_id, owner_kind, owner_id,"
-	         "  priority, slices, cpu_millis, mem_mib, cuda_min, nodes)"
-	         "  SELECT j.user_id, j.pool_id, 'job', j.id::text, j.priority,"
-	         "  CASE WHEN j.pool_id IS NULL THEN 0 ELSE j.slices END, j.cpu_millis, j.mem_mib,"
-	         "  CASE WHEN j.pool_id IS NULL THEN 0 ELSE COALESCE(im.cuda_min, 0) END, j.members"
-	         "  FROM j LEFT JOIN images im ON im.id = j.image_id RETURNING id),"
-	         /* a distributed job's members start over (their logs too) */
-	         " mr AS (UPDATE job_members SET state = 'queued', node_id = NULL,"
-	         "  container_id = NULL, address = '', exit_code = NULL, reason = '',"
-	         "  reason_code = '', started_at = NULL, finished_at = NULL, updated_at = now()"
-	         "  WHERE job_id = (SELECT id FROM j)),"
-	         " u AS (UPDATE jobs SET state = 'queued', request_id = (SELECT id FROM req),"
-	         "  retries = jobs.retries + 1, reason = 'requeued after: ' || jobs.reason ||"
-	         "  ' (retry ' || (jobs.retries + 1) || ' of ' || jobs.retry_limit || ')',"
-	         "  reason_code = 'requeued', exit_code = NULL, node_id = NULL,"
-	         "  container_id = NULL, started_at = NULL, finished_at = NULL, updated_at = now()"
-	         "  FROM j WHERE jobs.id = j.id RETURNING jobs.retries)"
-	         " SELECT (SELECT count(*) FROM u), (SELECT state FROM j),"
-	         " (SELECT retries FROM u)",
-	         1, p, requeued, o);
+	db_query(
+	        "WITH j AS (SELECT j.id, j.user_id, j.pool_id, j.priority, j.slices, j.cpu_millis,"
+	        "  j.mem_mib, j.image_id, j.state, j.members, j.class_id FROM jobs j WHERE j.id = "
+	        "$1"
+	        "  AND j.state IN ('failed', 'lost') AND j.desired = 'running'"
+	        "  AND j.retries < j.retry_limit AND j.reason_code IN " RETRYABLE " FOR UPDATE),"
+	        " req AS (INSERT INTO alloc_requests (user_id, pool_id, owner_kind, owner_id,"
+	        "  priority, slices, cpu_millis, mem_mib, cuda_min, nodes, class_id)"
+	        "  SELECT j.user_id, j.pool_id, 'job', j.id::text, j.priority,"
+	        "  CASE WHEN j.pool_id IS NULL THEN 0 ELSE j.slices END, j.cpu_millis, j.mem_mib,"
+	        "  CASE WHEN j.pool_id IS NULL THEN 0 ELSE COALESCE(im.cuda_min, 0) END, j.members,"
+	        "  j.class_id"
+	        "  FROM j LEFT JOIN images im ON im.id = j.image_id RETURNING id),"
+	        /* a distributed job's members start over (their logs too) */
+	        " mr AS (UPDATE job_members SET state = 'queued', node_id = NULL,"
+	        "  container_id = NULL, address = '', exit_code = NULL, reason = '',"
+	        "  reason_code = '', started_at = NULL, finished_at = NULL, updated_at = now()"
+	        "  WHERE job_id = (SELECT id FROM j)),"
+	        " u AS (UPDATE jobs SET state = 'queued', request_id = (SELECT id FROM req),"
+	        "  retries = jobs.retries + 1, reason = 'requeued after: ' || jobs.reason ||"
+	        "  ' (retry ' || (jobs.retries + 1) || ' of ' || jobs.retry_limit || ')',"
+	        "  reason_code = 'requeued', exit_code = NULL, node_id = NULL,"
+	        "  container_id = NULL, started_at = NULL, finished_at = NULL, updated_at = now()"
+	        "  FROM j WHERE jobs.id = j.id RETURNING jobs.retries)"
+	        " SELECT (SELECT count(*) FROM u), (SELECT state FROM j),"
+	        " (SELECT retries FROM u)",
+	        1, p, requeued, o);
 }
 
 static void op_requeue(long long id)

@@ -240,7 +240,7 @@ static void world_free(struct world *w)
 static struct place_input input_of(const struct world *w)
 {
 	struct place_input in = { w->nodes, w->nnodes, w->slices,  w->nslices,
-		                  w->queue, w->nqueue, w->running, w->nrunning };
+		                  w->queue, w->nqueue, w->running, w->nrunning, NULL, 0 };
 
 	return in;
 }

@@ -12,6 +12,7 @@ import { api } from '../api.js';
 import { t, formatNumber } from '../i18n.js';
 import { h, field, messageBox, busy, uid } from '../ui.js';
 import { usableFree } from '../parts/pool.js';
+import { classPicker } from '../parts/classpick.js';
 
 const NAME_RE = /^[a-z0-9][a-z0-9._-]{0,62}$/;
 
@@ -101,6 +102,16 @@ export function render(main, ctx) {
     waitNote.textContent = note;
     waitNote.hidden = !note;
   }
+  // a class (only when I am in classes): its pool, the student's slices
+  const picker = classPicker({
+    poolSelect,
+    preset: new URLSearchParams(location.hash.split('?')[1] || '').get('class'),
+    onChange: (c) => {
+      poolChanged();
+      const most = c?.my_role === 'student' ? c.student_limits?.slices : c?.allocation?.slices;
+      if (c && typeof most === 'number') slices.set({ max: Math.max(1, most), help: t('class.pick.slices', { n: formatNumber(most) }) });
+    },
+  });
   slices.input.addEventListener('input', updateNote);
   cpu.input.addEventListener('input', updateNote);
   mem.input.addEventListener('input', updateNote);
@@ -140,6 +151,7 @@ export function render(main, ctx) {
       const usable = pools.find((p) => { const q = limitFor(p); return q.open !== false && q.max_slices !== 0; });
       poolSelect.value = usable ? usable.name : '';
       poolChanged();
+      await picker.load();
     } catch (err) {
       msg.error(err);
     }
@@ -148,6 +160,7 @@ export function render(main, ctx) {
   const form = h('form', { class: 'form', novalidate: true, 'data-form': 'new-instance' },
     h('fieldset', { class: 'field' }, h('legend', null, t('inst.new.image')), cards),
     field(t('inst.new.name'), nameInput, t('inst.new.nameHelp')),
+    picker.el,
     field(t('inst.new.pool'), poolSelect, t('inst.new.poolHelp')),
     slices.el, cpu.el, mem.el, shm.el,
     waitNote,
@@ -167,7 +180,8 @@ export function render(main, ctx) {
           name: nameInput.value, image_id: chosen.id,
           cpu_millis: Number(cpu.input.value), mem_mib: Number(mem.input.value), shm_mib: Number(shm.input.value),
         };
-        if (poolSelect.value) { body.pool = poolSelect.value; body.slices = Number(slices.input.value); }
+        if (picker.value()) { body.class = picker.value(); body.slices = Number(slices.input.value); }
+        else if (poolSelect.value) { body.pool = poolSelect.value; body.slices = Number(slices.input.value); }
         const inst = await api.post('/instances', body);
         ctx.go(`/instance?id=${inst.id}`);
       } catch (err) {

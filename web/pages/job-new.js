@@ -12,6 +12,7 @@
 import { api } from '../api.js';
 import { t, formatNumber, getLanguage, SERVER_LANGUAGE } from '../i18n.js';
 import { h, field, messageBox, busy, uid } from '../ui.js';
+import { classPicker } from '../parts/classpick.js';
 
 const NAME_RE = /^[a-z0-9][a-z0-9._-]{0,62}$/;
 
@@ -159,6 +160,8 @@ export function render(main, ctx) {
     for (const n of perMemberNotes) n.hidden = !poolSel.value;
   };
   poolSel.addEventListener('change', poolChanged);
+  // a class (only when I am in classes): its pool
+  const picker = classPicker({ poolSelect: poolSel, onChange: () => poolChanged() });
   // "Sweep over these hyperparameters": the sweep builder with this template
   const sweepLink = h('a', { class: 'btn btn-small', 'data-action': 'sweep-template' }, t('sweepTmpl.link'));
   const sweepLinkBox = h('p', { hidden: true }, sweepLink);
@@ -250,6 +253,7 @@ export function render(main, ctx) {
       templateSel.replaceChildren(h('option', { value: '' }, t('tmpl.pick.none')),
         ...state.templates.map((x) => h('option', { value: x.id, 'data-template': x.name }, x.title)));
       pickTemplate(query.get('template') || '');
+      await picker.load();
     } catch (err) { msg.error(err); }
   }
 
@@ -259,7 +263,7 @@ export function render(main, ctx) {
     field(t('job.form.name'), nameInput, t('job.form.nameHelp')),
     cmdField, tplSection, previewField,
     sweepLinkBox,
-    field(t('job.form.pool'), poolSel), slicesField, membersField,
+    picker.el, field(t('job.form.pool'), poolSel), slicesField, membersField,
     withNote(field(t('job.form.cpu'), cpu), perMemberNotes[1]), withNote(field(t('job.form.memory'), mem), perMemberNotes[2]),
     hpField,
     field(t('job.form.maxRuntime'), runtime),
@@ -332,9 +336,11 @@ export function render(main, ctx) {
         }
         if (!tpl || tpl.allow_overrides) {
           Object.assign(body, { cpu_millis: Number(cpu.value), mem_mib: Number(mem.value), max_runtime_s: Number(runtime.value) });
-          if (poolSel.value) { body.pool = poolSel.value; body.slices = Number(slices.value); }
+          if (picker.value()) { body.class = picker.value(); body.slices = Number(slices.value); }
+          else if (poolSel.value) { body.pool = poolSel.value; body.slices = Number(slices.value); }
           if (poolSel.value && nMembers > 1) body.members = nMembers;
         }
+        if (picker.value()) body.class = picker.value();
         // a retried click never makes two jobs
         const job = await api.post('/jobs', body, { headers: { 'Idempotency-Key': form.dataset.key || (form.dataset.key = newKey()) } });
         ctx.go(`/job?id=${job.id}`);

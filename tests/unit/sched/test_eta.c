@@ -259,7 +259,7 @@ TEST(large)
 	struct place_decision *de = calloc(QUEUE, sizeof(*de));
 	int64_t *re = calloc(NODES * PER, sizeof(*re)), *du = calloc(QUEUE, sizeof(*du));
 	struct eta_out *o = calloc(QUEUE, sizeof(*o));
-	struct place_input big = { nd, NODES, sl, NODES * PER, qu, QUEUE, rn, NODES * PER };
+	struct place_input big = { nd, NODES, sl, NODES * PER, qu, QUEUE, rn, NODES * PER, NULL, 0 };
 	struct place_result r = { de, QUEUE, 0 };
 	struct eta_input e = { &big, &r, re, du, NOW, 30 };
 

@@ -19,6 +19,8 @@ struct world {
 	int nqueue;
 	struct place_running running[256];
 	int nrunning;
+	struct place_class classes[8];
+	int nclasses;
 };
 
 static struct world w;
@@ -104,8 +106,8 @@ static struct place_request *request(int64_t id, int64_t user, int64_t pool,
 
 static struct place_result *run(void)
 {
-	struct place_input in = { w.nodes, w.nnodes, w.slices,  w.nslices,
-		                  w.queue, w.nqueue, w.running, w.nrunning };
+	struct place_input in = { w.nodes, w.nnodes,   w.slices,  w.nslices,   w.queue,
+		                  w.nqueue, w.running, w.nrunning, w.classes, w.nclasses };
 
 	return place_run(&in);
 }
@@ -1102,6 +1104,288 @@ TEST(test_cuda_reason)
 	place_result_free(res);
 }
 
+/* ------------------------------------------------------------------------ */
+/* Classes: student ⊂ class ⊂ pool, lab-session reservations */
+
+#define CLS 40
+
+static struct place_class *klass(int64_t id, int alloc, int offhours, int reserved)
+{
+	struct place_class *k = &w.classes[w.nclasses++];
+
+	k->id = id;
+	k->pool_id = POOL_A;
+	k->name = id == CLS ? "ml101" : "cv201";
+	k->alloc_slices = alloc;
+	k->offhours = offhours;
+	k->reserved = reserved;
+	k->until = "11:30 UTC";
+	return k;
+}
+
+static struct place_request *creq(int64_t id, int64_t user, int64_t cls, int slices)
+{
+	struct place_request *r = request(id, user, POOL_A, PRIO_NORMAL, slices, 1);
+
+	r->class_id = cls;
+	r->student_slices = -1;
+	return r;
+}
+
+static void crunning(int64_t request, int64_t user, int64_t cls, int nd, int slices)
+{
+	running(request, user, POOL_A, PRIO_NORMAL, nd, slices, request);
+	w.running[w.nrunning - 1].class_id = cls;
+}
+
+TEST(test_class_full_56)
+{
+	struct place_result *res;
+	int i;
+
+	reset();
+	node(POOL_A, 4, 7);
+	node(POOL_A, 4, 7);
+	klass(CLS, 56, -1, 0);
+	for (i = 0; i < 57; i++)
+		creq(1 + i, 100 + i, CLS, 1)->student_slices = 1;
+	res = run();
+	CHECK(res->placed == 56);
+	CHECK(dec(res, 57)->reason == REASON_CLASS_FULL);
+	CHECK_STR(dec(res, 57)->message, "class allocation full: 56/56 slices");
+	CHECK(dec(res, 57)->position == 1);
+	CHECK_STR(place_reason_code(REASON_CLASS_FULL), "class_full");
+	place_result_free(res);
+}
+
+TEST(test_class_student_limit)
+{
+	struct place_result *res;
+
+	reset();
+	node(POOL_A, 2, 4);
+	klass(CLS, 8, -1, 0);
+	crunning(1, 10, CLS, 0, 1);
+	creq(2, 10, CLS, 1)->student_slices = 1; /* at the limit */
+	creq(3, 11, CLS, 2)->student_slices = 1; /* more than the limit by itself */
+	creq(4, 12, CLS, 1)->student_slices = 1; /* fits exactly */
+	creq(5, 12, CLS, 1)->student_slices = 2; /* the same student, its own limit 2 */
+	res = run();
+	CHECK(dec(res, 2)->reason == REASON_CLASS_LIMIT);
+	CHECK_STR(dec(res, 2)->message, "your class limit: 1/1 slice");
+	CHECK(dec(res, 3)->reason == REASON_CLASS_LIMIT);
+	CHECK_STR(dec(res, 3)->message, "your class limit: 0/1 slice in use; this needs 2");
+	CHECK(dec(res, 4)->reason == REASON_NONE);
+	CHECK(dec(res, 5)->reason == REASON_NONE);
+	CHECK_STR(place_reason_code(REASON_CLASS_LIMIT), "class_limit");
+	place_result_free(res);
+
+	/* cpu and memory */
+	reset();
+	node(POOL_A, 2, 4);
+	klass(CLS, 8, -1, 0);
+	crunning(1, 10, CLS, 0, 1); /* 1000 millicores, 1000 MiB */
+	creq(2, 10, CLS, 1)->student_cpu = 2000;
+	creq(3, 11, CLS, 1)->student_cpu = 999;
+	creq(4, 10, CLS, 1)->student_mem = 1500;
+	res = run();
+	CHECK(dec(res, 2)->reason == REASON_NONE);
+	CHECK(dec(res, 3)->reason == REASON_CLASS_LIMIT);
+	CHECK_STR(dec(res, 3)->message,
+	          "your class limit: 0/999 millicores of cpu in use; this needs 1000");
+	/* 2 (placed) + 1 running: 2000 MiB of 1500 */
+	CHECK(dec(res, 4)->reason == REASON_CLASS_LIMIT);
+	CHECK_STR(dec(res, 4)->message, "your class limit: 2000/1500 MiB of memory");
+	place_result_free(res);
+}
+
+TEST(test_class_alloc_cpu_mem)
+{
+	struct place_result *res;
+
+	reset();
+	node(POOL_A, 2, 4);
+	klass(CLS, 8, -1, 0)->alloc_cpu = 2000;
+	w.classes[0].alloc_mem = 10000;
+	crunning(1, 10, CLS, 0, 1);
+	creq(2, 11, CLS, 1);
+	creq(3, 12, CLS, 1);
+	res = run();
+	CHECK(dec(res, 2)->reason == REASON_NONE);
+	CHECK(dec(res, 3)->reason == REASON_CLASS_FULL);
+	CHECK_STR(dec(res, 3)->message, "class allocation full: 2000/2000 millicores of cpu");
+	place_result_free(res);
+}
+
+TEST(test_class_ignores_user_quota)
+{
+	struct place_result *res;
+
+	reset();
+	node(POOL_A, 2, 4);
+	klass(CLS, 8, -1, 0);
+	/* the user's own quota of 1 slice is full with personal work: class
+	 * work counts against the class instead, and the other way round */
+	running(1, 10, POOL_A, PRIO_NORMAL, 0, 1, 1);
+	crunning(2, 11, CLS, 0, 2);
+	creq(3, 10, CLS, 1)->quota_slices = 1;
+	request(4, 11, POOL_A, PRIO_NORMAL, 1, 1)->quota_slices = 1;
+	res = run();
+	CHECK(dec(res, 3)->reason == REASON_NONE);
+	CHECK(dec(res, 4)->reason == REASON_NONE);
+	place_result_free(res);
+}
+
+TEST(test_class_offhours)
+{
+	struct place_result *res;
+
+	reset();
+	node(POOL_A, 2, 4);
+	klass(CLS, 6, 2, 0); /* outside windows: 2 of 6 */
+	crunning(1, 10, CLS, 0, 1);
+	creq(2, 11, CLS, 1); /* 2/2: fits */
+	creq(3, 12, CLS, 1); /* over the off-hours share */
+	res = run();
+	CHECK(dec(res, 2)->reason == REASON_NONE);
+	CHECK(dec(res, 3)->reason == REASON_CLASS_SESSION);
+	CHECK_STR(dec(res, 3)->message,
+	          "class off-hours share full: 2/2 slices outside lab sessions");
+	CHECK_STR(place_reason_code(REASON_CLASS_SESSION), "class_session");
+	place_result_free(res);
+
+	/* 0 off-hours: only inside sessions */
+	reset();
+	node(POOL_A, 2, 4);
+	klass(CLS, 6, 0, 0);
+	creq(1, 11, CLS, 1);
+	res = run();
+	CHECK(dec(res, 1)->reason == REASON_CLASS_SESSION);
+	CHECK_STR(dec(res, 1)->message,
+	          "class off-hours share full: 0/0 slices outside lab sessions");
+	place_result_free(res);
+}
+
+TEST(test_class_window)
+{
+	struct place_result *res;
+
+	reset();
+	node(POOL_A, 2, 4);
+	klass(CLS, 6, 2, 4); /* a window holds 4: beyond the off-hours share */
+	crunning(1, 10, CLS, 0, 3);
+	creq(2, 11, CLS, 1); /* 4/4 */
+	creq(3, 12, CLS, 1); /* past the reservation */
+	request(4, 20, POOL_A, PRIO_NORMAL, 4, 1); /* not a member: the 4 free are its */
+	res = run();
+	CHECK(dec(res, 2)->reason == REASON_NONE);
+	CHECK(dec(res, 3)->reason == REASON_CLASS_SESSION);
+	CHECK_STR(dec(res, 3)->message,
+	          "class lab-session share full: 4/4 slices until 11:30 UTC");
+	CHECK(dec(res, 4)->reason == REASON_NONE);
+	place_result_free(res);
+}
+
+TEST(test_reserved_for_class)
+{
+	struct place_result *res;
+
+	reset();
+	node(POOL_A, 2, 4);
+	klass(CLS, 8, 0, 5); /* 5 held; nothing in use */
+	request(1, 20, POOL_A, PRIO_NORMAL, 3, 1); /* 8 free - 5 held = 3: fits */
+	request(2, 21, POOL_A, PRIO_NORMAL, 1, 1); /* the rest are held */
+	creq(3, 10, CLS, 2);                      /* a member takes its own */
+	res = run();
+	CHECK(dec(res, 1)->reason == REASON_NONE);
+	CHECK(dec(res, 2)->reason == REASON_RESERVED_CLASS);
+	CHECK_STR(dec(res, 2)->message,
+	          "5 free slices are reserved for class 'ml101' until 11:30 UTC");
+	CHECK(dec(res, 2)->position == 1);
+	CHECK(dec(res, 3)->reason == REASON_NONE);
+	CHECK_STR(place_reason_code(REASON_RESERVED_CLASS), "reserved_for_class");
+	place_result_free(res);
+
+	/* another class's work is held back too; a used reservation holds
+	 * nothing more */
+	reset();
+	node(POOL_A, 2, 4);
+	klass(CLS, 8, 0, 3);
+	klass(CLS + 1, 8, -1, 0);
+	crunning(1, 10, CLS, 0, 3);
+	creq(2, 30, CLS + 1, 5); /* 5 free, none held */
+	res = run();
+	CHECK(dec(res, 2)->reason == REASON_NONE);
+	place_result_free(res);
+
+	reset();
+	node(POOL_A, 2, 4);
+	klass(CLS, 8, 0, 3);
+	klass(CLS + 1, 8, -1, 0);
+	crunning(1, 10, CLS, 0, 1); /* 2 of 3 still held */
+	creq(2, 30, CLS + 1, 6);    /* 7 free - 2 held = 5 */
+	creq(3, 31, CLS + 1, 5);
+	res = run();
+	CHECK(dec(res, 3)->reason == REASON_NONE);
+	CHECK(dec(res, 2)->reason == REASON_RESERVED_CLASS);
+	CHECK_STR(dec(res, 2)->message,
+	          "2 free slices are reserved for class 'ml101' until 11:30 UTC");
+	place_result_free(res);
+
+	/* a full pool is capacity, not the reservation */
+	reset();
+	node(POOL_A, 1, 4);
+	klass(CLS, 4, 0, 2);
+	running(1, 20, POOL_A, PRIO_NORMAL, 0, 4, 1);
+	request(2, 21, POOL_A, PRIO_NORMAL, 1, 1);
+	res = run();
+	CHECK(dec(res, 2)->reason == REASON_CAPACITY);
+	place_result_free(res);
+}
+
+TEST(test_class_blocks)
+{
+	struct place_result *res;
+
+	reset();
+	node(POOL_A, 2, 4);
+	klass(CLS, 8, -1, 0);
+	creq(1, 10, CLS, 1)->class_block = 1;
+	creq(2, 11, CLS, 1)->class_block = 2;
+	creq(3, 12, CLS + 5, 1); /* a class with no allocation */
+	res = run();
+	CHECK(dec(res, 1)->reason == REASON_CLASS_BUDGET);
+	CHECK(dec(res, 2)->reason == REASON_CLASS_CLOSED);
+	CHECK(dec(res, 3)->reason == REASON_CLASS_CLOSED);
+	CHECK(res->placed == 0);
+	place_result_free(res);
+}
+
+/* A start storm: more students than slices, each placed once, the rest
+ * waiting in submit order with positions 1.. */
+TEST(test_class_storm)
+{
+	struct place_result *res;
+	int i;
+
+	reset();
+	node(POOL_A, 4, 7);
+	node(POOL_A, 4, 7);
+	klass(CLS, 56, -1, 56);
+	for (i = 0; i < 60; i++)
+		creq(1 + i, 100 + i, CLS, 1)->student_slices = 1;
+	request(100, 999, POOL_A, PRIO_NORMAL, 1, 1);
+	res = run();
+	CHECK(res->placed == 56);
+	for (i = 57; i <= 60; i++) {
+		CHECK(dec(res, i)->reason == REASON_CLASS_SESSION ||
+		      dec(res, i)->reason == REASON_CLASS_FULL);
+		CHECK(dec(res, i)->position == i - 56);
+	}
+	CHECK(dec(res, 100)->reason == REASON_CAPACITY);
+	place_result_free(res);
+}
+
 int main(void)
 {
 	RUN(test_cuda_filter);
@@ -1138,5 +1422,14 @@ int main(void)
 	RUN(test_input_untouched);
 	RUN(test_200_requests_12_slices);
 	RUN(test_empty);
+	RUN(test_class_full_56);
+	RUN(test_class_student_limit);
+	RUN(test_class_alloc_cpu_mem);
+	RUN(test_class_ignores_user_quota);
+	RUN(test_class_offhours);
+	RUN(test_class_window);
+	RUN(test_reserved_for_class);
+	RUN(test_class_blocks);
+	RUN(test_class_storm);
 	return harness_done("test_place");
 }
