@@ -540,14 +540,24 @@ static void instance_read(PGresult *res, enum rc rc, void *arg)
 		http_reply_db_error(r, rc, "cannot read the instance");
 		return;
 	}
-	if (PQntuples(res) != 1 || (strtoll(db_val(res, 0, 0), NULL, 10) != r->auth->user_id &&
-	                            r->auth->role != ROLE_ADMIN)) {
+	if (PQntuples(res) != 1 ||
+	    (strtoll(db_val(res, 0, 0), NULL, 10) != r->auth->user_id &&
+	     r->auth->role != ROLE_ADMIN && strcmp(db_val(res, 0, 5), "t"))) {
 		fail(t, RC_NOTFOUND, NULL, "no such instance");
 		return;
 	}
 	if (strcmp(db_val(res, 0, 1), "running") != 0 || !db_val(res, 0, 2) || !db_val(res, 0, 3)) {
 		fail(t, RC_CONFLICT, "start the instance first", "the instance is not running");
 		return;
+	}
+	if (strtoll(db_val(res, 0, 0), NULL, 10) != r->auth->user_id &&
+	    r->auth->role != ROLE_ADMIN) {
+		/* class staff opening a student's terminal (gc_class_reach) */
+		char iid[24];
+		snprintf(iid, sizeof(iid), "%lld", t->instance_id);
+		auth_audit(r, r->auth, "class.open_terminal", iid,
+		           json_pack("{s:s, s:s?}", "student", db_val(res, 0, 6), "class",
+		                     db_val(res, 0, 7)));
 	}
 	snprintf(t->container, sizeof(t->container), "%s", db_val(res, 0, 2));
 	t->node_id = strtoll(db_val(res, 0, 3), NULL, 10);
@@ -614,7 +624,8 @@ static void open_terminal(struct http_req *r)
 	const char *key = http_header(r, "Sec-WebSocket-Key");
 	long long id;
 	char ids[24], accept[29];
-	const char *params[1] = { ids };
+	char uid[24];
+	const char *params[2] = { ids, uid };
 	struct term *t;
 
 	if (http_param_id(r, "id", &id) < 0)
@@ -655,9 +666,14 @@ static void open_terminal(struct http_req *r)
 	t->token_id = r->auth->token_id;
 	snprintf(t->key, sizeof(t->key), "%s", key);
 	snprintf(ids, sizeof(ids), "%lld", id);
-	db_query("SELECT i.user_id, i.state, i.container_id, i.node_id, n.url"
-	         " FROM instances i LEFT JOIN nodes n ON n.id = i.node_id WHERE i.id = $1",
-	         1, params, instance_read, t);
+	snprintf(uid, sizeof(uid), "%lld", (long long)r->auth->user_id);
+	/* the owner, an admin, or the staff of the class it runs in as far as
+	 * the class lets them open its students' apps (0032) */
+	db_query("SELECT i.user_id, i.state, i.container_id, i.node_id, n.url,"
+	         " gc_class_reach($2::bigint, i.id, 'open'), ow.username, i.class_id"
+	         " FROM instances i JOIN users ow ON ow.id = i.user_id"
+	         " LEFT JOIN nodes n ON n.id = i.node_id WHERE i.id = $1",
+	         2, params, instance_read, t);
 }
 
 /* ---- re-checks ---- */
@@ -701,7 +717,8 @@ static void on_recheck(evutil_socket_t fd, short what, void *arg)
 		db_query(
 		        "SELECT i.state = 'running' AND EXISTS (SELECT 1 FROM users u WHERE u.id "
 		        "= $3"
-		        "  AND NOT u.disabled AND (u.id = i.user_id OR u.role = 'admin'))"
+		        "  AND NOT u.disabled AND (u.id = i.user_id OR u.role = 'admin'"
+		        "  OR gc_class_reach(u.id, i.id, 'open')))"
 		        " AND ($2::bigint IS NULL OR EXISTS (SELECT 1 FROM sessions s WHERE s.id "
 		        "= $2"
 		        "  AND s.revoked_at IS NULL AND s.expires_at > now()))"

@@ -732,6 +732,8 @@ static void do_create(struct driver_launch *l)
  * keep to the control plane — README, "network isolation").
  * Two launches for one user and node share one create (netwait); a 409
  * (the name exists) is success. */
+static int net_send(struct driver_launch *l);
+
 static void net_ensured(struct docker_call *call, enum rc rc, int status, const char *body,
                         size_t len, const char *err, void *arg)
 {
@@ -747,6 +749,16 @@ static void net_ensured(struct docker_call *call, enum rc rc, int status, const 
 		driver_engine_msg(rc, body, len, err, "error", m, sizeof(m));
 		snprintf(msg, sizeof(msg), "could not create network '%s' on the node: %s", l->net,
 		         m);
+		/* the engine's own failure, such as its iptables rules raced by
+		 * another engine on the host rebuilding its chains during a start
+		 * storm: passing, so asked again (twice) before the launch, and
+		 * those that wait on it, fail */
+		if (rc == RC_OK && status >= 500 && l->netfails++ < 2) {
+			log_msg(LOG_WARN, "instances", NULL, "instance %lld: %s; asking again",
+			        l->id, msg);
+			if (net_send(l) == 0)
+				return;
+		}
 		/* once for the node, not once per launch that waited on it */
 		if (rc == RC_OK && status >= 500)
 			nodes_launch_result(l->node_id, 0, msg);
@@ -768,18 +780,13 @@ static void net_ensured(struct docker_call *call, enum rc rc, int status, const 
 		fail(l, msg);
 }
 
-static void ensure_net(struct driver_launch *l)
+/* Sends l's network create; 0 when it is out, -1 when it could not be sent. */
+static int net_send(struct driver_launch *l)
 {
 	struct docker_engine *e = nodes_engine(l->node_id);
 	char uid[24], *body;
 	json_t *j;
 
-	for (struct driver_launch *x = launches; x; x = x->next)
-		if (x != l && x->netcall && x->node_id == l->node_id &&
-		    strcmp(x->net, l->net) == 0) {
-			l->netwait = 1;
-			return;
-		}
 	snprintf(uid, sizeof(uid), "%lld", l->user_id);
 	if (l->netbody)
 		j = json_incref(l->netbody);
@@ -799,11 +806,20 @@ static void ensure_net(struct driver_launch *l)
 	                                     body, strlen(body), NULL, 90000, net_ensured, l)
 	                    : NULL;
 	free(body);
-	if (!l->call) {
+	l->netcall = l->call != NULL;
+	return l->call ? 0 : -1;
+}
+
+static void ensure_net(struct driver_launch *l)
+{
+	for (struct driver_launch *x = launches; x; x = x->next)
+		if (x != l && x->netcall && x->node_id == l->node_id &&
+		    strcmp(x->net, l->net) == 0) {
+			l->netwait = 1;
+			return;
+		}
+	if (net_send(l) < 0)
 		fail(l, "the node's engine is not available");
-		return;
-	}
-	l->netcall = 1;
 }
 
 void driver_launch_begin(struct driver_launch *l)

@@ -89,6 +89,7 @@ struct driver_launch {
 	int netcall;           /* this launch's network create is out */
 	int netwait;           /* waits for another launch's create of net */
 	int netretried;        /* re-made the network once (the reconciler raced) */
+	int netfails;          /* network creates the engine failed (5xx) so far */
 	int linked;
 	int fresh;         /* the container was created by this launch (not reused) */
 	char image_id[80]; /* its image's id (sha256:...), once inspected */

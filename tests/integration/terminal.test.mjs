@@ -7,7 +7,7 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { RawConn, assertErrorShape, stopClean, eventually } from '../lib/itest.mjs';
-import { world, mkUser, waitState, cleanup } from './instances_lib.mjs';
+import { world, mkUser, waitState, cleanup, sql } from './instances_lib.mjs';
 
 // A masked client frame.
 function frame(opcode, payload, fin = true) {
@@ -162,6 +162,40 @@ describe('web terminal', () => {
     await output(c2, /tok-ok/);
     assert.equal((await alice.c.del(`/api/v1/tokens/${rw.id}`)).status, 204);
     assert.ok(await c2.closedWithin(5000), 'the terminal outlived its revoked token');
+  });
+
+  it('opens a student\'s terminal for the class\'s teacher as the class allows, audit-logged; nobody else', async () => {
+    const tina = await mkUser(w, 'tina', 'teacher');
+    const otto = await mkUser(w, 'otto', 'teacher');
+    const cls = sql(w.srv, `INSERT INTO classes (name, teacher_id, code) VALUES ('Terminals', ${tina.id}, 'TT1') RETURNING id`);
+    sql(w.srv, `INSERT INTO class_members (class_id, user_id, role) VALUES (${cls}, ${alice.id}, 'student'), (${cls}, ${bob.id}, 'student')`);
+    const refused = async (user) => {
+      const c = await RawConn.open(w.srv.port);
+      c.write(upgrade(inst.id, user.c.cookieHeader()));
+      const r = await c.response();
+      c.destroy();
+      return r.status;
+    };
+    // alice's instance is her own, not class work: her teacher cannot open it
+    assert.equal(await refused(tina), 404);
+    sql(w.srv, `UPDATE instances SET class_id = ${cls} WHERE id = ${inst.id}`);
+    const t = await open(inst.id, tina);
+    t.write(frame(1, 'id -un\n'));
+    await output(t, /\balice\b/);
+    const audit = await w.admin.get('/api/v1/audit?limit=200');
+    const e = audit.json.items.find((x) => x.action === 'class.open_terminal');
+    assert.ok(e, 'the opening is in the audit log');
+    assert.equal(e.actor, 'tina');
+    assert.equal(e.target, String(inst.id));
+    assert.equal(e.details.student, 'alice');
+    // a classmate, another teacher: nothing
+    assert.equal(await refused(bob), 404);
+    assert.equal(await refused(otto), 404);
+    // the class stops letting teachers in: refused, and the open one closes
+    sql(w.srv, `UPDATE classes SET teachers_open_apps = false WHERE id = ${cls}`);
+    assert.equal(await refused(tina), 404);
+    assert.ok(await t.closedWithin(5000), 'the teacher\'s terminal outlived the class\'s consent');
+    sql(w.srv, `UPDATE instances SET class_id = NULL WHERE id = ${inst.id}`);
   });
 
   it('closes when the shell exits and when the instance stops', async () => {
