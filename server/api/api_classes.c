@@ -22,14 +22,12 @@
 #include <http_parser.h>
 #include <libpq-fe.h>
 
+#include "api/account_import.h"
 #include "api/api.h"
 #include "auth/auth.h"
 #include "base/crypto.h"
-#include "base/csv.h"
 #include "db/db.h"
-#include "net/ws.h"
 
-#define IMPORT_MAX_ROWS  1000
 #define INVITE_DEFAULT_S (7 * 86400)
 #define INVITE_MAX_S     (180 * 86400)
 
@@ -713,30 +711,40 @@ static void join(struct http_req *r)
  *
  * Columns username (required), display_name, email, role (student, ta,
  * teacher; default student), in any order.  Every line is checked and the
- * whole file reported at once: each row is 'create' (a new student account
- * with a one-time password), 'link' (an existing account joins), 'already'
- * (in the class) or an error; only a file without errors changes anything,
- * all of it in one statement (gc_class_import).  ?dry_run=1 reports only. */
+ * whole file reported at once (account_import.c): each row is 'create' (a
+ * new student account with a one-time password), 'link' (an existing
+ * account joins), 'already' (in the class) or an error; only a file without
+ * errors changes anything, all of it in one statement (gc_class_import).
+ * ?dry_run=1 reports only. */
 
-enum col { C_USERNAME, C_DISPLAY, C_EMAIL, C_ROLE, C__N };
-static const char *const col_names[C__N] = { "username", "display_name", "email", "role" };
+static const char *import_check(const struct ai_row *row)
+{
+	return role_ok(row->v[AI_ROLE]) ? NULL : "role must be student, ta or teacher";
+}
 
-struct irow {
-	int line;
-	char *v[C__N];
-	char generated[32];
-	char *phc;
-	int create;
-	int bad; /* a problem is reported already: the database need not see it */
+const struct ai_spec api_classes_import_spec = {
+	.columns = 1u << AI_USERNAME | 1u << AI_DISPLAY | 1u << AI_EMAIL | 1u << AI_ROLE,
+	.required = 1u << AI_USERNAME,
+	.need_columns = "the header row must name the column username",
+	.columns_hint = "username, display_name, email, role",
+	.column_cut = 40,
+	.column_ascii = 1,
+	.header_utf8 = "the header row is not valid UTF-8",
+	.header_cell_max = 599,
+	.max_fields = 8,
+	.field_max = 512,
+	.field_long = "a field is too long (at most 512 bytes)",
+	.field_utf8 = "a field is not valid UTF-8 (save the file as UTF-8)",
+	.noun = "rows",
+	.twice = "",
+	.role_default = "student",
+	.nothing = "imported",
+	.check = import_check,
 };
 
 struct import {
-	struct http_req *r;
+	struct ai_import ai; /* first: the hashing's callback casts back */
 	long long cid;
-	struct irow *rows;
-	int n;
-	int pending, failed, dry_run;
-	json_t *errors; /* [{line, message}] */
 	json_t *report; /* the database's rows */
 };
 
@@ -744,194 +752,29 @@ static void import_free(void *p)
 {
 	struct import *im = p;
 
-	for (int i = 0; i < im->n; i++) {
-		for (int k = 0; k < C__N; k++)
-			free(im->rows[i].v[k]);
-		free(im->rows[i].phc);
-	}
-	free(im->rows);
-	json_decref(im->errors);
+	ai_release(&im->ai);
 	json_decref(im->report);
 	free(im);
 }
 
-static void import_error(struct import *im, int line, const char *msg)
-{
-	json_array_append_new(im->errors, json_pack("{s:i, s:s}", "line", line, "message", msg));
-}
-
-/* Parses and checks the CSV; 0 when every row is fine. */
-static int import_parse(struct import *im, const char *buf, size_t len)
-{
-	struct csv_field f[8];
-	int map[8], line = 0, extra = 0, have[C__N] = { 0 }, header = 0;
-	size_t nf, off = 0, ncols = 0;
-	char val[600], msg[200];
-
-	if (len >= 3 && memcmp(buf, "\xef\xbb\xbf", 3) == 0)
-		off = 3;
-	while (off < len) {
-		ssize_t used = csv_parse_record(buf + off, len - off, 1, f, 8, &nf);
-		const char *nl;
-		line += 1 + extra;
-		extra = 0;
-		if (used <= 0) {
-			import_error(im, line,
-			             "malformed CSV line (an unbalanced quote, a quote inside an "
-			             "unquoted field, or more than 8 fields)");
-			if (!header)
-				return -1;
-			nl = memchr(buf + off, '\n', len - off);
-			off = nl ? (size_t)(nl - buf) + 1 : len;
-			continue;
-		}
-		for (const char *p = buf + off; p < buf + off + used - 1; p++)
-			extra += *p == '\n';
-		off += (size_t)used;
-		if (nf == 1 && f[0].len == 0)
-			continue;
-		if (!header) {
-			header = line;
-			ncols = nf;
-			for (size_t i = 0; i < nf; i++) {
-				ssize_t vn = csv_field_copy(&f[i], val, sizeof(val));
-				map[i] = -1;
-				if (vn < 0 || !ws_utf8_ok((const uint8_t *)val, (size_t)vn)) {
-					import_error(im, line, "the header row is not valid UTF-8");
-					return -1;
-				}
-				for (char *c = val; *c; c++)
-					*c = (char)tolower((unsigned char)*c);
-				for (int k = 0; k < C__N; k++)
-					if (strcmp(val, col_names[k]) == 0 && !have[k]) {
-						map[i] = k;
-						have[k] = 1;
-					}
-				if (map[i] < 0) {
-					snprintf(
-					        msg, sizeof(msg),
-					        "unknown or repeated column '%.40s' (use username, "
-					        "display_name, email, role)",
-					        val);
-					for (char *c = msg; *c; c++)
-						if ((unsigned char)*c >= 0x80)
-							*c = '?';
-					import_error(im, line, msg);
-					return -1;
-				}
-			}
-			if (!have[C_USERNAME]) {
-				import_error(im, line,
-				             "the header row must name the column username");
-				return -1;
-			}
-			continue;
-		}
-		if (nf != ncols) {
-			snprintf(msg, sizeof(msg),
-			         "this line has %zu fields; the header row has %zu", nf, ncols);
-			import_error(im, line, msg);
-			continue;
-		}
-		if (im->n >= IMPORT_MAX_ROWS) {
-			import_error(im, line, "at most 1000 rows per import");
-			return -1;
-		}
-		struct irow *row = &im->rows[im->n++];
-		const char *why = NULL;
-		row->line = line;
-		for (size_t i = 0; i < nf && !why; i++) {
-			ssize_t n = csv_field_copy(&f[i], val, sizeof(val));
-			if (n < 0 || n > 512 || memchr(val, '\0', (size_t)n))
-				why = "a field is too long (at most 512 bytes)";
-			else if (!ws_utf8_ok((const uint8_t *)val, (size_t)n))
-				why = "a field is not valid UTF-8 (save the file as UTF-8)";
-			else if (!(row->v[map[i]] = strdup(val)))
-				why = "out of memory";
-		}
-		for (int k = 0; k < C__N && !why; k++)
-			if (!row->v[k] && !(row->v[k] = strdup(k == C_ROLE ? "student" : "")))
-				why = "out of memory";
-		if (!why && !*row->v[C_ROLE]) {
-			free(row->v[C_ROLE]);
-			if (!(row->v[C_ROLE] = strdup("student")))
-				why = "out of memory";
-		}
-		if (!why && !(why = api_users_check_username(row->v[C_USERNAME])) &&
-		    !(why = api_users_check_email(row->v[C_EMAIL])) &&
-		    !(why = api_users_check_display_name(row->v[C_DISPLAY])) &&
-		    !role_ok(row->v[C_ROLE]))
-			why = "role must be student, ta or teacher";
-		/* against the rows before it that were fine (a bad row may lack
-		 * its fields: a field that was not UTF-8 is never copied) */
-		for (int k = 0; !why && k < im->n - 1; k++)
-			if (!im->rows[k].bad &&
-			    strcmp(im->rows[k].v[C_USERNAME], row->v[C_USERNAME]) == 0) {
-				snprintf(msg, sizeof(msg), "username '%s' appears twice (line %d)",
-				         row->v[C_USERNAME], im->rows[k].line);
-				why = msg;
-			}
-		if (why) {
-			import_error(im, line, why);
-			row->bad = 1;
-		}
-	}
-	if (line == 0)
-		import_error(im, 1, "the CSV is empty");
-	else if (im->n == 0 && json_array_size(im->errors) == 0)
-		import_error(im, line, "the CSV has a header row but no rows");
-	return json_array_size(im->errors) ? -1 : 0;
-}
-
-static json_t *import_rows(struct import *im, int with_hash)
+/* The rows without a problem, as gc_class_import takes them. */
+static json_t *import_rows(const struct ai_import *im, int with_hash)
 {
 	json_t *arr = json_array();
 
 	for (int i = 0; i < im->n; i++) {
-		struct irow *w = &im->rows[i];
+		const struct ai_row *w = &im->rows[i];
 		json_t *o;
 		if (w->bad)
 			continue;
 		o = json_pack("{s:i, s:s, s:s, s:s, s:s}", "line", w->line, "username",
-		              w->v[C_USERNAME] ? w->v[C_USERNAME] : "", "display_name",
-		              w->v[C_DISPLAY] ? w->v[C_DISPLAY] : "", "email",
-		              w->v[C_EMAIL] ? w->v[C_EMAIL] : "", "role",
-		              w->v[C_ROLE] ? w->v[C_ROLE] : "student");
+		              w->v[AI_USERNAME], "display_name", w->v[AI_DISPLAY], "email",
+		              w->v[AI_EMAIL], "role", w->v[AI_ROLE]);
 		if (with_hash && w->phc)
 			json_object_set_new(o, "password_hash", json_string(w->phc));
 		json_array_append_new(arr, o);
 	}
 	return arr;
-}
-
-static int by_line(const void *a, const void *b)
-{
-	json_int_t x = json_integer_value(json_object_get(*(json_t *const *)a, "line"));
-	json_int_t y = json_integer_value(json_object_get(*(json_t *const *)b, "line"));
-
-	return x < y ? -1 : x > y;
-}
-
-/* 400 with every problem in file order (the CSV's and the database's). */
-static void import_reply_errors(struct import *im)
-{
-	size_t n = json_array_size(im->errors);
-	json_t **v = calloc(n ? n : 1, sizeof(*v)), *errs = json_array();
-	char msg[96];
-
-	for (size_t i = 0; v && i < n; i++)
-		v[i] = json_array_get(im->errors, i);
-	if (v)
-		qsort(v, n, sizeof(*v), by_line);
-	for (size_t i = 0; v && i < n; i++)
-		json_array_append(errs, v[i]);
-	free(v);
-	snprintf(msg, sizeof(msg), "the CSV has %zu problem%s", n, n == 1 ? "" : "s");
-	http_reply_error_details(im->r, RC_INVALID, errs,
-	                         im->dry_run ? "fix the listed lines and check again"
-	                                     : "fix the listed lines and import again; nothing was "
-	                                       "imported",
-	                         msg);
 }
 
 static void import_counts(json_t *out, json_t *rows)
@@ -952,7 +795,8 @@ static void import_counts(json_t *out, json_t *rows)
 static void import_applied(PGresult *res, enum rc rc, void *arg)
 {
 	struct import *im = arg;
-	json_t *a = answer(im->r, res, rc), *rows, *v, *out;
+	struct http_req *r = im->ai.r;
+	json_t *a = answer(r, res, rc), *rows, *v, *out;
 	size_t i;
 
 	if (!a)
@@ -965,11 +809,11 @@ static void import_applied(PGresult *res, enum rc rc, void *arg)
 			json_object_set_new(v, "action", json_string("created"));
 		else if (strcmp(json_string_value(json_object_get(v, "action")), "link") == 0)
 			json_object_set_new(v, "action", json_string("linked"));
-		for (int k = 0; k < im->n; k++)
-			if (strcmp(im->rows[k].v[C_USERNAME], u) == 0 && im->rows[k].create &&
-			    *im->rows[k].generated)
+		for (int k = 0; k < im->ai.n; k++)
+			if (strcmp(im->ai.rows[k].v[AI_USERNAME], u) == 0 &&
+			    im->ai.rows[k].create && *im->ai.rows[k].generated)
 				json_object_set_new(v, "password",
-				                    json_string(im->rows[k].generated));
+				                    json_string(im->ai.rows[k].generated));
 	}
 	out = json_pack("{s:b, s:o, s:O, s:b}", "dry_run", 0, "rows", rows, "class",
 	                json_object_get(a, "class"), "must_change_password", 1);
@@ -985,67 +829,49 @@ static void import_applied(PGresult *res, enum rc rc, void *arg)
 		json_object_set_new(out, "created", json_integer(nc));
 		json_object_set_new(out, "linked", json_integer(nl));
 		json_object_set_new(out, "already", json_integer(na));
-		auth_audit(im->r, im->r->auth, "class.import",
+		auth_audit(r, r->auth, "class.import",
 		           json_string_value(json_object_get(json_object_get(a, "class"), "name")),
 		           json_pack("{s:I, s:i, s:i, s:i}", "class_id", (json_int_t)im->cid,
 		                     "created", nc, "linked", nl, "already", na));
 	}
 	json_decref(a);
-	http_reply_json(im->r, 200, out);
+	http_reply_json(r, 200, out);
 }
 
-static void import_apply(struct import *im)
+/* Every one-time password hashed (or not): one statement does it all. */
+static void import_apply(struct ai_import *ai)
 {
-	json_t *rows = import_rows(im, 1);
-	char *doc = json_dumps(rows, JSON_COMPACT);
+	struct import *im = (struct import *)ai;
+	json_t *rows;
+	char *doc;
 	struct db_args a = DB_ARGS_INIT;
 
+	if (ai->failed) {
+		http_reply_error(
+		        ai->r, RC_UNAVAILABLE, "retry in a few seconds",
+		        "could not make the passwords (server busy); nothing was imported");
+		return;
+	}
+	rows = import_rows(ai, 1);
+	doc = json_dumps(rows, JSON_COMPACT);
 	json_decref(rows);
 	if (!doc) {
-		http_reply_error(im->r, RC_NOMEM, NULL, "out of memory");
+		http_reply_error(ai->r, RC_NOMEM, NULL, "out of memory");
 		return;
 	}
 	db_arg_ll(&a, im->cid);
-	arg_caller(&a, im->r);
+	arg_caller(&a, ai->r);
 	db_arg_str(&a, doc);
 	db_query_args("SELECT gc_class_import($1, $2, $3::boolean, $4::jsonb, true)", &a,
 	              import_applied, im);
 	free(doc);
 }
 
-struct import_job {
-	struct import *im;
-	int i;
-};
-
-/* One hash less to wait for; the last one goes on. */
-static void import_step(struct import *im)
-{
-	if (--im->pending > 0)
-		return;
-	if (im->failed)
-		http_reply_error(
-		        im->r, RC_UNAVAILABLE, "retry in a few seconds",
-		        "could not make the passwords (server busy); nothing was imported");
-	else
-		import_apply(im);
-}
-
-static void import_hashed(void *arg, const char *phc)
-{
-	struct import_job *j = arg;
-	struct import *im = j->im;
-
-	if (!phc || !(im->rows[j->i].phc = strdup(phc)))
-		im->failed = 1;
-	free(j);
-	import_step(im);
-}
-
 static void import_checked(PGresult *res, enum rc rc, void *arg)
 {
 	struct import *im = arg;
-	json_t *a = answer(im->r, res, rc), *v, *out;
+	struct ai_import *ai = &im->ai;
+	json_t *a = answer(ai->r, res, rc), *v, *out;
 	size_t i;
 
 	if (!a)
@@ -1055,49 +881,27 @@ static void import_checked(PGresult *res, enum rc rc, void *arg)
 	{
 		const char *act = json_string_value(json_object_get(v, "action"));
 		if (strcmp(act, "error") == 0)
-			import_error(im, (int)json_integer_value(json_object_get(v, "line")),
-			             json_string_value(json_object_get(v, "message")));
-		for (int k = 0; k < im->n; k++)
-			if (im->rows[k].line == json_integer_value(json_object_get(v, "line")))
-				im->rows[k].create = strcmp(act, "create") == 0;
+			ai_error(ai, (int)json_integer_value(json_object_get(v, "line")), "%s",
+			         json_string_value(json_object_get(v, "message")));
+		for (int k = 0; k < ai->n; k++)
+			if (ai->rows[k].line == json_integer_value(json_object_get(v, "line")))
+				ai->rows[k].create = strcmp(act, "create") == 0;
 	}
-	if (json_array_size(im->errors)) {
+	if (json_array_size(ai->errors)) {
 		json_decref(a);
-		import_reply_errors(im);
+		ai_reply_errors(ai);
 		return;
 	}
-	if (im->dry_run) {
+	if (ai->dry_run) {
 		out = json_pack("{s:b, s:O, s:O}", "dry_run", 1, "rows", im->report, "class",
 		                json_object_get(a, "class"));
 		import_counts(out, im->report);
 		json_decref(a);
-		http_reply_json(im->r, 200, out);
+		http_reply_json(ai->r, 200, out);
 		return;
 	}
 	json_decref(a);
-	im->pending = 1; /* held until every hash is asked for */
-	for (int k = 0; k < im->n; k++) {
-		struct import_job *j;
-		if (!im->rows[k].create)
-			continue;
-		j = calloc(1, sizeof(*j));
-		if (!j || auth_password_generate(im->rows[k].generated,
-		                                 sizeof(im->rows[k].generated)) < 0) {
-			free(j);
-			im->failed = 1;
-			break;
-		}
-		j->im = im;
-		j->i = k;
-		im->pending++;
-		if (auth_hash_async(im->rows[k].generated, import_hashed, j) < 0) {
-			free(j);
-			im->pending--;
-			im->failed = 1;
-			break;
-		}
-	}
-	import_step(im);
+	ai_hash(ai, import_apply);
 }
 
 static void import(struct http_req *r)
@@ -1128,21 +932,15 @@ static void import(struct http_req *r)
 		return;
 	}
 	im = api_state(r, sizeof(*im), import_free);
-	if (!im)
+	if (!im || ai_init(&im->ai, r, &api_classes_import_spec) < 0)
 		return;
-	if (!(im->rows = calloc(IMPORT_MAX_ROWS, sizeof(*im->rows))) ||
-	    !(im->errors = json_array())) {
-		http_reply_error(r, RC_NOMEM, NULL, "out of memory");
-		return;
-	}
-	im->r = r;
 	im->cid = id;
-	im->dry_run = dn >= 0 && (dry[0] == '1' || dry[0] == 't');
+	im->ai.dry_run = dn >= 0 && (dry[0] == '1' || dry[0] == 't');
 	/* the file's own problems first; the roster's need the database, and
 	 * a caller who may not change it hears that before anything else */
-	import_parse(im, r->body ? (const char *)evbuffer_pullup(r->body, -1) : "",
-	             r->body ? evbuffer_get_length(r->body) : 0);
-	rows = import_rows(im, 0);
+	ai_parse(&im->ai, r->body ? (const char *)evbuffer_pullup(r->body, -1) : "",
+	         r->body ? evbuffer_get_length(r->body) : 0);
+	rows = import_rows(&im->ai, 0);
 	doc = json_dumps(rows, JSON_COMPACT);
 	json_decref(rows);
 	if (!doc) {

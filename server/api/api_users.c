@@ -23,17 +23,14 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "api/account_import.h"
 #include "api/api.h"
 #include "auth/auth.h"
 #include "base/config.h"
 #include "base/crypto.h"
-#include "base/csv.h"
 #include "db/db.h"
-#include "net/ws.h"
 #include "base/events.h"
 #include "base/log.h"
-
-#define IMPORT_MAX_ROWS 1000
 
 /* ---- validation ---- */
 
@@ -554,112 +551,43 @@ static void reset_password(struct http_req *r)
 /* ---- CSV import ----
  *
  * One pass reports every problem with its line number: the file is parsed
- * and every row checked, then the usernames that are fine are looked up in
- * one query, and only a file without a single problem creates anyone (in
- * one statement).  ?dry_run=true stops after the checks.  Every imported
- * account must change its password at the first login; generated
- * passwords are in the reply, once. */
+ * and every row checked (account_import.c), then the usernames that are
+ * fine are looked up in one query, and only a file without a single
+ * problem creates anyone (in one statement).  ?dry_run=true stops after the
+ * checks.  Every imported account must change its password at the first
+ * login; generated passwords are in the reply, once. */
 
-enum col { C_USERNAME, C_DISPLAY, C_EMAIL, C_ROLE, C_PASSWORD, C__N };
-static const char *const col_names[C__N] = { "username", "display_name", "email", "role",
-	                                     "password" };
+static const char *import_check(const struct ai_row *row)
+{
+	if (auth_role_parse(row->v[AI_ROLE]) < 0)
+		return "role must be admin, teacher, researcher or student";
+	if (*row->v[AI_PASSWORD])
+		return auth_password_policy(row->v[AI_PASSWORD], row->v[AI_USERNAME]);
+	return NULL;
+}
 
-struct import_row {
-	int line;
-	int bad; /* this row has a problem reported already */
-	char *v[C__N];
-	char generated[32];
-	char *phc;
+const struct ai_spec api_users_import_spec = {
+	.columns = 1u << AI_USERNAME | 1u << AI_DISPLAY | 1u << AI_EMAIL | 1u << AI_ROLE |
+	           1u << AI_PASSWORD,
+	.required = 1u << AI_USERNAME | 1u << AI_ROLE,
+	.need_columns = "the header row must name at least the columns username and role",
+	.columns_hint = "username, display_name, email, role, password",
+	.column_cut = 64,
+	.header_utf8 = "the header row is not valid UTF-8 (save the file as UTF-8)",
+	.header_cell_max = 1099,
+	.max_fields = 16,
+	.field_max = 1024,
+	.field_long = "field %s is too long",
+	.field_utf8 = "field %s is not valid UTF-8 (save the file as UTF-8)",
+	.noun = "users",
+	.twice = " in the file",
+	.nothing = "created",
+	.check = import_check,
 };
-
-struct import {
-	struct http_req *r;
-	struct import_row *rows;
-	int n;
-	int pending;
-	int failed;
-	int dry_run;
-	json_t *errors;
-};
-
-static void import_free(void *p)
-{
-	struct import *im = p;
-
-	for (int i = 0; i < im->n; i++) {
-		for (int k = 0; k < C__N; k++)
-			free(im->rows[i].v[k]);
-		free(im->rows[i].phc);
-	}
-	free(im->rows);
-	json_decref(im->errors);
-	free(im);
-}
-
-/* Replaces each byte that does not begin a valid UTF-8 sequence with '?':
- * a message quoting the file (or cut inside a character) stays JSON. */
-static void utf8_fix(char *s)
-{
-	size_t len = strlen(s), i = 0, n;
-
-	while (i < len) {
-		for (n = 1; n <= 4 && i + n <= len; n++)
-			if (ws_utf8_ok((const uint8_t *)s + i, n))
-				break;
-		if (n > 4 || i + n > len) {
-			s[i++] = '?';
-			continue;
-		}
-		i += n;
-	}
-}
-
-static void import_error(struct import *im, int line, const char *fmt, const char *arg)
-{
-	char msg[1400];
-
-	snprintf(msg, sizeof(msg), fmt, arg ? arg : "");
-	utf8_fix(msg);
-	json_array_append_new(im->errors, json_pack("{s:i, s:s}", "line", line, "message", msg));
-}
-
-static int by_line(const void *a, const void *b)
-{
-	json_int_t x = json_integer_value(json_object_get(*(json_t *const *)a, "line"));
-	json_int_t y = json_integer_value(json_object_get(*(json_t *const *)b, "line"));
-
-	return x < y ? -1 : x > y;
-}
-
-static void import_reply_errors(struct import *im)
-{
-	size_t n = json_array_size(im->errors);
-	json_t **v = calloc(n ? n : 1, sizeof(*v)), *errs;
-	char msg[96];
-
-	/* in file order, whichever check found them */
-	if (v) {
-		for (size_t i = 0; i < n; i++)
-			v[i] = json_incref(json_array_get(im->errors, i));
-		qsort(v, n, sizeof(*v), by_line);
-		json_array_clear(im->errors);
-		for (size_t i = 0; i < n; i++)
-			json_array_append_new(im->errors, v[i]);
-		free(v);
-	}
-	errs = im->errors;
-	im->errors = NULL;
-	snprintf(msg, sizeof(msg), "the CSV has %zu problem%s", n, n == 1 ? "" : "s");
-	http_reply_error_details(im->r, RC_INVALID, errs,
-	                         im->dry_run ? "fix the listed lines and check again"
-	                                     : "fix the listed lines and import again; nothing was "
-	                                       "created",
-	                         msg);
-}
 
 static void import_inserted(PGresult *res, enum rc rc, void *arg)
 {
-	struct import *im = arg;
+	struct ai_import *im = arg;
 	struct http_req *r = im->r;
 	json_t *created;
 
@@ -680,7 +608,7 @@ static void import_inserted(PGresult *res, enum rc rc, void *arg)
 		                  (json_int_t)strtoll(db_val(res, i, 0), NULL, 10), "username", u,
 		                  "display_name", db_val(res, i, 2), "role", db_val(res, i, 3));
 		for (int k = 0; k < im->n; k++)
-			if (strcmp(im->rows[k].v[C_USERNAME], u) == 0 && *im->rows[k].generated)
+			if (strcmp(im->rows[k].v[AI_USERNAME], u) == 0 && *im->rows[k].generated)
 				json_object_set_new(o, "password",
 				                    json_string(im->rows[k].generated));
 		json_array_append_new(created, o);
@@ -690,18 +618,32 @@ static void import_inserted(PGresult *res, enum rc rc, void *arg)
 	                json_pack("{s:o, s:b}", "created", created, "must_change_password", 1));
 }
 
-static void import_insert(struct import *im)
+/* Every password hashed (or not): one statement creates all rows or none. */
+static void import_insert(struct ai_import *im)
 {
-	json_t *arr = json_array();
+	json_t *arr;
 	char *doc;
 	struct db_args a = DB_ARGS_INIT;
 
+	if (im->failed) {
+		if (im->failed == AI_FAIL_BUSY)
+			http_reply_error(im->r, RC_UNAVAILABLE, "retry in a few seconds",
+			                 "server busy");
+		else if (im->failed == AI_FAIL_PREPARE)
+			http_reply_error(im->r, RC_INTERNAL, NULL, "could not prepare passwords");
+		else
+			http_reply_error(im->r, RC_INTERNAL, NULL,
+			                 "could not hash passwords; nothing was created");
+		return;
+	}
+	arr = json_array();
 	for (int i = 0; i < im->n; i++) {
-		struct import_row *row = &im->rows[i];
-		json_array_append_new(
-		        arr, json_pack("{s:s, s:s, s:s, s:s, s:s}", "username", row->v[C_USERNAME],
-		                       "display_name", row->v[C_DISPLAY], "email", row->v[C_EMAIL],
-		                       "role", row->v[C_ROLE], "password_hash", row->phc));
+		struct ai_row *row = &im->rows[i];
+		json_array_append_new(arr, json_pack("{s:s, s:s, s:s, s:s, s:s}", "username",
+		                                     row->v[AI_USERNAME], "display_name",
+		                                     row->v[AI_DISPLAY], "email", row->v[AI_EMAIL],
+		                                     "role", row->v[AI_ROLE], "password_hash",
+		                                     row->phc));
 	}
 	doc = json_dumps(arr, JSON_COMPACT);
 	json_decref(arr);
@@ -711,7 +653,6 @@ static void import_insert(struct import *im)
 	}
 	db_arg_str(&a, doc);
 	db_arg_ll(&a, im->r->auth->user_id);
-	/* one statement: all rows or none */
 	db_query_args("INSERT INTO users (username, display_name, email, role, password_hash,"
 	              " created_by, must_change_password)"
 	              " SELECT x.username, x.display_name, x.email, x.role::user_role,"
@@ -723,49 +664,26 @@ static void import_insert(struct import *im)
 	free(doc);
 }
 
-struct import_job {
-	struct import *im;
-	int i;
-};
-
-static void import_hashed(void *arg, const char *phc)
-{
-	struct import_job *j = arg;
-	struct import *im = j->im;
-
-	if (phc)
-		im->rows[j->i].phc = strdup(phc);
-	if (!phc || !im->rows[j->i].phc)
-		im->failed = 1;
-	free(j);
-	if (--im->pending > 0)
-		return;
-	if (im->failed)
-		http_reply_error(im->r, RC_INTERNAL, NULL,
-		                 "could not hash passwords; nothing was created");
-	else
-		import_insert(im);
-}
-
 /* ?dry_run=true: what an import would create. */
-static void import_reply_dry_run(struct import *im)
+static void import_reply_dry_run(struct ai_import *im)
 {
 	json_t *users = json_array();
 
 	for (int i = 0; i < im->n; i++) {
-		struct import_row *row = &im->rows[i];
-		json_array_append_new(users, json_pack("{s:i, s:s, s:s, s:s, s:s, s:b}", "line",
-		                                       row->line, "username", row->v[C_USERNAME],
-		                                       "display_name", row->v[C_DISPLAY], "email",
-		                                       row->v[C_EMAIL], "role", row->v[C_ROLE],
-		                                       "password_given", *row->v[C_PASSWORD] != 0));
+		struct ai_row *row = &im->rows[i];
+		json_array_append_new(users,
+		                      json_pack("{s:i, s:s, s:s, s:s, s:s, s:b}", "line", row->line,
+		                                "username", row->v[AI_USERNAME], "display_name",
+		                                row->v[AI_DISPLAY], "email", row->v[AI_EMAIL],
+		                                "role", row->v[AI_ROLE], "password_given",
+		                                *row->v[AI_PASSWORD] != 0));
 	}
 	http_reply_json(im->r, 200, json_pack("{s:b, s:o}", "dry_run", 1, "users", users));
 }
 
 static void import_checked(PGresult *res, enum rc rc, void *arg)
 {
-	struct import *im = arg;
+	struct ai_import *im = arg;
 
 	if (rc != RC_OK) {
 		api_reply_db_error(im->r, rc, "");
@@ -775,206 +693,29 @@ static void import_checked(PGresult *res, enum rc rc, void *arg)
 		const char *u = db_val(res, i, 0);
 		int gone = strcmp(db_val(res, i, 1), "t") == 0;
 		for (int k = 0; k < im->n; k++)
-			if (!im->rows[k].bad && strcmp(im->rows[k].v[C_USERNAME], u) == 0)
-				import_error(im, im->rows[k].line,
-				             gone ? "username '%s' belongs to a deleted account"
-				                  : "username '%s' already exists",
-				             u);
+			if (!im->rows[k].bad && strcmp(im->rows[k].v[AI_USERNAME], u) == 0)
+				ai_error(im, im->rows[k].line,
+				         gone ? "username '%s' belongs to a deleted account"
+				              : "username '%s' already exists",
+				         u);
 	}
 	if (json_array_size(im->errors)) {
-		import_reply_errors(im);
+		ai_reply_errors(im);
 		return;
 	}
 	if (im->dry_run) {
 		import_reply_dry_run(im);
 		return;
 	}
-	im->pending = im->n;
-	for (int i = 0; i < im->n; i++) {
-		struct import_row *row = &im->rows[i];
-		struct import_job *j = calloc(1, sizeof(*j));
-		const char *pw = *row->v[C_PASSWORD] ? row->v[C_PASSWORD] : NULL;
-		if (!pw && auth_password_generate(row->generated, sizeof(row->generated)) == 0)
-			pw = row->generated;
-		if (!j || !pw) {
-			free(j);
-			im->failed = 1;
-			if (--im->pending == 0)
-				http_reply_error(im->r, RC_INTERNAL, NULL,
-				                 "could not prepare passwords");
-			continue;
-		}
-		j->im = im;
-		j->i = i;
-		if (auth_hash_async(pw, import_hashed, j) < 0) {
-			free(j);
-			im->failed = 1;
-			if (--im->pending == 0)
-				http_reply_error(im->r, RC_UNAVAILABLE, "retry in a few seconds",
-				                 "server busy");
-		}
-	}
-}
-
-/* The bytes after the next newline at or after buf[off], or len. */
-static size_t next_line(const char *buf, size_t len, size_t off)
-{
-	const char *nl = off < len ? memchr(buf + off, '\n', len - off) : NULL;
-
-	return nl ? (size_t)(nl - buf) + 1 : len;
-}
-
-/* Checks one data row; reports its first problem. */
-static void import_check_row(struct import *im, struct import_row *row)
-{
-	const char *why;
-
-	if ((why = api_users_check_username(row->v[C_USERNAME])) ||
-	    (why = api_users_check_email(row->v[C_EMAIL])) ||
-	    (why = api_users_check_display_name(row->v[C_DISPLAY])) ||
-	    (auth_role_parse(row->v[C_ROLE]) < 0 &&
-	     (why = "role must be admin, teacher, researcher or student")) ||
-	    (*row->v[C_PASSWORD] &&
-	     (why = auth_password_policy(row->v[C_PASSWORD], row->v[C_USERNAME])))) {
-		import_error(im, row->line, "%s", why);
-		row->bad = 1;
-		return;
-	}
-	for (int k = 0; &im->rows[k] != row; k++)
-		if (!im->rows[k].bad &&
-		    strcmp(im->rows[k].v[C_USERNAME], row->v[C_USERNAME]) == 0) {
-			char msg[120];
-			snprintf(msg, sizeof(msg),
-			         "username '%s' appears twice in the file (line %d)",
-			         row->v[C_USERNAME], im->rows[k].line);
-			import_error(im, row->line, "%s", msg);
-			row->bad = 1;
-			return;
-		}
-}
-
-/* Parses and checks the whole CSV, every line, whatever it finds on the
- * way; 0 when every row is fine.  A problem with the header row ends it
- * (the columns of the rest are unknown). */
-static int import_parse(struct import *im, const char *buf, size_t len)
-{
-	struct csv_field f[16];
-	int map[16], line = 0, extra = 0, have[C__N] = { 0 }, header = 0;
-	size_t nf, off = 0, ncols = 0;
-	char val[1100];
-
-	if (len >= 3 && memcmp(buf, "\xef\xbb\xbf", 3) == 0)
-		off = 3; /* spreadsheet byte-order mark */
-	while (off < len) {
-		ssize_t used = csv_parse_record(buf + off, len - off, 1, f, 16, &nf);
-		line += 1 + extra; /* the record's first line */
-		extra = 0;
-		if (used <= 0) {
-			import_error(im, line,
-			             "malformed CSV line (an unbalanced quote, a quote inside an "
-			             "unquoted field, or more than 16 fields)%s",
-			             "");
-			if (!header)
-				return -1;
-			off = next_line(buf, len, off); /* go on with the next line */
-			continue;
-		}
-		/* a quoted field may span lines: the next record starts lower */
-		for (const char *c = buf + off; c < buf + off + used - 1; c++)
-			if (*c == '\n')
-				extra++;
-		off += (size_t)used;
-		if (nf == 1 && f[0].len == 0)
-			continue; /* blank line */
-		if (!header) {
-			header = line;
-			ncols = nf;
-			for (size_t i = 0; i < nf; i++) {
-				ssize_t vn;
-				map[i] = -1;
-				if ((vn = csv_field_copy(&f[i], val, sizeof(val))) < 0)
-					continue;
-				if (!ws_utf8_ok((const uint8_t *)val, (size_t)vn)) {
-					import_error(im, line,
-					             "the header row is not valid UTF-8 (save the "
-					             "file as UTF-8)%s",
-					             "");
-					return -1;
-				}
-				for (char *c = val; *c; c++)
-					*c = (char)tolower((unsigned char)*c);
-				for (int k = 0; k < C__N; k++)
-					if (strcmp(val, col_names[k]) == 0 && !have[k]) {
-						map[i] = k;
-						have[k] = 1;
-					}
-				if (map[i] < 0) {
-					import_error(
-					        im, line,
-					        "unknown or repeated column '%.64s' (use username, "
-					        "display_name, email, role, password)",
-					        val);
-					return -1;
-				}
-			}
-			if (!have[C_USERNAME] || !have[C_ROLE]) {
-				import_error(im, line,
-				             "the header row must name at least the columns "
-				             "username and role%s",
-				             "");
-				return -1;
-			}
-			continue;
-		}
-		if (nf != ncols) {
-			char msg[96];
-			snprintf(msg, sizeof(msg),
-			         "this line has %zu fields; the header row has %zu", nf, ncols);
-			import_error(im, line, "%s", msg);
-			continue;
-		}
-		if (im->n >= IMPORT_MAX_ROWS) {
-			import_error(im, line, "at most 1000 users per import%s", "");
-			return -1;
-		}
-		struct import_row *row = &im->rows[im->n++];
-		row->line = line;
-		for (size_t i = 0; i < nf && !row->bad; i++) {
-			ssize_t n = csv_field_copy(&f[i], val, sizeof(val));
-			if (n < 0 || memchr(val, '\0', (size_t)n) || n > 1024) {
-				import_error(im, line, "field %s is too long", col_names[map[i]]);
-				row->bad = 1;
-				break;
-			}
-			if (!ws_utf8_ok((const uint8_t *)val, (size_t)n)) {
-				import_error(im, line,
-				             "field %s is not valid UTF-8 (save the file as UTF-8)",
-				             col_names[map[i]]);
-				row->bad = 1;
-				break;
-			}
-			free(row->v[map[i]]);
-			row->v[map[i]] = strdup(val);
-		}
-		for (int k = 0; k < C__N; k++)
-			if (!row->v[k] && !(row->v[k] = strdup(""))) {
-				import_error(im, line, "out of memory%s", "");
-				return -1;
-			}
-		if (!row->bad)
-			import_check_row(im, row);
-	}
-	if (line == 0)
-		import_error(im, 1, "the CSV is empty%s", "");
-	else if (im->n == 0 && json_array_size(im->errors) == 0)
-		import_error(im, line, "the CSV has a header row but no users%s", "");
-	return json_array_size(im->errors) ? -1 : 0;
+	for (int i = 0; i < im->n; i++)
+		im->rows[i].create = 1;
+	ai_hash(im, import_insert);
 }
 
 static void import(struct http_req *r)
 {
 	const char *ct = http_header(r, "Content-Type");
-	struct import *im;
+	struct ai_import *im;
 	size_t len = evbuffer_get_length(r->body);
 	json_t *names;
 	char *doc, dry[8];
@@ -994,20 +735,12 @@ static void import(struct http_req *r)
 		                 "dry_run must be true or false, not '%s'", dry);
 		return;
 	}
-	im = calloc(1, sizeof(*im));
-	if (!im || !(im->rows = calloc(IMPORT_MAX_ROWS, sizeof(*im->rows))) ||
-	    !(im->errors = json_array())) {
-		if (im)
-			import_free(im);
-		http_reply_error(r, RC_NOMEM, NULL, "out of memory");
+	im = api_state(r, sizeof(*im), ai_free);
+	if (!im || ai_init(im, r, &api_users_import_spec) < 0)
 		return;
-	}
-	im->r = r;
 	im->dry_run = dn >= 0 && dry[0] == 't';
-	r->data = im;
-	r->data_free = import_free;
-	if (import_parse(im, (const char *)evbuffer_pullup(r->body, -1), len) < 0 && im->n == 0) {
-		import_reply_errors(im);
+	if (ai_parse(im, (const char *)evbuffer_pullup(r->body, -1), len) < 0 && im->n == 0) {
+		ai_reply_errors(im);
 		return;
 	}
 	/* the usernames that are fine so far, against the accounts there are:
@@ -1015,7 +748,7 @@ static void import(struct http_req *r)
 	names = json_array();
 	for (int i = 0; i < im->n; i++)
 		if (!im->rows[i].bad)
-			json_array_append_new(names, json_string(im->rows[i].v[C_USERNAME]));
+			json_array_append_new(names, json_string(im->rows[i].v[AI_USERNAME]));
 	doc = json_dumps(names, JSON_COMPACT);
 	json_decref(names);
 	if (!doc) {

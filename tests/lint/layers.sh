@@ -14,7 +14,8 @@
 #   work      base db engine storage
 #   apps      base net db engine auth
 #   api       everything below; of api/ only the shared helpers api.h,
-#             metrics.h, admit.h, job_body.h and jobcursor.h (pure), never
+#             metrics.h, admit.h, job_body.h, jobcursor.h (pure) and
+#             account_import.h, never
 #             another resource's file
 #   main.c    everything
 set -euo pipefail
@@ -32,7 +33,7 @@ declare -A ALLOW=(
 	[apps]="base net db engine auth apps"
 	[api]="base net db engine storage auth sched work apps api"
 )
-API_SHARED="api/api.h api/metrics.h api/admit.h api/job_body.h api/jobcursor.h"
+API_SHARED="api/api.h api/metrics.h api/admit.h api/job_body.h api/jobcursor.h api/account_import.h"
 
 bad=0
 for dir in */; do
