@@ -138,6 +138,23 @@ describe('lab sessions', () => {
     assert.equal(nocsrf.status, 403, nocsrf.text);
     const anon = new Client(w.srv.base);
     assert.equal((await anon.get(path())).status, 401);
+    // a read-only token reads the sessions and changes none; a foreign Origin changes none
+    const tok = await teacher.c.post('/api/v1/tokens', { name: 'ro-sessions', scopes: ['read'] });
+    assert.equal(tok.status, 201, tok.text);
+    const ro = new Client(w.srv.base);
+    ro.token = tok.json.token;
+    assert.equal((await ro.get(path())).status, 200);
+    const before = sql(w.srv, `SELECT count(*) FROM class_sessions WHERE class_id = ${cls}`);
+    for (const [m, p, b] of [['POST', path(), { starts_at: iso(base), ends_at: iso(base + H), slices: 0 }],
+      ['PATCH', `${path()}/${c.json.id}`, { slices: 0 }], ['DELETE', `${path()}/${c.json.id}`]]) {
+      const r = await ro.req(m, p, b);
+      assert.equal(r.status, 403, `a read token does not ${m} ${p}: ${r.text}`);
+      assertErrorShape(r.json, 'forbidden');
+      const o = await teacher.c.req(m, p, b, { origin: 'http://evil.example' });
+      assert.equal(o.status, 403, `a foreign Origin does not ${m} ${p}`);
+    }
+    assert.equal(sql(w.srv, `SELECT count(*) FROM class_sessions WHERE class_id = ${cls}`), before);
+    assert.equal(sql(w.srv, `SELECT slices || ' ' || (cancelled_at IS NULL) FROM class_sessions WHERE id = ${c.json.id}`), '1 true');
   });
 
   it('pre-pulls the class\'s images to the pool\'s nodes before a session opens', async () => {
