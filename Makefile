@@ -52,7 +52,9 @@ SRCS = $(addprefix server/base/,rc.c log.c config.c crypto.c worker.c csv.c cloc
          api_tensorboards.c api_instances.c api_settings.c admit.c job_body.c api_jobs.c \
          api_job_metrics.c api_sweeps.c api_job_templates.c jobcursor.c \
          api_classes.c api_class_sessions.c api_assignments.c api_class_ops.c \
-         account_import.c)
+         account_import.c) \
+       $(addprefix server/api/,api_usage.c) \
+       $(addprefix server/api/,api_notifications.c)
 MAIN = server/main.c
 
 OBJS      = $(SRCS:server/%.c=$(BUILD)/obj/%.o)

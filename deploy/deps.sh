@@ -24,6 +24,9 @@ PACKAGES=(
 	chromium fonts-wqy-microhei nginx-light wrk
 	# the proxy benchmark's baseline (JupyterHub's proxy)
 	node-configurable-http-proxy
+	# operations: promtool checks /metrics, systemd-analyze the unit, an SMTP
+	# sink receives notification mail, libyaml reads the CLI's job files
+	prometheus systemd python3-aiosmtpd libyaml-dev
 )
 # Node.js may come from elsewhere; only install Debian's when there is none.
 if ! command -v node >/dev/null 2>&1; then

@@ -39,6 +39,8 @@ export const PAGES = [
   { route: '/class/assignments', title: 'class.assignments.title', roles: EVERYONE, load: () => import('./pages/class-assignments.js') },
   { route: '/class/dashboard', title: 'class.dashboard.title', roles: EVERYONE, load: () => import('./pages/class-dashboard.js') },
   { route: '/join', title: 'class.join.title', roles: EVERYONE, load: () => import('./pages/class-join.js') },
+  { route: '/notifications', title: 'notif.title', roles: EVERYONE, load: () => import('./pages/notifications.js') },
+  { route: '/class/usage', title: 'usage.class.title', roles: EVERYONE, load: () => import('./pages/class-usage.js') },
   { route: '/terminal', title: 'terminal.titleNone', roles: EVERYONE, load: () => import('./pages/terminal.js') },
   { route: '/admin/users', title: 'nav.users', nav: 'admin-users', icon: 'users', section: ADMIN_SECTION, roles: ADMIN, load: () => import('./pages/admin-users.js') },
   { route: '/admin/nodes', title: 'nav.nodes', nav: 'admin-nodes', icon: 'server', section: ADMIN_SECTION, roles: ADMIN, load: () => import('./pages/admin-nodes.js') },
@@ -46,6 +48,8 @@ export const PAGES = [
   { route: '/admin/quotas', title: 'nav.quotas', nav: 'admin-quotas', icon: 'bars', section: ADMIN_SECTION, roles: ADMIN, load: () => import('./pages/admin-quotas.js') },
   { route: '/admin/images', title: 'nav.images', nav: 'admin-images', icon: 'upload', section: ADMIN_SECTION, roles: ADMIN, load: () => import('./pages/admin-images.js') },
   { route: '/admin/job-templates', title: 'nav.jobTemplates', nav: 'admin-job-templates', icon: 'layers', section: ADMIN_SECTION, roles: ADMIN, load: () => import('./pages/admin-job-templates.js') },
+  { route: '/admin/usage', title: 'nav.usage', nav: 'admin-usage', icon: 'bars', section: ADMIN_SECTION, roles: ADMIN, load: () => import('./pages/admin-usage.js') },
+  { route: '/admin/audit', title: 'nav.audit', nav: 'admin-audit', icon: 'key', section: ADMIN_SECTION, roles: ADMIN, load: () => import('./pages/admin-audit.js') },
   { route: '/admin/registries', title: 'nav.registries', nav: 'admin-registries', icon: 'key', section: ADMIN_SECTION, roles: ADMIN, load: () => import('./pages/admin-registries.js') },
 ];
 

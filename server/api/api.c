@@ -460,6 +460,8 @@ void api_register_all(void)
 	router_add(api_assignments_routes);
 	api_assignments_init();
 	router_add(api_class_ops_routes);
+	router_add(api_usage_routes);
+	router_add(api_notifications_routes);
 }
 
 /* ---- byte ranges (files and job logs) ---- */

@@ -160,6 +160,8 @@ extern const struct route api_class_sessions_routes[];
 void api_class_sessions_init(void);
 extern const struct route api_assignments_routes[];
 extern const struct route api_class_ops_routes[];
+extern const struct route api_usage_routes[];
+extern const struct route api_notifications_routes[];
 /* The leader's periodic collects at deadlines and releases to new members
  * (api_assignments.c). */
 void api_assignments_init(void);

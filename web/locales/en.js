@@ -25,5 +25,8 @@ import classes from './en/classes.js';
 import classSessions from './en/class-sessions.js';
 import classAssignments from './en/class-assignments.js';
 import classTeach from './en/class-teach.js';
+import usage from './en/usage.js';
+import audit from './en/audit.js';
+import notif from './en/notifications.js';
 
-export default merge(shell, errors, auth, home, instances, jobs, jobMembers, files, cluster, users, nodes, pools, images, quotas, sweeps, templates, sweepTemplates, classes, classSessions, classAssignments, classTeach);
+export default merge(shell, errors, auth, home, instances, jobs, jobMembers, files, cluster, users, nodes, pools, images, quotas, sweeps, templates, sweepTemplates, classes, classSessions, classAssignments, classTeach, usage, audit, notif);

@@ -25,5 +25,8 @@ import classes from './zh-CN/classes.js';
 import classSessions from './zh-CN/class-sessions.js';
 import classAssignments from './zh-CN/class-assignments.js';
 import classTeach from './zh-CN/class-teach.js';
+import usage from './zh-CN/usage.js';
+import audit from './zh-CN/audit.js';
+import notif from './zh-CN/notifications.js';
 
-export default merge(shell, errors, auth, home, instances, jobs, jobMembers, files, cluster, users, nodes, pools, images, quotas, sweeps, templates, sweepTemplates, classes, classSessions, classAssignments, classTeach);
+export default merge(shell, errors, auth, home, instances, jobs, jobMembers, files, cluster, users, nodes, pools, images, quotas, sweeps, templates, sweepTemplates, classes, classSessions, classAssignments, classTeach, usage, audit, notif);

@@ -1,0 +1,6 @@
+/* api_notifications.c — /notifications (issue 15; being built). */
+#include "api/api.h"
+
+const struct route api_notifications_routes[] = {
+	{ 0, NULL, NULL, 0, 0, 0, NULL },
+};

@@ -1,0 +1,4 @@
+// English — Administration → Audit log.
+export default {
+  'nav.audit': 'Audit log',
+};

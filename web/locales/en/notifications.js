@@ -1,0 +1,4 @@
+// English — notifications: the bell, the Notifications page, mail settings.
+export default {
+  'notif.title': 'Notifications',
+};

@@ -1,0 +1,4 @@
+// admin-usage.js — being built (issue 15).
+export function render(main) {
+  main.textContent = '';
+}

@@ -1,0 +1,4 @@
+// class-usage.js — being built (issue 15).
+export function render(main) {
+  main.textContent = '';
+}

@@ -1,0 +1,4 @@
+// notifications.js — being built (issue 15).
+export function render(main) {
+  main.textContent = '';
+}
