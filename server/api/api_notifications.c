@@ -290,7 +290,7 @@ static void prefs_put(struct http_req *r)
 		auth_audit(r, r->auth, "user.email", r->auth->username, NULL);
 	db_query_args("WITH u AS (UPDATE users SET email = COALESCE($2, email),"
 	              "  updated_at = CASE WHEN $2 IS NULL THEN updated_at ELSE now() END"
-	              "  WHERE id = $1 RETURNING id),"
+	              "  WHERE id = $1 RETURNING id, email),"
 	              " p AS (INSERT INTO notification_prefs (user_id, email_off, language)"
 	              "  SELECT $1, $3::text[], COALESCE($5, 'en') FROM u"
 	              "  ON CONFLICT (user_id) DO UPDATE SET"
@@ -298,8 +298,7 @@ static void prefs_put(struct http_req *r)
 	              "   || $3::text[]) k WHERE k <> ALL ($4::text[]) ORDER BY k),"
 	              "  language = COALESCE($5, notification_prefs.language), updated_at = now()"
 	              "  RETURNING email_off, language)"
-	              " SELECT u2.email, array_to_json(p.email_off)::text, p.language"
-	              " FROM p, users u2 WHERE u2.id = $1",
+	              " SELECT u.email, array_to_json(p.email_off)::text, p.language FROM p, u",
 	              &a, prefs_done, r);
 out:
 	json_decref(body);
