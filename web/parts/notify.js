@@ -7,8 +7,9 @@ import { t, formatBytes, formatDate, LANGUAGES, getLanguage } from '../i18n.js';
 import { h, field, messageBox, busy } from '../ui.js';
 import { poll } from './poll.js';
 
-export const KINDS = ['job.succeeded', 'job.failed', 'instance.idle_warning', 'instance.stopped',
-  'quota.storage', 'quota.gpu_hours', 'class.notice'];
+// (one string: its parts are kinds, not dictionary keys)
+export const KINDS = 'job.succeeded job.failed instance.idle_warning instance.stopped quota.storage quota.gpu_hours class.notice'.split(' ');
+const [, JOB_FAILED, IDLE_WARNING, STOPPED, STORAGE] = KINDS;
 
 const BELL_MS = 30000;
 let bellPoll = null;
@@ -50,11 +51,12 @@ export function words(n) {
   const p = { ...n.params };
   const kind = KINDS.includes(n.kind) ? n.kind : null;
   if (!kind) return { title: t('notif.kind.unknown.title'), body: '' };
-  if (kind === 'instance.idle_warning' && p.stop_at) p.stop_at = formatDate(p.stop_at);
-  if (kind === 'instance.stopped') p.why = t(p.why === 'idle' ? 'notif.why.idle' : 'notif.why.lifetime');
-  if (kind === 'quota.storage') { p.bytes = formatBytes(p.bytes); p.limit = formatBytes(p.limit_bytes); }
+  if (kind === IDLE_WARNING && p.stop_at) p.stop_at = formatDate(p.stop_at);
+  if (kind === STOPPED) p.why = t(p.why === 'idle' ? 'notif.why.idle' : 'notif.why.lifetime');
+  if (kind === JOB_FAILED) p.state = t(`job.state.${p.state}`);
+  if (kind === STORAGE) { p.bytes = formatBytes(p.bytes); p.limit = formatBytes(p.limit_bytes); }
   let body = t(`notif.kind.${kind}.body`, p);
-  if (kind === 'job.failed' && Number.isInteger(p.exit_code)) body += ' ' + t('notif.exitCode', { code: p.exit_code });
+  if (kind === JOB_FAILED && Number.isInteger(p.exit_code)) body += t('notif.exitCode', { code: p.exit_code });
   return { title: t(`notif.kind.${kind}.title`, p), body };
 }
 
@@ -70,7 +72,7 @@ export function mailPrefsCard() {
     note,
     field(t('notif.prefs.email'), email, t('notif.prefs.emailHelp')),
     field(t('notif.prefs.language'), lang),
-    h('fieldset', { class: 'field checks' }, h('legend', null, t('notif.prefs.kinds')),
+    h('fieldset', { class: 'field checks notif-kinds' }, h('legend', null, t('notif.prefs.kinds')),
       KINDS.map((k) => h('label', { class: 'check', for: boxes.get(k).id }, boxes.get(k), ' ', t(`notif.prefs.kind.${k}`)))),
     msg.el,
     h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'btn btn-primary' }, t('notif.prefs.save'))));

@@ -24,7 +24,7 @@ export default {
   'notif.kind.job.succeeded.title': '作业 {name} 已完成',
   'notif.kind.job.succeeded.body': '你的作业 {name}（#{job_id}）已成功完成。',
   'notif.kind.job.failed.title': '作业 {name} 失败',
-  'notif.kind.job.failed.body': '你的作业 {name}（#{job_id}）以 {state} 结束。',
+  'notif.kind.job.failed.body': '你的作业 {name}（#{job_id}）已结束：{state}。',
   'notif.exitCode': '退出码：{code}。',
   'notif.kind.instance.idle_warning.title': '实例 {name} 即将被停止',
   'notif.kind.instance.idle_warning.body': '你的实例 {name} 已空闲 {idle_seconds} 秒。如果在 {stop_at} 之前仍未使用，它将被停止。',
