@@ -89,8 +89,8 @@ static const struct text texts[] = {
 	    "你的作业 {name}（#{job_id}）已成功完成。" } },
 	{ "job.failed",
 	  { "Job {name} failed", "作业 {name} 失败" },
-	  { "Your job {name} (#{job_id}) ended as {state}.{exit_text}\n{reason}",
-	    "你的作业 {name}（#{job_id}）以 {state} 结束。{exit_text}\n{reason}" } },
+	  { "Your job {name} (#{job_id}) ended: {state_text}.{exit_text}\n{reason}",
+	    "你的作业 {name}（#{job_id}）已结束：{state_text}。{exit_text}\n{reason}" } },
 	{ "instance.idle_warning",
 	  { "Instance {name} will be stopped", "实例 {name} 即将被停止" },
 	  { "Your instance {name} has been idle for {idle_seconds} s. It will be stopped at "
@@ -167,6 +167,12 @@ static char *derive(const json_t *params, const char *name, int zh)
 		snprintf(tmp, sizeof(tmp), zh ? "退出码：%lld。" : " Exit code: %lld.",
 		         (long long)json_integer_value(v));
 		return strdup(tmp);
+	}
+	if (strcmp(name, "state_text") == 0) {
+		v = json_object_get(params, "state");
+		if (json_is_string(v) && strcmp(json_string_value(v), "lost") == 0)
+			return strdup(zh ? "丢失" : "lost");
+		return strdup(zh ? "失败" : "failed");
 	}
 	if (strcmp(name, "why_text") == 0) {
 		v = json_object_get(params, "why");
@@ -330,11 +336,11 @@ static void put_encoded(struct buf *b, const char *s)
 	size_t n = strlen(s), i = 0;
 
 	while (i < n) {
-		size_t take = n - i > 45 ? 45 : n - i; /* 45 bytes -> 60 base64 */
+		size_t take = n - i > 36 ? 36 : n - i; /* 36 bytes -> 48 base64: 60 a word */
 		while (i + take < n && take > 0 && ((unsigned char)s[i + take] & 0xc0) == 0x80)
 			take--;
 		if (take == 0)
-			take = n - i > 45 ? 45 : n - i;
+			take = n - i > 36 ? 36 : n - i;
 		if (i)
 			puts_(b, "\r\n ");
 		puts_(b, "=?UTF-8?B?");
