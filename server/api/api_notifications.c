@@ -18,18 +18,22 @@
 #include "work/mailer.h"
 
 static const char *const kinds[] = {
-	"job.succeeded",  "job.failed",      "instance.idle_warning", "instance.stopped",
-	"quota.storage",  "quota.gpu_hours", "class.notice",
+	"job.succeeded", "job.failed",      "instance.idle_warning", "instance.stopped",
+	"quota.storage", "quota.gpu_hours", "class.notice",
 };
 #define NKINDS (sizeof(kinds) / sizeof(kinds[0]))
 
 /* One notification as a JSON document (text), from notifications n. */
-#define NOTIFICATION_JSON                                                                   \
-	"json_build_object('id', n.id, 'kind', n.kind, 'params', n.params, 'link', n.link,"  \
-	" 'created_at', " DB_TS("n.created_at") ", 'read', n.read_at IS NOT NULL,"           \
-	" 'read_at', " DB_TS("n.read_at") ", 'mail', json_build_object('state', n.mail_state," \
-	" 'attempts', n.mail_attempts, 'error', n.mail_error, 'sent_at', " DB_TS(            \
-	        "n.mailed_at") "))::text"
+#define NOTIFICATION_JSON                                                                      \
+	"json_build_object('id', n.id, 'kind', n.kind, 'params', n.params, 'link', n.link,"    \
+	" 'created_at', " DB_TS(                                                               \
+	        "n.created_at") ", 'read', n.read_at IS NOT NULL,"                             \
+	                        " 'read_at', " DB_TS(                                          \
+	                                "n.read_at") ", 'mail', json_build_object('state', "   \
+	                                             "n.mail_state,"                           \
+	                                             " 'attempts', n.mail_attempts, 'error', " \
+	                                             "n.mail_error, 'sent_at', " DB_TS(        \
+	                                                     "n.mailed_at") "))::text"
 
 static json_t *notification_row(const PGresult *res, int i)
 {
@@ -51,7 +55,8 @@ static void list(struct http_req *r)
 		return;
 	if (*unread && strcmp(unread, "1") && strcmp(unread, "0") && strcmp(unread, "true") &&
 	    strcmp(unread, "false")) {
-		http_reply_error(r, RC_INVALID, "use unread=1 or unread=0", "bad unread '%s'", unread);
+		http_reply_error(r, RC_INVALID, "use unread=1 or unread=0", "bad unread '%s'",
+		                 unread);
 		return;
 	}
 	db_arg_ll(&a, r->auth->user_id);
@@ -74,9 +79,9 @@ static void count_done(PGresult *res, enum rc rc, void *arg)
 		api_reply_db_error(r, rc, "cannot count the notifications");
 		return;
 	}
-	http_reply_json(r, 200,
-	                json_pack("{s:I}", "unread",
-	                          (json_int_t)strtoll(db_val(res, 0, 0), NULL, 10)));
+	http_reply_json(
+	        r, 200,
+	        json_pack("{s:I}", "unread", (json_int_t)strtoll(db_val(res, 0, 0), NULL, 10)));
 }
 
 /* GET /notifications/unread_count — what the bell shows. */
@@ -158,7 +163,7 @@ static void mark_all_read(struct http_req *r)
 }
 
 /* DELETE /notifications/{id} */
-static void delete(struct http_req *r)
+static void delete (struct http_req *r)
 {
 	long long id;
 	struct db_args a = DB_ARGS_INIT;
@@ -190,7 +195,8 @@ static void prefs_done(PGresult *res, enum rc rc, void *arg)
 		size_t i;
 		json_t *e;
 		json_array_foreach(off, i, e) if (json_is_string(e) &&
-		                                  strcmp(json_string_value(e), kinds[k]) == 0) on = 0;
+		                                  strcmp(json_string_value(e), kinds[k]) == 0) on =
+		        0;
 		json_object_set_new(email_kinds, kinds[k], json_boolean(on));
 	}
 	json_decref(off);
@@ -200,9 +206,9 @@ static void prefs_done(PGresult *res, enum rc rc, void *arg)
 	                          cfg.smtp_url && *cfg.smtp_url));
 }
 
-#define PREFS_SELECT                                                                      \
-	"SELECT u.email, COALESCE(array_to_json(p.email_off), '[]')::text,"               \
-	" COALESCE(p.language, 'en') FROM users u LEFT JOIN notification_prefs p ON"      \
+#define PREFS_SELECT                                                                 \
+	"SELECT u.email, COALESCE(array_to_json(p.email_off), '[]')::text,"          \
+	" COALESCE(p.language, 'en') FROM users u LEFT JOIN notification_prefs p ON" \
 	" p.user_id = u.id WHERE u.id = $1"
 
 /* GET /notifications/preferences */
@@ -266,15 +272,16 @@ static void prefs_put(struct http_req *r)
 		for (k = 0; k < NKINDS && strcmp(kinds[k], key); k++)
 			;
 		if (k == NKINDS) {
-			http_reply_error(r, RC_INVALID, "kinds: job.succeeded, job.failed, "
+			http_reply_error(r, RC_INVALID,
+			                 "kinds: job.succeeded, job.failed, "
 			                 "instance.idle_warning, instance.stopped, quota.storage, "
 			                 "quota.gpu_hours, class.notice",
 			                 "unknown notification kind '%.40s'", key);
 			goto out;
 		}
 		if (!json_is_boolean(v)) {
-			http_reply_error(r, RC_INVALID, NULL, "email_kinds.%s must be true or false",
-			                 kinds[k]);
+			http_reply_error(r, RC_INVALID, NULL,
+			                 "email_kinds.%s must be true or false", kinds[k]);
 			goto out;
 		}
 		arr_add(json_is_true(v) ? on : off, sizeof(on), kinds[k]);
@@ -288,18 +295,19 @@ static void prefs_put(struct http_req *r)
 	db_arg_str(&a, lang);
 	if (email)
 		auth_audit(r, r->auth, "user.email", r->auth->username, NULL);
-	db_query_args("WITH u AS (UPDATE users SET email = COALESCE($2, email),"
-	              "  updated_at = CASE WHEN $2 IS NULL THEN updated_at ELSE now() END"
-	              "  WHERE id = $1 RETURNING id, email),"
-	              " p AS (INSERT INTO notification_prefs (user_id, email_off, language)"
-	              "  SELECT $1, $3::text[], COALESCE($5, 'en') FROM u"
-	              "  ON CONFLICT (user_id) DO UPDATE SET"
-	              "  email_off = ARRAY(SELECT DISTINCT k FROM unnest(notification_prefs.email_off"
-	              "   || $3::text[]) k WHERE k <> ALL ($4::text[]) ORDER BY k),"
-	              "  language = COALESCE($5, notification_prefs.language), updated_at = now()"
-	              "  RETURNING email_off, language)"
-	              " SELECT u.email, array_to_json(p.email_off)::text, p.language FROM p, u",
-	              &a, prefs_done, r);
+	db_query_args(
+	        "WITH u AS (UPDATE users SET email = COALESCE($2, email),"
+	        "  updated_at = CASE WHEN $2 IS NULL THEN updated_at ELSE now() END"
+	        "  WHERE id = $1 RETURNING id, email),"
+	        " p AS (INSERT INTO notification_prefs (user_id, email_off, language)"
+	        "  SELECT $1, $3::text[], COALESCE($5, 'en') FROM u"
+	        "  ON CONFLICT (user_id) DO UPDATE SET"
+	        "  email_off = ARRAY(SELECT DISTINCT k FROM unnest(notification_prefs.email_off"
+	        "   || $3::text[]) k WHERE k <> ALL ($4::text[]) ORDER BY k),"
+	        "  language = COALESCE($5, notification_prefs.language), updated_at = now()"
+	        "  RETURNING email_off, language)"
+	        " SELECT u.email, array_to_json(p.email_off)::text, p.language FROM p, u",
+	        &a, prefs_done, r);
 out:
 	json_decref(body);
 }

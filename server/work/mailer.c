@@ -95,7 +95,8 @@ static const struct text texts[] = {
 	  { "Instance {name} will be stopped", "实例 {name} 即将被停止" },
 	  { "Your instance {name} has been idle for {idle_seconds} s. It will be stopped at "
 	    "{stop_at} unless it is used.",
-	    "你的实例 {name} 已空闲 {idle_seconds} 秒。如果在 {stop_at} 之前仍未使用，它将被停止。" } },
+	    "你的实例 {name} 已空闲 {idle_seconds} 秒。如果在 {stop_at} "
+	    "之前仍未使用，它将被停止。" } },
 	{ "instance.stopped",
 	  { "Instance {name} was stopped", "实例 {name} 已被停止" },
 	  { "Your instance {name} was stopped: {why_text}.",
@@ -110,7 +111,8 @@ static const struct text texts[] = {
 	  { "GPU-hours in pool {pool} at {percent}%", "资源池 {pool} 的 GPU 时长已用 {percent}%" },
 	  { "You have used {used_hours} of your {limit_hours} GPU-hours per week in pool {pool} "
 	    "({percent}%).",
-	    "你在资源池 {pool} 中已使用每周 {limit_hours} GPU 小时中的 {used_hours}（{percent}%）。" } },
+	    "你在资源池 {pool} 中已使用每周 {limit_hours} GPU 小时中的 "
+	    "{used_hours}（{percent}%）。" } },
 	{ "class.notice",
 	  { "Notice in {class}: {first_line}", "课程 {class} 的通知：{first_line}" },
 	  { "{author} posted a notice in class {class}:\n\n{body}",
@@ -422,7 +424,8 @@ char *mailer_message(const char *from, const char *to, const char *subject, cons
 			put(&text, p, 1);
 	}
 	for (size_t i = 0; i < text.len; i += 57) {
-		put_b64(&b, (const unsigned char *)text.p + i, text.len - i > 57 ? 57 : text.len - i);
+		put_b64(&b, (const unsigned char *)text.p + i,
+		        text.len - i > 57 ? 57 : text.len - i);
 		puts_(&b, "\r\n");
 	}
 	free(text.p);
@@ -501,9 +504,10 @@ static void send_work(void *arg)
 		curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 		curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
 		curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
-		curl_easy_setopt(c, CURLOPT_USE_SSL, strcmp(r->tls, "required") == 0 ? CURLUSESSL_ALL
-		                                     : strcmp(r->tls, "none") == 0   ? CURLUSESSL_NONE
-		                                                                     : CURLUSESSL_TRY);
+		curl_easy_setopt(c, CURLOPT_USE_SSL,
+		                 strcmp(r->tls, "required") == 0 ? CURLUSESSL_ALL
+		                 : strcmp(r->tls, "none") == 0   ? CURLUSESSL_NONE
+		                                                 : CURLUSESSL_TRY);
 		if (*r->user) {
 			curl_easy_setopt(c, CURLOPT_USERNAME, r->user);
 			curl_easy_setopt(c, CURLOPT_PASSWORD, r->password);
@@ -552,25 +556,26 @@ static void record(struct round *r)
 	for (int i = 0; i < r->n; i++) {
 		struct mail *m = &r->m[i];
 		if (!m->ok)
-			log_msg(LOG_WARN, "mailer", NULL, "cannot mail notification %lld to '%s': %s",
-			        m->id, m->to, m->err);
-		json_array_append_new(out, json_pack("{s:I, s:b, s:s}", "id", (json_int_t)m->id, "ok",
-		                                     m->ok, "err", m->err));
+			log_msg(LOG_WARN, "mailer", NULL,
+			        "cannot mail notification %lld to '%s': %s", m->id, m->to, m->err);
+		json_array_append_new(out, json_pack("{s:I, s:b, s:s}", "id", (json_int_t)m->id,
+		                                     "ok", m->ok, "err", m->err));
 	}
 	doc = json_dumps(out, JSON_COMPACT);
 	json_decref(out);
 	db_arg_str(&a, doc ? doc : "[]");
 	db_arg_ll(&a, cfg.mail_max_attempts);
 	db_arg_ll(&a, cfg.mail_retry_s);
-	db_query_args("UPDATE notifications n SET"
-	              " mail_state = CASE WHEN x.ok THEN 'sent'"
-	              "  WHEN n.mail_attempts >= $2::int THEN 'failed' ELSE 'pending' END,"
-	              " mailed_at = CASE WHEN x.ok THEN now() END, mail_error = x.err,"
-	              " mail_next_at = CASE WHEN x.ok OR n.mail_attempts >= $2::int THEN NULL"
-	              "  ELSE now() + make_interval(secs => $3::int * 2 ^ (n.mail_attempts - 1)) END"
-	              " FROM jsonb_to_recordset($1::jsonb) AS x(id bigint, ok boolean, err text)"
-	              " WHERE n.id = x.id AND n.mail_state = 'pending'",
-	              &a, recorded, NULL);
+	db_query_args(
+	        "UPDATE notifications n SET"
+	        " mail_state = CASE WHEN x.ok THEN 'sent'"
+	        "  WHEN n.mail_attempts >= $2::int THEN 'failed' ELSE 'pending' END,"
+	        " mailed_at = CASE WHEN x.ok THEN now() END, mail_error = x.err,"
+	        " mail_next_at = CASE WHEN x.ok OR n.mail_attempts >= $2::int THEN NULL"
+	        "  ELSE now() + make_interval(secs => $3::int * 2 ^ (n.mail_attempts - 1)) END"
+	        " FROM jsonb_to_recordset($1::jsonb) AS x(id bigint, ok boolean, err text)"
+	        " WHERE n.id = x.id AND n.mail_state = 'pending'",
+	        &a, recorded, NULL);
 	free(doc);
 }
 
@@ -658,9 +663,10 @@ static void on_cron(struct cron_section *s, void *arg)
 	busy = 1;
 	if (!cfg.smtp_url || !*cfg.smtp_url) {
 		/* nowhere to send: say so rather than keep them waiting */
-		db_query("UPDATE notifications SET mail_state = 'none', mail_next_at = NULL,"
-		         " mail_error = 'no SMTP server is configured' WHERE mail_state = 'pending'",
-		         0, NULL, dropped, NULL);
+		db_query(
+		        "UPDATE notifications SET mail_state = 'none', mail_next_at = NULL,"
+		        " mail_error = 'no SMTP server is configured' WHERE mail_state = 'pending'",
+		        0, NULL, dropped, NULL);
 		return;
 	}
 	/* the claim: a try counted now, and its next one a while ahead in

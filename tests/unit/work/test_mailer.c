@@ -38,8 +38,8 @@ TEST(texts_en_and_zh)
 	                      "state", "failed", "exit_code", (json_int_t)3);
 	char *s, *b;
 
-	CHECK(mailer_text("job.failed", p, "en", "/job?id=7", "https://gpu.example.edu/", &s,
-	                  &b) == 0);
+	CHECK(mailer_text("job.failed", p, "en", "/job?id=7", "https://gpu.example.edu/", &s, &b) ==
+	      0);
 	CHECK_STR(s, "Job train failed");
 	CHECK(strstr(b, "Your job train (#7) ended: failed. Exit code: 3.") != NULL);
 	CHECK(strstr(b, "https://gpu.example.edu/#/job?id=7") != NULL);
@@ -96,7 +96,8 @@ TEST(message_refuses_injection)
 	char longer[400];
 
 	/* CR/LF in a subject becomes spaces: still one Subject, no Bcc */
-	m = mailer_message("a@b.c", "alice@example.org", "hi\r\nBcc: victim@evil.test", "x", "i", 0);
+	m = mailer_message("a@b.c", "alice@example.org", "hi\r\nBcc: victim@evil.test", "x", "i",
+	                   0);
 	CHECK(m != NULL);
 	head = head_of(m);
 	CHECK(count_header(head, "Bcc:") == 0);
