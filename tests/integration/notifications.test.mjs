@@ -157,6 +157,7 @@ describe('notifications', () => {
     sql(w.srv, `UPDATE storage_areas SET bytes = 100 WHERE area = '${area}'`);
     sql(w.srv, `UPDATE storage_areas SET bytes = 990 WHERE area = '${area}'`);
     assert.equal(await count(), 2, 'again after falling below 80 %');
+    sql(w.srv, `UPDATE storage_areas SET bytes_hard = NULL WHERE area = '${area}'`);
     // GPU-hours in a pool against the weekly limit, as releases add them
     const q = await w.admin.req('PUT', '/api/v1/quotas', { user_id: bob.id, pool: 'a100', gpu_hours_per_week: 1 });
     assert.equal(q.status, 200, q.text);
