@@ -446,6 +446,7 @@ struct mail {
 	char *msg;
 	size_t off;
 	int ok;
+	int tried; /* 0: skipped, the server being unreachable (no try counted) */
 	char err[200];
 };
 
@@ -476,6 +477,7 @@ static void send_work(void *arg)
 {
 	struct round *r = arg;
 	char from[256];
+	int down = 0; /* the server did not answer: the rest wait for a later round */
 
 	for (int i = 0; i < r->n; i++) {
 		struct mail *m = &r->m[i];
@@ -484,8 +486,15 @@ static void send_work(void *arg)
 		char env_from[260], env_to[260];
 		CURLcode rc;
 
+		m->tried = 1;
 		if (!*m->msg) /* could not be written: its error is set */
 			continue;
+		if (down) {
+			m->tried = 0;
+			snprintf(m->err, sizeof(m->err), "%s",
+			         "not tried: the SMTP server did not answer");
+			continue;
+		}
 		if (!c || mailer_address(r->from, from, sizeof(from)) < 0) {
 			snprintf(m->err, sizeof(m->err), "%s",
 			         c ? "smtp_from holds no usable address" : "no memory");
@@ -503,7 +512,7 @@ static void send_work(void *arg)
 		curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
 		curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 		curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
-		curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
+		curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
 		curl_easy_setopt(c, CURLOPT_USE_SSL,
 		                 strcmp(r->tls, "required") == 0 ? CURLUSESSL_ALL
 		                 : strcmp(r->tls, "none") == 0   ? CURLUSESSL_NONE
@@ -517,6 +526,11 @@ static void send_work(void *arg)
 			m->ok = 1;
 		else
 			snprintf(m->err, sizeof(m->err), "%s", curl_easy_strerror(rc));
+		/* a worker thread is shared: do not spend it waiting on a dead
+		 * server mail after mail */
+		if (rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST ||
+		    rc == CURLE_OPERATION_TIMEDOUT)
+			down = 1;
 		curl_slist_free_all(rcpt);
 		curl_easy_cleanup(c);
 	}
@@ -558,8 +572,9 @@ static void record(struct round *r)
 		if (!m->ok)
 			log_msg(LOG_WARN, "mailer", NULL,
 			        "cannot mail notification %lld to '%s': %s", m->id, m->to, m->err);
-		json_array_append_new(out, json_pack("{s:I, s:b, s:s}", "id", (json_int_t)m->id,
-		                                     "ok", m->ok, "err", m->err));
+		json_array_append_new(out,
+		                      json_pack("{s:I, s:b, s:b, s:s}", "id", (json_int_t)m->id,
+		                                "ok", m->ok, "tried", m->tried, "err", m->err));
 	}
 	doc = json_dumps(out, JSON_COMPACT);
 	json_decref(out);
@@ -568,12 +583,16 @@ static void record(struct round *r)
 	db_arg_ll(&a, cfg.mail_retry_s);
 	db_query_args(
 	        "UPDATE notifications n SET"
+	        " mail_attempts = n.mail_attempts - CASE WHEN x.tried THEN 0 ELSE 1 END,"
 	        " mail_state = CASE WHEN x.ok THEN 'sent'"
-	        "  WHEN n.mail_attempts >= $2::int THEN 'failed' ELSE 'pending' END,"
+	        "  WHEN x.tried AND n.mail_attempts >= $2::int THEN 'failed' ELSE 'pending' END,"
 	        " mailed_at = CASE WHEN x.ok THEN now() END, mail_error = x.err,"
-	        " mail_next_at = CASE WHEN x.ok OR n.mail_attempts >= $2::int THEN NULL"
+	        " mail_next_at = CASE WHEN x.ok OR (x.tried AND n.mail_attempts >= $2::int) THEN "
+	        "NULL"
+	        "  WHEN NOT x.tried THEN now() + make_interval(secs => $3::int)"
 	        "  ELSE now() + make_interval(secs => $3::int * 2 ^ (n.mail_attempts - 1)) END"
-	        " FROM jsonb_to_recordset($1::jsonb) AS x(id bigint, ok boolean, err text)"
+	        " FROM jsonb_to_recordset($1::jsonb)"
+	        "  AS x(id bigint, ok boolean, tried boolean, err text)"
 	        " WHERE n.id = x.id AND n.mail_state = 'pending'",
 	        &a, recorded, NULL);
 	free(doc);
@@ -685,6 +704,12 @@ static void on_cron(struct cron_section *s, void *arg)
 
 int mailer_init(void)
 {
+	if (cfg.smtp_tls && strcmp(cfg.smtp_tls, "try") && strcmp(cfg.smtp_tls, "required") &&
+	    strcmp(cfg.smtp_tls, "none"))
+		log_msg(LOG_WARN, "mailer", NULL,
+		        "smtp_tls '%s' is not try, required or none: STARTTLS is tried when "
+		        "offered",
+		        cfg.smtp_tls);
 	section = cron_every("mailer", cfg.mail_poll_ms, cfg.mail_poll_ms, on_cron, NULL);
 	return section ? 0 : -1;
 }
