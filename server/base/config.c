@@ -191,6 +191,8 @@ static const struct setting table[] = {
 	I(mail_retry_s, "60", 1, 86400,
 	  "seconds before the first retry of a failed mail (doubling after each)"),
 	I(mail_max_attempts, "5", 1, 100, "tries of a mail before it is given up"),
+	I(notification_keep_days, "180", 1, 36500,
+	  "days a notification is kept (older ones are removed, read or not)"),
 	S(log_level, "info", "debug, info, warn or error"),
 };
 

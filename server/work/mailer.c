@@ -5,7 +5,8 @@
  * round at a time on the leader: claim a batch of pending notifications,
  * send it on a worker thread with libcurl's SMTP, record the outcomes.
  * Does not own the notifications (0038's triggers make them, the API reads
- * and marks them) nor the preferences (api_notifications.c).
+ * and marks them; the mailer only removes those past
+ * notification_keep_days) nor the preferences (api_notifications.c).
  *
  * A claim pushes mail_next_at a few minutes ahead, so a replica that dies
  * mid-send leaves its batch to be tried again, never lost; a mail may then
@@ -673,12 +674,29 @@ static void dropped(PGresult *res, enum rc rc, void *arg)
 	busy = 0;
 }
 
+/* Hourly on the leader: notifications past notification_keep_days go. */
+static void prune(void)
+{
+	static time_t last;
+	time_t now = time(NULL);
+	struct db_args a = DB_ARGS_INIT;
+
+	if (now - last < 3600)
+		return;
+	last = now;
+	db_arg_ll(&a, cfg.notification_keep_days);
+	db_query_args("DELETE FROM notifications"
+	              " WHERE created_at < now() - make_interval(days => $1::int)",
+	              &a, db_ignore, NULL);
+}
+
 static void on_cron(struct cron_section *s, void *arg)
 {
 	(void)s;
 	(void)arg;
 	if (busy || !leader_is())
 		return;
+	prune();
 	busy = 1;
 	if (!cfg.smtp_url || !*cfg.smtp_url) {
 		/* nowhere to send: say so rather than keep them waiting */
