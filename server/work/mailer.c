@@ -188,6 +188,16 @@ static char *derive(const json_t *params, const char *name, int zh)
 		bytes_text(tmp, sizeof(tmp), json_number_value(v));
 		return strdup(tmp);
 	}
+	if (strcmp(name, "stop_at") == 0) {
+		/* "2026-12-02T18:30:00Z" reads as "2026-12-02 18:30 UTC" */
+		char *v = param(params, name);
+		if (v && strlen(v) == 20 && v[10] == 'T' && v[19] == 'Z') {
+			snprintf(tmp, sizeof(tmp), "%.10s %.5s UTC", v, v + 11);
+			free(v);
+			return strdup(tmp);
+		}
+		return v;
+	}
 	if (strcmp(name, "first_line") == 0) {
 		char *b = param(params, "body"), *nl;
 		if (b && (nl = strpbrk(b, "\r\n")))

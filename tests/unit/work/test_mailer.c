@@ -55,6 +55,21 @@ TEST(texts_en_and_zh)
 	json_decref(p);
 }
 
+TEST(idle_warning_time)
+{
+	json_t *p = json_pack("{s:s, s:I, s:s}", "name", "nb", "idle_seconds", (json_int_t)1800,
+	                      "stop_at", "2026-12-02T18:30:00Z");
+	char *s, *b;
+
+	CHECK(mailer_text("instance.idle_warning", p, "en", "", "", &s, &b) == 0);
+	CHECK_STR(s, "Instance nb will be stopped");
+	CHECK(strstr(b, "idle for 1800 s. It will be stopped at 2026-12-02 18:30 UTC unless") !=
+	      NULL);
+	free(s);
+	free(b);
+	json_decref(p);
+}
+
 TEST(subject_of_a_notice_is_one_line)
 {
 	json_t *p = json_pack("{s:s, s:s, s:s}", "class", "Evil\r\nBcc: x@evil.test", "author",
@@ -142,6 +157,7 @@ TEST(addresses)
 int main(void)
 {
 	RUN(texts_en_and_zh);
+	RUN(idle_warning_time);
 	RUN(subject_of_a_notice_is_one_line);
 	RUN(message_headers);
 	RUN(message_refuses_injection);
