@@ -7,7 +7,7 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { assertErrorShape, stopClean } from '../lib/itest.mjs';
-import { Client } from '../lib/server.mjs';
+import { Client, startServer, ADMIN_PASSWORD } from '../lib/server.mjs';
 import { startSink } from '../lib/smtp_sink.mjs';
 import { world, mkUser, create, waitState, cleanup, sql, eventually } from './instances_lib.mjs';
 
@@ -257,5 +257,27 @@ describe('notifications', () => {
     const n = await waitNote(alice.c, (x) => x.kind === 'job.succeeded' && x.params.name === 'quiet', 'quiet job');
     assert.equal(n.mail.state, 'none');
     assert.ok(!sink.mails().some((x) => x.subject === 'Job quiet finished'));
+  });
+});
+
+describe('mail over a server that offers no STARTTLS', () => {
+  it('smtp_tls=required sends nothing in the clear: the mail fails with the reason', async () => {
+    const sink = await startSink();
+    const srv = await startServer({ args: ['--scrypt-ln=10', `--smtp-url=${sink.url}`, '--smtp-tls=required',
+      '--mail-poll-ms=200', '--mail-max-attempts=1'] });
+    try {
+      const admin = new Client(srv.base);
+      assert.equal((await admin.login('admin', ADMIN_PASSWORD)).status, 200);
+      const u = await admin.post('/api/v1/users', { username: 'tls', role: 'student', password: 'tls-pass-123', email: 'tls@example.org' });
+      assert.equal(u.status, 201, u.text);
+      sql(srv, `SELECT gc_notify(${u.json.user.id}, 'job.succeeded', '{"name":"x","job_id":1}', '/job?id=1')`);
+      const c = new Client(srv.base);
+      assert.equal((await c.login('tls', 'tls-pass-123')).status, 200);
+      let n = null;
+      const done = await eventually(async () => { n = (await notes(c))[0]; return n.mail.state === 'failed'; }, 10000);
+      assert.ok(done, JSON.stringify(n));
+      assert.ok(n.mail.error.length > 0);
+      assert.equal(sink.mails().length, 0);
+    } finally { await srv.stop(); sink.stop(); }
   });
 });
