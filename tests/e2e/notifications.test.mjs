@@ -84,6 +84,7 @@ describe('notifications in the web interface', () => {
     await card.locator('[data-field=notif-lang]').selectOption('zh-CN');
     await card.getByRole('button', { name: 'Save e-mail settings' }).click();
     await card.getByText('E-mail settings saved.').waitFor();
+    assert.equal(await p.locator('.props [data-field=email]').textContent(), 'user@example.org', 'the profile follows');
     await shot(p, 'notifications-account-en');
     const c = new Client(srv.base);
     assert.equal((await c.login(USER.username, USER.password)).status, 200);

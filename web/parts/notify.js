@@ -91,7 +91,10 @@ export function mailPrefsCard() {
     await busy(form, async () => {
       try {
         const email_kinds = Object.fromEntries([...boxes].map(([k, b]) => [k, b.checked]));
-        fill(await api.put('/notifications/preferences', { email: email.value.trim(), language: lang.value, email_kinds }));
+        const saved = await api.put('/notifications/preferences', { email: email.value.trim(), language: lang.value, email_kinds });
+        fill(saved);
+        // the profile beside it shows the address too
+        form.closest('.page')?.querySelector('.props [data-field=email]')?.replaceChildren(saved.email || '—');
         msg.success(t('notif.prefs.saved'));
       } catch (err) {
         msg.error(err);
