@@ -830,3 +830,93 @@ int nvsmi_parse_cuda(const char *buf, size_t len, int *cuda, char *err, size_t e
 		*cuda = v;
 	return v > 0 ? 1 : 0;
 }
+
+/* ---- the sampler's utilisation query ---- */
+
+/* "97", "97 %" or unknown (-1); at most 100. */
+static int parse_pct(struct span s, int *pct)
+{
+	size_t i = 0;
+	struct span num, unit;
+	long long v;
+
+	if (is_na(s)) {
+		*pct = -1;
+		return 0;
+	}
+	while (i < s.n && s.p[i] >= '0' && s.p[i] <= '9')
+		i++;
+	num.p = s.p;
+	num.n = i;
+	unit.p = s.p + i;
+	unit.n = s.n - i;
+	unit = trim(unit);
+	if (unit.n && !(unit.n == 1 && unit.p[0] == '%'))
+		return -1;
+	if (parse_num(num, 3, &v) < 0 || v > 100)
+		return -1;
+	*pct = (int)v;
+	return 0;
+}
+
+int nvsmi_parse_util(const char *buf, size_t len, struct nvsmi_util *util, int max, char *err,
+                     size_t errlen)
+{
+	struct span line, f[NCOLS];
+	size_t off = 0;
+	int n = 0, nf, lineno = 0, cap = max < NVSMI_MAX_GPUS ? max : NVSMI_MAX_GPUS;
+	char q[QUOTE_MAX];
+
+	if (err && errlen)
+		err[0] = '\0';
+	if (!buf)
+		len = 0;
+	if (check_nul(buf, len, err, errlen) < 0)
+		return -1;
+	while (next_line(buf, len, &off, &line)) {
+		struct nvsmi_util *u;
+		long long mib;
+
+		lineno++;
+		if (trim(line).n == 0) {
+			if (rest_blank(buf, len, off))
+				break;
+			return fail(err, errlen, "nvidia-smi line %d: blank line before a row",
+			            lineno);
+		}
+		nf = split(line, f);
+		if (lineno == 1 && nf >= 1 && eq_nocase(f[0], "uuid"))
+			continue; /* --format=csv without noheader */
+		if (nf != 3)
+			return bad_line(err, errlen, lineno, line,
+			                "want three columns (uuid, utilization.gpu, memory.used)");
+		if (n >= cap || !util)
+			return fail(err, errlen, "nvidia-smi lists more than %d GPUs",
+			            cap > 0 ? cap : 0);
+		u = &util[n];
+		memset(u, 0, sizeof(*u));
+		if (f[0].n >= sizeof(u->uuid) || !valid_gpu_uuid(f[0]))
+			return fail(err, errlen,
+			            "nvidia-smi line %d: uuid '%s' is not a GPU UUID (expected 'GPU-' "
+			            "and hex digits)",
+			            lineno, quote(q, sizeof(q), f[0]));
+		copy(u->uuid, sizeof(u->uuid), f[0]);
+		if (parse_pct(f[1], &u->util_pct) < 0)
+			return fail(err, errlen,
+			            "nvidia-smi line %d: utilization.gpu '%s' is not a percentage",
+			            lineno, quote(q, sizeof(q), f[1]));
+		if (is_na(f[2]))
+			mib = -1;
+		else if (parse_memory(f[2], &mib) < 0)
+			return fail(err, errlen,
+			            "nvidia-smi line %d: memory.used '%s' is not a size in MiB", lineno,
+			            quote(q, sizeof(q), f[2]));
+		u->mem_used_mib = mib;
+		for (int i = 0; i < n; i++)
+			if (strcmp(util[i].uuid, u->uuid) == 0)
+				return fail(err, errlen, "nvidia-smi line %d: GPU uuid '%s' appears twice",
+				            lineno, u->uuid);
+		n++;
+	}
+	return n;
+}
