@@ -74,4 +74,13 @@ struct nvsmi_util {
 int nvsmi_parse_util(const char *buf, size_t len, struct nvsmi_util *util, int max, char *err,
                      size_t errlen);
 
+/* Reads the same from a DCGM exporter's Prometheus text: the samples of
+ * DCGM_FI_DEV_GPU_UTIL (percent) and DCGM_FI_DEV_FB_USED (MiB), one GPU per
+ * UUID label (a GPU's MIG instances, labelled GPU_I_ID, are skipped).  Other
+ * series and comments are ignored; a GPU seen in only one of the two has
+ * -1 for the other.  Returns the number of GPUs or -1 with the reason
+ * (a malformed sample of those two, a value out of range, more than max). */
+int nvsmi_parse_dcgm(const char *buf, size_t len, struct nvsmi_util *util, int max, char *err,
+                     size_t errlen);
+
 #endif
