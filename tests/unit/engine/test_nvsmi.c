@@ -676,6 +676,30 @@ TEST(util_query)
 	CHECK(err_has("nvidia-smi failed"));
 }
 
+/* the same from a DCGM exporter */
+TEST(dcgm_exporter)
+{
+	static struct nvsmi_util u[NVSMI_MAX_GPUS];
+	long n = load(FIX "dcgm-exporter.txt");
+	const char *s;
+
+	CHECK(nvsmi_parse_dcgm(text, (size_t)n, u, NVSMI_MAX_GPUS, err, sizeof(err)) == 2);
+	CHECK(strcmp(u[0].uuid, "GPU-41ab9259-0637-ac82-026c-a65266b28984") == 0);
+	CHECK(u[0].util_pct == 97 && u[0].mem_used_mib == 61234);
+	CHECK(u[1].util_pct == 0 && u[1].mem_used_mib == 0);
+	CHECK(nvsmi_parse_dcgm(text, (size_t)n, u, 1, err, sizeof(err)) == -1);
+	CHECK(err_has("more than 1 GPUs"));
+	s = "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\"} 5\n";
+	CHECK(nvsmi_parse_dcgm(s, strlen(s), u, NVSMI_MAX_GPUS, err, sizeof(err)) == -1);
+	CHECK(err_has("no GPU UUID"));
+	s = "DCGM_FI_DEV_GPU_UTIL{UUID=\"" U1 "\"} 101\n";
+	CHECK(nvsmi_parse_dcgm(s, strlen(s), u, NVSMI_MAX_GPUS, err, sizeof(err)) == -1);
+	s = "DCGM_FI_DEV_GPU_UTIL{UUID=\"" U1 "\"} 45.6 1700000000\n";
+	CHECK(nvsmi_parse_dcgm(s, strlen(s), u, NVSMI_MAX_GPUS, err, sizeof(err)) == 1);
+	CHECK(u[0].util_pct == 46 && u[0].mem_used_mib == -1);
+	CHECK(nvsmi_parse_dcgm("", 0, u, NVSMI_MAX_GPUS, err, sizeof(err)) == 0);
+}
+
 int main(void)
 {
 	RUN(h200_captured);
@@ -696,5 +720,6 @@ int main(void)
 	RUN(cuda_header);
 	RUN(cuda_header_refused);
 	RUN(util_query);
+	RUN(dcgm_exporter);
 	return harness_done("test_nvsmi");
 }
