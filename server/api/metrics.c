@@ -94,7 +94,8 @@ void metrics_observe(const struct http_req *r, int status, double seconds)
 #define MAX_POOLS 256
 #define NWAIT     12
 
-static const double wait_buckets[NWAIT] = { 1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 14400, 86400 };
+static const double wait_buckets[NWAIT] = { 1,   5,   15,   30,   60,    120,
+	                                    300, 600, 1800, 3600, 14400, 86400 };
 
 struct pool_wait {
 	char name[72];
@@ -103,10 +104,10 @@ struct pool_wait {
 	double sum;
 };
 
-static json_t *gauges;             /* the last read (NULL until the first) */
+static json_t *gauges; /* the last read (NULL until the first) */
 static struct pool_wait waits[MAX_POOLS];
 static int nwaits;
-static char watermark[64];         /* allocated_at of the newest wait counted */
+static char watermark[64]; /* allocated_at of the newest wait counted */
 static int refreshing;
 static long long refreshes, refresh_errors;
 
@@ -167,55 +168,54 @@ static void refresh(void)
 	refreshing = 1;
 	snprintf(window, sizeof(window), "%d",
 	         3 * (cfg.gpu_sample_interval_s > 0 ? cfg.gpu_sample_interval_s : 30));
-	db_query(
-	        "SELECT json_build_object("
-	        " 'pools', (SELECT COALESCE(json_agg(json_build_array(p.name,"
-	        "   (SELECT count(*) FROM alloc_requests r WHERE r.pool_id = p.id"
-	        "     AND r.state = 'queued'),"
-	        "   (SELECT count(*) FROM alloc_requests r WHERE r.pool_id = p.id"
-	        "     AND r.state = 'allocated'),"
-	        "   (SELECT COALESCE(extract(epoch FROM now() - min(r.created_at)), 0)"
-	        "     FROM alloc_requests r WHERE r.pool_id = p.id AND r.state = 'queued'),"
-	        "   (SELECT count(*) FROM slices s WHERE s.pool_id = p.id),"
-	        "   (SELECT count(*) FROM slices s JOIN allocations a ON a.slice_id = s.id"
-	        "     AND a.released_at IS NULL WHERE s.pool_id = p.id)) ORDER BY p.name), '[]')"
-	        "   FROM pools p),"
-	        " 'nodes', (SELECT COALESCE(json_agg(json_build_array(n.name, n.health::text,"
-	        "   n.admin_state::text, n.degraded_since IS NOT NULL,"
-	        "   (SELECT count(*) FROM gpus g WHERE g.node_id = n.id AND g.simulated),"
-	        "   (SELECT count(*) FROM gpus g WHERE g.node_id = n.id AND NOT g.simulated))"
-	        "   ORDER BY n.name), '[]') FROM nodes n),"
-	        " 'gpus', (SELECT COALESCE(json_agg(json_build_array(n.name, g.idx, g.uuid,"
-	        "   s.util_pct, s.mem_used_mib) ORDER BY n.name, g.idx), '[]')"
-	        "   FROM gpus g JOIN nodes n ON n.id = g.node_id"
-	        "   CROSS JOIN LATERAL (SELECT util_pct, mem_used_mib FROM gpu_samples x"
-	        "    WHERE x.gpu_uuid = g.uuid AND x.at > now() - make_interval(secs => $2::int)"
-	        "    ORDER BY x.at DESC LIMIT 1) s WHERE NOT g.simulated),"
-	        " 'instances', (SELECT COALESCE(json_object_agg(state, c), '{}') FROM"
-	        "   (SELECT state, count(*) AS c FROM instances WHERE state <> 'deleted'"
-	        "    GROUP BY state) x),"
-	        " 'jobs', (SELECT COALESCE(json_object_agg(state, c), '{}') FROM"
-	        "   (SELECT state, count(*) AS c FROM jobs"
-	        "    WHERE state IN ('queued', 'starting', 'running', 'stopping')"
-	        "    GROUP BY state) x),"
-	        " 'pulls', (SELECT json_build_object('pulling',"
-	        "   count(*) FILTER (WHERE state = 'pulling'),"
-	        "   'failed', count(*) FILTER (WHERE state = 'failed'),"
-	        "   'present', count(*) FILTER (WHERE state = 'present'),"
-	        "   'progress', COALESCE(avg(progress) FILTER (WHERE state = 'pulling'), 0))"
-	        "   FROM image_nodes),"
-	        /* the scheduler's waits since the last read (the first read only
+	db_query("SELECT json_build_object("
+	         " 'pools', (SELECT COALESCE(json_agg(json_build_array(p.name,"
+	         "   (SELECT count(*) FROM alloc_requests r WHERE r.pool_id = p.id"
+	         "     AND r.state = 'queued'),"
+	         "   (SELECT count(*) FROM alloc_requests r WHERE r.pool_id = p.id"
+	         "     AND r.state = 'allocated'),"
+	         "   (SELECT COALESCE(extract(epoch FROM now() - min(r.created_at)), 0)"
+	         "     FROM alloc_requests r WHERE r.pool_id = p.id AND r.state = 'queued'),"
+	         "   (SELECT count(*) FROM slices s WHERE s.pool_id = p.id),"
+	         "   (SELECT count(*) FROM slices s JOIN allocations a ON a.slice_id = s.id"
+	         "     AND a.released_at IS NULL WHERE s.pool_id = p.id)) ORDER BY p.name), '[]')"
+	         "   FROM pools p),"
+	         " 'nodes', (SELECT COALESCE(json_agg(json_build_array(n.name, n.health::text,"
+	         "   n.admin_state::text, n.degraded_since IS NOT NULL,"
+	         "   (SELECT count(*) FROM gpus g WHERE g.node_id = n.id AND g.simulated),"
+	         "   (SELECT count(*) FROM gpus g WHERE g.node_id = n.id AND NOT g.simulated))"
+	         "   ORDER BY n.name), '[]') FROM nodes n),"
+	         " 'gpus', (SELECT COALESCE(json_agg(json_build_array(n.name, g.idx, g.uuid,"
+	         "   s.util_pct, s.mem_used_mib) ORDER BY n.name, g.idx), '[]')"
+	         "   FROM gpus g JOIN nodes n ON n.id = g.node_id"
+	         "   CROSS JOIN LATERAL (SELECT util_pct, mem_used_mib FROM gpu_samples x"
+	         "    WHERE x.gpu_uuid = g.uuid AND x.at > now() - make_interval(secs => $2::int)"
+	         "    ORDER BY x.at DESC LIMIT 1) s WHERE NOT g.simulated),"
+	         " 'instances', (SELECT COALESCE(json_object_agg(state, c), '{}') FROM"
+	         "   (SELECT state, count(*) AS c FROM instances WHERE state <> 'deleted'"
+	         "    GROUP BY state) x),"
+	         " 'jobs', (SELECT COALESCE(json_object_agg(state, c), '{}') FROM"
+	         "   (SELECT state, count(*) AS c FROM jobs"
+	         "    WHERE state IN ('queued', 'starting', 'running', 'stopping')"
+	         "    GROUP BY state) x),"
+	         " 'pulls', (SELECT json_build_object('pulling',"
+	         "   count(*) FILTER (WHERE state = 'pulling'),"
+	         "   'failed', count(*) FILTER (WHERE state = 'failed'),"
+	         "   'present', count(*) FILTER (WHERE state = 'present'),"
+	         "   'progress', COALESCE(avg(progress) FILTER (WHERE state = 'pulling'), 0))"
+	         "   FROM image_nodes),"
+	         /* the scheduler's waits since the last read (the first read only
 	         * sets the watermark: the histogram counts from this process' start).
 	         * Rows settle for 2 s first: allocated_at is the allocating
 	         * transaction's start, which may commit after this snapshot */
-	        " 'waits', (SELECT COALESCE(json_agg(json_build_array(p.name,"
-	        "   extract(epoch FROM r.allocated_at - r.created_at))), '[]')"
-	        "   FROM alloc_requests r JOIN pools p ON p.id = r.pool_id"
-	        "   WHERE $1::timestamptz IS NOT NULL AND r.allocated_at > $1::timestamptz"
-	        "   AND r.allocated_at <= now() - interval '2 seconds'),"
-	        " 'watermark', to_char((now() - interval '2 seconds') AT TIME ZONE 'UTC',"
-	        "   'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'))::text",
-	        2, p, refreshed, NULL);
+	         " 'waits', (SELECT COALESCE(json_agg(json_build_array(p.name,"
+	         "   extract(epoch FROM r.allocated_at - r.created_at))), '[]')"
+	         "   FROM alloc_requests r JOIN pools p ON p.id = r.pool_id"
+	         "   WHERE $1::timestamptz IS NOT NULL AND r.allocated_at > $1::timestamptz"
+	         "   AND r.allocated_at <= now() - interval '2 seconds'),"
+	         " 'watermark', to_char((now() - interval '2 seconds') AT TIME ZONE 'UTC',"
+	         "   'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'))::text",
+	         2, p, refreshed, NULL);
 }
 
 static void on_cron(struct cron_section *s, void *arg)
@@ -285,7 +285,8 @@ static void render_pools(struct evbuffer *out, json_t *pools)
 		const char *name, *type, *help;
 		size_t col;
 	} g[] = {
-		{ "gpucloud_sched_queue_depth", "gauge", "Requests waiting in the queue, per pool.", 1 },
+		{ "gpucloud_sched_queue_depth", "gauge", "Requests waiting in the queue, per pool.",
+		  1 },
 		{ "gpucloud_sched_allocated_requests", "gauge",
 		  "Requests holding an allocation, per pool.", 2 },
 		{ "gpucloud_sched_oldest_wait_seconds", "gauge",
@@ -346,7 +347,8 @@ static void render_nodes(struct evbuffer *out, json_t *nodes, json_t *gpus)
 	size_t i;
 	json_t *row;
 
-	help(out, "gpucloud_node_up", "gauge", "1 when the node's engine answers its health check.");
+	help(out, "gpucloud_node_up", "gauge",
+	     "1 when the node's engine answers its health check.");
 	json_array_foreach(nodes, i, row)
 	{
 		evbuffer_add_printf(out, "gpucloud_node_up{node=\"");
@@ -365,9 +367,9 @@ static void render_nodes(struct evbuffer *out, json_t *nodes, json_t *gpus)
 	for (size_t h = 0; h < 3; h++)
 		for (size_t st = 0; st < 3; st++) {
 			int c = 0;
-			json_array_foreach(nodes, i, row)
-			        c += strcmp(str(row, 1), health[h]) == 0 &&
-			             strcmp(str(row, 2), states[st]) == 0;
+			json_array_foreach(nodes, i, row) c +=
+			        strcmp(str(row, 1), health[h]) == 0 &&
+			        strcmp(str(row, 2), states[st]) == 0;
 			evbuffer_add_printf(out, "gpucloud_nodes{health=\"%s\",state=\"%s\"} %d\n",
 			                    health[h], states[st], c);
 		}
@@ -378,8 +380,8 @@ static void render_nodes(struct evbuffer *out, json_t *nodes, json_t *gpus)
 		for (int k = 0; k < 2; k++) {
 			evbuffer_add_printf(out, "gpucloud_node_gpus{node=\"");
 			label(out, str(row, 0));
-			evbuffer_add_printf(out, "\",kind=\"%s\"} %lld\n", k ? "measured" : "declared",
-			                    num(row, 4 + (size_t)k));
+			evbuffer_add_printf(out, "\",kind=\"%s\"} %lld\n",
+			                    k ? "measured" : "declared", num(row, 4 + (size_t)k));
 		}
 	}
 	help(out, "gpucloud_gpu_utilization_ratio", "gauge",
@@ -390,7 +392,8 @@ static void render_nodes(struct evbuffer *out, json_t *nodes, json_t *gpus)
 		label(out, str(row, 0));
 		evbuffer_add_printf(out, "\",gpu=\"%lld\",uuid=\"", num(row, 1));
 		label(out, str(row, 2));
-		evbuffer_add_printf(out, "\"} %.2f\n", json_number_value(json_array_get(row, 3)) / 100.0);
+		evbuffer_add_printf(out, "\"} %.2f\n",
+		                    json_number_value(json_array_get(row, 3)) / 100.0);
 	}
 	help(out, "gpucloud_gpu_memory_used_bytes", "gauge",
 	     "Latest sampled memory in use of a measured GPU.");
@@ -407,8 +410,8 @@ static void render_nodes(struct evbuffer *out, json_t *nodes, json_t *gpus)
 }
 
 /* Every state of the list, 0 when none is in it: stable series. */
-static void render_states(struct evbuffer *out, const char *name, const char *text,
-                          json_t *counts, const char *const *list)
+static void render_states(struct evbuffer *out, const char *name, const char *text, json_t *counts,
+                          const char *const *list)
 {
 	help(out, name, "gauge", text);
 	for (; *list; list++)

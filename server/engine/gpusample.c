@@ -108,8 +108,8 @@ static void sampling_end(struct sampling *s, const char *why)
 		docker_request(e, "DELETE", path, NULL, NULL, 0, NULL, 30000, docker_ignore, NULL);
 	}
 	if (why && !list_has(failing, s->node_id)) {
-		log_msg(LOG_WARN, "gpusample", NULL, "GPU sampling on node '%s' failed: %s", s->name,
-		        why);
+		log_msg(LOG_WARN, "gpusample", NULL, "GPU sampling on node '%s' failed: %s",
+		        s->name, why);
 		list_put(failing, s->node_id);
 	} else if (!why && list_has(failing, s->node_id)) {
 		log_msg(LOG_INFO, "gpusample", NULL, "GPU sampling on node '%s' works again",
@@ -132,13 +132,13 @@ static void store(struct sampling *s, const struct nvsmi_util *u, int n)
 
 	for (int i = 0; i < n; i++)
 		if (u[i].util_pct >= 0)
-			json_array_append_new(arr,
-			                      json_pack("{s:s, s:i, s:o}", "uuid", u[i].uuid, "util",
-			                                u[i].util_pct, "mem",
-			                                u[i].mem_used_mib >= 0 &&
-			                                                u[i].mem_used_mib <= INT32_MAX
-			                                        ? json_integer(u[i].mem_used_mib)
-			                                        : json_null()));
+			json_array_append_new(
+			        arr,
+			        json_pack("{s:s, s:i, s:o}", "uuid", u[i].uuid, "util",
+			                  u[i].util_pct, "mem",
+			                  u[i].mem_used_mib >= 0 && u[i].mem_used_mib <= INT32_MAX
+			                          ? json_integer(u[i].mem_used_mib)
+			                          : json_null()));
 	doc = json_dumps(arr, JSON_COMPACT);
 	json_decref(arr);
 	snprintf(id, sizeof(id), "%lld", s->node_id);
@@ -178,7 +178,8 @@ static void dcgm_done(struct docker_call *call, enum rc rc, int status, const ch
 
 	(void)call;
 	if (rc != RC_OK || status != 200) {
-		snprintf(why, sizeof(why), "%s", rc != RC_OK ? err : "the exporter answered an error");
+		snprintf(why, sizeof(why), "%s",
+		         rc != RC_OK ? err : "the exporter answered an error");
 		if (rc == RC_OK)
 			snprintf(why, sizeof(why), "the DCGM exporter answered HTTP %d", status);
 		sampling_end(s, why);

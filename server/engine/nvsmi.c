@@ -897,10 +897,11 @@ int nvsmi_parse_util(const char *buf, size_t len, struct nvsmi_util *util, int m
 		u = &util[n];
 		memset(u, 0, sizeof(*u));
 		if (f[0].n >= sizeof(u->uuid) || !valid_gpu_uuid(f[0]))
-			return fail(err, errlen,
-			            "nvidia-smi line %d: uuid '%s' is not a GPU UUID (expected 'GPU-' "
-			            "and hex digits)",
-			            lineno, quote(q, sizeof(q), f[0]));
+			return fail(
+			        err, errlen,
+			        "nvidia-smi line %d: uuid '%s' is not a GPU UUID (expected 'GPU-' "
+			        "and hex digits)",
+			        lineno, quote(q, sizeof(q), f[0]));
 		copy(u->uuid, sizeof(u->uuid), f[0]);
 		if (parse_pct(f[1], &u->util_pct) < 0)
 			return fail(err, errlen,
@@ -910,12 +911,13 @@ int nvsmi_parse_util(const char *buf, size_t len, struct nvsmi_util *util, int m
 			mib = -1;
 		else if (parse_memory(f[2], &mib) < 0)
 			return fail(err, errlen,
-			            "nvidia-smi line %d: memory.used '%s' is not a size in MiB", lineno,
-			            quote(q, sizeof(q), f[2]));
+			            "nvidia-smi line %d: memory.used '%s' is not a size in MiB",
+			            lineno, quote(q, sizeof(q), f[2]));
 		u->mem_used_mib = mib;
 		for (int i = 0; i < n; i++)
 			if (strcmp(util[i].uuid, u->uuid) == 0)
-				return fail(err, errlen, "nvidia-smi line %d: GPU uuid '%s' appears twice",
+				return fail(err, errlen,
+				            "nvidia-smi line %d: GPU uuid '%s' appears twice",
 				            lineno, u->uuid);
 		n++;
 	}
@@ -1017,14 +1019,17 @@ int nvsmi_parse_dcgm(const char *buf, size_t len, struct nvsmi_util *util, int m
 			return fail(err, errlen, "DCGM line %d: no GPU UUID label: '%s'", lineno,
 			            quote(q, sizeof(q), t));
 		if (dcgm_value(value, is_util ? 100 : 1e12, &v) < 0)
-			return fail(err, errlen, "DCGM line %d: value '%s' is not a number in range",
-			            lineno, quote(q, sizeof(q), value));
+			return fail(err, errlen,
+			            "DCGM line %d: value '%s' is not a number in range", lineno,
+			            quote(q, sizeof(q), value));
 		for (i = 0; i < n; i++)
-			if (strlen(util[i].uuid) == uuid.n && memcmp(util[i].uuid, uuid.p, uuid.n) == 0)
+			if (strlen(util[i].uuid) == uuid.n &&
+			    memcmp(util[i].uuid, uuid.p, uuid.n) == 0)
 				break;
 		if (i == n) {
 			if (n >= cap || !util)
-				return fail(err, errlen, "the DCGM exporter lists more than %d GPUs",
+				return fail(err, errlen,
+				            "the DCGM exporter lists more than %d GPUs",
 				            cap > 0 ? cap : 0);
 			memset(&util[n], 0, sizeof(util[n]));
 			copy(util[n].uuid, sizeof(util[n].uuid), uuid);

@@ -643,7 +643,8 @@ TEST(util_query)
 {
 	static struct nvsmi_util u[NVSMI_MAX_GPUS];
 	long n = load(FIX "a100x8-util.csv");
-	const char *hdr = "uuid, utilization.gpu [%], memory.used [MiB]\n" U1 ", 12 %, 100 MiB\r\n\n";
+	const char *hdr =
+	        "uuid, utilization.gpu [%], memory.used [MiB]\n" U1 ", 12 %, 100 MiB\r\n\n";
 	const char *s;
 
 	CHECK(nvsmi_parse_util(text, (size_t)n, u, NVSMI_MAX_GPUS, err, sizeof(err)) == 8);
