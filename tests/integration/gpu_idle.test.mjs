@@ -10,12 +10,16 @@
 // stand-in's UUIDs — what a real GPU node's rows look like: the sampler and
 // idle reclamation then run unchanged.  An idle-CPU instance whose GPU is
 // busy is not stopped; one whose GPU shows 0 % is, and so is one on a
-// declared GPU (no GPU signal at all).
+// declared GPU (no GPU signal at all).  With gpu_dcgm_url set, the samples
+// come from a DCGM exporter's /metrics (a local server serving
+// tests/fixtures/nvidia-smi/dcgm-exporter.txt) and no container runs.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { createServer } from 'node:http';
+import { startServer, Client, ADMIN_PASSWORD } from '../lib/server.mjs';
 import { stopClean } from '../lib/itest.mjs';
 import { world, env, docker, mkUser, create, waitState, cleanup, sql, eventually, openPool, sleep } from './instances_lib.mjs';
 
@@ -90,5 +94,40 @@ describe('GPU sampling feeds idle reclamation', () => {
     assert.equal(g.state, 'running', 'the instance on the busy GPU runs on');
     assert.equal(g.idle_warning_at, null, 'and was never warned');
     sql(w.srv, "UPDATE idle_policies SET idle_seconds = NULL WHERE role = 'student'");
+  });
+});
+
+describe('GPU sampling from a DCGM exporter (gpu_dcgm_url)', () => {
+  let srv, admin, exporter, hits = 0;
+  before(async () => {
+    // a DCGM exporter's /metrics for GPUs 0 and 1 of node2's stand-in (97 % and 0 %)
+    const text = readFileSync(join(ROOT, 'tests/fixtures/nvidia-smi/dcgm-exporter.txt'), 'utf8');
+    exporter = createServer((req, res) => {
+      hits++;
+      if (req.url !== '/metrics') { res.writeHead(404).end(); return; }
+      res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' }).end(text);
+    });
+    await new Promise((r) => exporter.listen(0, '127.0.0.1', r));
+    srv = await startServer({ args: ['--node-check-interval=1', '--gpu-sample-interval-s=1',
+      `--discovery-image=${env.GPUCLOUD_WORLD_DISCOVERY_IMAGE}`, `--gpu-dcgm-url=http://{host}:${exporter.address().port}/metrics`] });
+    admin = new Client(srv.base);
+    assert.equal((await admin.login('admin', ADMIN_PASSWORD)).status, 200);
+  });
+  after(async () => { await stopClean(srv); exporter?.close(); });
+
+  it('reads utilisation from the exporter at the node\'s host instead of running nvidia-smi', async () => {
+    // tcp://127.0.0.1:port: the exporter is asked at http://127.0.0.1:<its port>/metrics
+    const m = await admin.post('/api/v1/nodes', { name: 'dcgm2', url: env.GPUCLOUD_WORLD_DOCKER2_TLS,
+      tls_ca: pem(env.GPUCLOUD_WORLD_TLS_CA), tls_cert: pem(env.GPUCLOUD_WORLD_TLS_CERT), tls_key: pem(env.GPUCLOUD_WORLD_TLS_KEY) });
+    assert.equal(m.status, 201, m.text);
+    const ok = await eventually(() => Number(sql(srv, 'SELECT count(DISTINCT gpu_uuid) FROM gpu_samples')) === 2, 20000, 250);
+    assert.ok(ok, 'the two GPUs the exporter lists were sampled');
+    assert.ok(hits > 0);
+    const rows = sql(srv, "SELECT DISTINCT gpu_uuid || ' ' || util_pct || ' ' || mem_used_mib FROM gpu_samples ORDER BY 1").split('\n');
+    assert.deepEqual(rows, [`${fixture[1][0]} 0 0`, `${fixture[0][0]} 97 61234`].sort());
+    // no sampler container: the exporter replaced nvidia-smi
+    const mine = docker(env.GPUCLOUD_WORLD_DOCKER2, 'ps', '-a', '--filter', 'label=gpucloud.kind=sampler', '--format', '{{.Names}}')
+      .split('\n').filter((n) => n.endsWith(`-${srv.proc.pid}`));
+    assert.deepEqual(mine, []);
   });
 });
