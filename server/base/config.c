@@ -189,7 +189,8 @@ static const struct setting table[] = {
 	  "nvidia-smi; {host} is replaced by the node's host (e.g. http://{host}:9400/metrics)"),
 	I(idle_gpu_percent, "10", 1, 100,
 	  "GPU utilisation (percent) at or above which an instance's measured GPU counts as "
-	  "activity for idle reclamation, in the samples of the last two sampling intervals"),
+	  "activity for idle reclamation, in the samples of the last two sampling intervals "
+	  "(at least 60 s)"),
 	I(metrics_refresh_ms, "5000", 200, 600000,
 	  "milliseconds between the reads of the gauges /metrics shows (queues, nodes, "
 	  "instances, jobs, GPUs): one query, not one per scrape"),

@@ -123,9 +123,13 @@ static void sampled_all(void)
 	json_decref(active);
 	active = NULL;
 	/* the GPU signal (SPEC §6): a measured GPU the instance holds was busy
-	 * in the samples of the last two sampling intervals; declared GPUs are
-	 * never sampled, so they give no signal either way */
-	snprintf(window, sizeof(window), "%d", 2 * cfg.gpu_sample_interval_s);
+	 * in the samples of the last two sampling intervals (at least 60 s: a
+	 * sampling that runs late leaves no gap); declared GPUs are never
+	 * sampled, so they give no signal either way */
+	snprintf(window, sizeof(window), "%d",
+	         cfg.gpu_sample_interval_s <= 0       ? 0
+	         : 2 * cfg.gpu_sample_interval_s < 60 ? 60
+	                                              : 2 * cfg.gpu_sample_interval_s);
 	snprintf(pct, sizeof(pct), "%d", cfg.idle_gpu_percent);
 	db_query("UPDATE instances SET last_activity_at = now() WHERE state = 'running'"
 	         " AND (id IN (SELECT x::bigint FROM jsonb_array_elements_text($1::jsonb) x)"

@@ -71,9 +71,6 @@ describe('GPU sampling feeds idle reclamation', () => {
     const gp = await w.admin.req('PUT', `/api/v1/pools/${p.json.id}/gpus`, { gpu_ids: w.n2.gpus.map((g) => g.id) });
     assert.equal(gp.status, 200, gp.text);
     await openPool(w, 'node2');
-    const s = await w.admin.req('PUT', '/api/v1/idle-policies/student', { idle_seconds: 3, warn_seconds: 3 });
-    assert.equal(s.status, 200, s.text);
-    // a long warning: the two measured instances must get their GPUs first
     const a = await create(gina.c, w, { name: 'ga', pool: 'node2', slices: 1, cmd: ['sleep', '3600'] });
     const b = await create(gina.c, w, { name: 'gb', pool: 'node2', slices: 1, cmd: ['sleep', '3600'] });
     const [ga, gb] = [await waitState(gina.c, a.id, 'running'), await waitState(gina.c, b.id, 'running')];
@@ -84,8 +81,11 @@ describe('GPU sampling feeds idle reclamation', () => {
       WHERE uuid IN ('${ga.gpus[0].uuid}', '${gb.gpus[0].uuid}')`);
     const d = await create(gina.c, w, { name: 'gd', pool: 'a100', slices: 1, cmd: ['sleep', '3600'] });
     await waitState(gina.c, d.id, 'running');
-    const sampled = await eventually(() => Number(sql(w.srv, `SELECT count(DISTINCT gpu_uuid) FROM gpu_samples WHERE node_id = ${w.n2.id}`)) === 2, 10000, 200);
+    const sampled = await eventually(() => Number(sql(w.srv, `SELECT count(DISTINCT gpu_uuid) FROM gpu_samples WHERE node_id = ${w.n2.id}`)) === 2, 15000, 200);
     assert.ok(sampled, 'node2\'s two measured GPUs are sampled');
+    // the policy once the samples are there: 3 s idle, stopped 3 s after the warning
+    const s = await w.admin.req('PUT', '/api/v1/idle-policies/student', { idle_seconds: 3, warn_seconds: 3 });
+    assert.equal(s.status, 200, s.text);
     const st = await waitState(gina.c, gb.id, 'stopped', 25000);
     assert.match(st.reason, /idle/);
     const sd = await waitState(gina.c, d.id, 'stopped', 25000);
