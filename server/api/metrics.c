@@ -160,14 +160,15 @@ static void refreshed(PGresult *res, enum rc rc, void *arg)
 /* One statement: everything the gauges need, as one JSON document. */
 static void refresh(void)
 {
-	char window[16];
-	const char *p[2] = { *watermark ? watermark : NULL, window };
+	char window[16], pct[16];
+	const char *p[3] = { *watermark ? watermark : NULL, window, pct };
 
 	if (refreshing || !db_ready())
 		return;
 	refreshing = 1;
 	snprintf(window, sizeof(window), "%d",
 	         3 * (cfg.gpu_sample_interval_s > 0 ? cfg.gpu_sample_interval_s : 30));
+	snprintf(pct, sizeof(pct), "%d", cfg.idle_gpu_percent);
 	db_query("SELECT json_build_object("
 	         " 'pools', (SELECT COALESCE(json_agg(json_build_array(p.name,"
 	         "   (SELECT count(*) FROM alloc_requests r WHERE r.pool_id = p.id"
@@ -178,7 +179,22 @@ static void refresh(void)
 	         "     FROM alloc_requests r WHERE r.pool_id = p.id AND r.state = 'queued'),"
 	         "   (SELECT count(*) FROM slices s WHERE s.pool_id = p.id),"
 	         "   (SELECT count(*) FROM slices s JOIN allocations a ON a.slice_id = s.id"
-	         "     AND a.released_at IS NULL WHERE s.pool_id = p.id)) ORDER BY p.name), '[]')"
+	         "     AND a.released_at IS NULL WHERE s.pool_id = p.id),"
+	         /* measured GPUs: mean latest utilisation, and those allocated
+	          * whose latest sample is below idle_gpu_percent (live waste) */
+	         "   (SELECT avg(l.util_pct) FROM gpus g CROSS JOIN LATERAL (SELECT util_pct"
+	         "     FROM gpu_samples x WHERE x.gpu_uuid = g.uuid"
+	         "     AND x.at > now() - make_interval(secs => $2::int) ORDER BY x.at DESC LIMIT "
+	         "1) l"
+	         "     WHERE g.pool_id = p.id AND NOT g.simulated),"
+	         "   (SELECT count(*) FROM gpus g CROSS JOIN LATERAL (SELECT util_pct"
+	         "     FROM gpu_samples x WHERE x.gpu_uuid = g.uuid"
+	         "     AND x.at > now() - make_interval(secs => $2::int) ORDER BY x.at DESC LIMIT "
+	         "1) l"
+	         "     WHERE g.pool_id = p.id AND NOT g.simulated AND l.util_pct < $3::int"
+	         "     AND EXISTS (SELECT 1 FROM slices sl JOIN allocations a ON a.slice_id = sl.id"
+	         "      AND a.released_at IS NULL WHERE sl.gpu_id = g.id)))"
+	         "   ORDER BY p.name), '[]')"
 	         "   FROM pools p),"
 	         " 'nodes', (SELECT COALESCE(json_agg(json_build_array(n.name, n.health::text,"
 	         "   n.admin_state::text, n.degraded_since IS NOT NULL,"
@@ -215,7 +231,7 @@ static void refresh(void)
 	         "   AND r.allocated_at <= now() - interval '2 seconds'),"
 	         " 'watermark', to_char((now() - interval '2 seconds') AT TIME ZONE 'UTC',"
 	         "   'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'))::text",
-	         2, p, refreshed, NULL);
+	         3, p, refreshed, NULL);
 }
 
 static void on_cron(struct cron_section *s, void *arg)
@@ -294,6 +310,11 @@ static void render_pools(struct evbuffer *out, json_t *pools)
 		{ "gpucloud_pool_slices", "gauge", "Slices (GPU shares) in the pool.", 4 },
 		{ "gpucloud_pool_slices_allocated", "gauge",
 		  "Slices held by live allocations, per pool.", 5 },
+		{ "gpucloud_pool_gpus_allocated_idle", "gauge",
+		  "Measured GPUs of the pool that are allocated but were idle (below "
+		  "idle_gpu_percent) "
+		  "at their latest sample.",
+		  7 },
 	};
 	size_t i, k;
 	json_t *row;
@@ -310,6 +331,17 @@ static void render_pools(struct evbuffer *out, json_t *pools)
 			else
 				evbuffer_add_printf(out, "\"} %lld\n", num(row, g[k].col));
 		}
+	}
+	help(out, "gpucloud_pool_gpu_utilization_ratio", "gauge",
+	     "Mean latest utilisation (0-1) of the pool's measured GPUs; absent without samples.");
+	json_array_foreach(pools, i, row)
+	{
+		if (json_is_null(json_array_get(row, 6)))
+			continue;
+		evbuffer_add_printf(out, "gpucloud_pool_gpu_utilization_ratio{pool=\"");
+		label(out, str(row, 0));
+		evbuffer_add_printf(out, "\"} %.3f\n",
+		                    json_number_value(json_array_get(row, 6)) / 100.0);
 	}
 	help(out, "gpucloud_sched_wait_seconds", "histogram",
 	     "Time from request to allocation, per pool (allocations seen by this process).");

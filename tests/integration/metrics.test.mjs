@@ -48,6 +48,12 @@ describe('/metrics', () => {
     const m = await w.admin.post('/api/v1/nodes', { name: 'measured2', url: env.GPUCLOUD_WORLD_DOCKER2_TLS,
       tls_ca: pem(env.GPUCLOUD_WORLD_TLS_CA), tls_cert: pem(env.GPUCLOUD_WORLD_TLS_CERT), tls_key: pem(env.GPUCLOUD_WORLD_TLS_KEY) });
     assert.equal(m.status, 201, m.text);
+    // a pool of its 8 measured GPUs: the stand-in's mean utilisation is 352 / 8 = 44 %
+    const found = await eventually(async () => { const x = (await w.admin.get(`/api/v1/nodes/${m.json.id}`)).json; return x.gpus.length === 8 && x; }, 20000, 250);
+    assert.ok(found, 'measured2\'s GPUs were discovered');
+    const mp = await w.admin.post('/api/v1/pools', { name: 'measured', sharing: 'exclusive' });
+    assert.equal(mp.status, 201, mp.text);
+    assert.equal((await w.admin.req('PUT', `/api/v1/pools/${mp.json.id}/gpus`, { gpu_ids: found.gpus.map((g) => g.id) })).status, 200);
     const i = await create(gina.c, w, { name: 'm1', pool: 'a100', slices: 1, cmd: ['sleep', '3600'] });
     await waitState(gina.c, i.id, 'running');
     // traffic: reads, a 404 on an id, unmatched paths
@@ -74,6 +80,8 @@ describe('/metrics', () => {
       /^gpucloud_sched_wait_seconds_bucket\{pool="a100",le="\+Inf"\} 1$/m,
       /^gpucloud_pool_slices\{pool="a100"\} 4$/m,
       /^gpucloud_pool_slices_allocated\{pool="a100"\} 1$/m,
+      /^gpucloud_pool_gpus_allocated_idle\{pool="a100"\} 0$/m,
+      /^gpucloud_pool_gpu_utilization_ratio\{pool="measured"\} 0\.440$/m,
       /^gpucloud_node_up\{node="node1"\} 1$/m,
       /^gpucloud_node_up\{node="measured2"\} 1$/m,
       /^gpucloud_nodes\{health="up",state="active"\} 2$/m,
