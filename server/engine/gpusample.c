@@ -2,7 +2,9 @@
  *
  * Owns: the cron section, one sampling per node at a time (a node whose
  * previous sampling has not ended is skipped), the short-lived sampler
- * container (create, start, wait, logs, remove — hardened like discovery's)
+ * container (create, start, wait, logs, remove — hardened like discovery's;
+ * the first sampling of a node in a process removes those a previous
+ * process left behind)
  * or the DCGM exporter read, and the INSERT into gpu_samples.  Does not own
  * the parsers (nvsmi.c), the engines (nodes.c) or what reads the samples.
  * A sampling that fails is logged once per node until one succeeds again;
@@ -337,6 +339,55 @@ static void sample_container(struct sampling *s, struct docker_engine *e)
 	free(body);
 }
 
+/* The first sampling of a node in this process removes the sampler
+ * containers a previous process left (it stopped mid-sampling), then
+ * samples. */
+static long long swept[MAX_INFLIGHT];
+
+static void leftovers_listed(struct docker_call *call, enum rc rc, int status, const char *body,
+                             size_t len, const char *err, void *arg)
+{
+	struct sampling *s = arg;
+	struct docker_engine *e = nodes_engine(s->node_id);
+	json_t *list, *c;
+	size_t i;
+	char path[200];
+
+	(void)call;
+	(void)err;
+	if (!e) {
+		sampling_end(s, "the node went away");
+		return;
+	}
+	list = rc == RC_OK && status == 200 ? json_loadb(body, len, 0, NULL) : NULL;
+	json_array_foreach(list, i, c)
+	{
+		const char *id = json_string_value(json_object_get(c, "Id"));
+
+		if (!id || strspn(id, "0123456789abcdef") != strlen(id) || strlen(id) > 80)
+			continue;
+		snprintf(path, sizeof(path), "/containers/%s?force=1", id);
+		docker_request(e, "DELETE", path, NULL, NULL, 0, NULL, 30000, docker_ignore, NULL);
+	}
+	json_decref(list);
+	sample_container(s, e);
+}
+
+static void sweep_then_sample(struct sampling *s, struct docker_engine *e)
+{
+	/* {"label":["gpucloud.kind=sampler","gpucloud.node=<name>"]}; node
+	 * names are [a-z0-9._-], nothing to escape */
+	char path[400];
+
+	list_put(swept, s->node_id);
+	snprintf(path, sizeof(path),
+	         "/containers/json?all=1&filters=%%7B%%22label%%22%%3A%%5B%%22gpucloud.kind%%3D"
+	         "sampler%%22%%2C%%22gpucloud.node%%3D%s%%22%%5D%%7D",
+	         s->name);
+	if (!docker_request(e, "GET", path, NULL, NULL, 0, NULL, 15000, leftovers_listed, s))
+		sample_container(s, e);
+}
+
 /* ---- the round ---- */
 
 static void nodes_read(PGresult *res, enum rc rc, void *arg)
@@ -368,7 +419,10 @@ static void nodes_read(PGresult *res, enum rc rc, void *arg)
 			return;
 		}
 		if (!dcgm) {
-			sample_container(s, e);
+			if (list_has(swept, id))
+				sample_container(s, e);
+			else
+				sweep_then_sample(s, e);
 		} else if (dcgm_url(db_val(res, i, 2), url, sizeof(url)) < 0) {
 			sampling_end(s, "gpu_dcgm_url: the node's host does not fit in the URL");
 		} else if (!docker_http("GET", url, NULL, 10000, dcgm_done, s)) {

@@ -41,6 +41,10 @@ describe('GPU sampling feeds idle reclamation', () => {
   after(async () => { try { await stopClean(w?.srv); } finally { cleanup(w?.srv); } });
 
   it('samples measured GPUs into gpu_samples, never declared ones, and cleans up', async () => {
+    // a sampler container a previous gpucloudd left behind (stopped mid-sampling)
+    const leftover = `gpucloud-sampler-leftover-${w.srv.proc.pid}`;
+    docker(env.GPUCLOUD_WORLD_DOCKER2, 'create', '--name', leftover, '--label', 'gpucloud.kind=sampler',
+      '--label', 'gpucloud.node=measured2', env.GPUCLOUD_WORLD_DISCOVERY_IMAGE, 'true');
     const m = await w.admin.post('/api/v1/nodes', { name: 'measured2', url: env.GPUCLOUD_WORLD_DOCKER2_TLS,
       tls_ca: pem(env.GPUCLOUD_WORLD_TLS_CA), tls_cert: pem(env.GPUCLOUD_WORLD_TLS_CERT), tls_key: pem(env.GPUCLOUD_WORLD_TLS_KEY) });
     assert.equal(m.status, 201, m.text);
@@ -60,6 +64,7 @@ describe('GPU sampling feeds idle reclamation', () => {
     const mine = docker(env.GPUCLOUD_WORLD_DOCKER2, 'ps', '-a', '--filter', 'label=gpucloud.kind=sampler', '--format', '{{.Names}}')
       .split('\n').filter((n) => n.endsWith(`-${w.srv.proc.pid}`));
     assert.ok(mine.length <= 1, `sampler containers left: ${mine.join(' ')}`);
+    assert.equal(docker(env.GPUCLOUD_WORLD_DOCKER2, 'ps', '-a', '-q', '--filter', `name=${leftover}`), '', 'the leftover was removed');
     // removing the node keeps the history (accounting reads it)
     assert.equal((await w.admin.del(`/api/v1/nodes/${m.json.id}`)).status, 204);
     assert.ok(Number(sql(w.srv, 'SELECT count(*) FROM gpu_samples')) >= 8);
