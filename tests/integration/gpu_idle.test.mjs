@@ -88,6 +88,11 @@ describe('GPU sampling feeds idle reclamation', () => {
     await waitState(gina.c, d.id, 'running');
     const sampled = await eventually(() => Number(sql(w.srv, `SELECT count(DISTINCT gpu_uuid) FROM gpu_samples WHERE node_id = ${w.n2.id}`)) === 2, 15000, 200);
     assert.ok(sampled, 'node2\'s two measured GPUs are sampled');
+    // each instance shows its GPUs' latest utilisation; a declared GPU's is not measurable
+    const utilOf = async (id) => (await gina.c.get(`/api/v1/instances/${id}`)).json.gpus[0].util_pct;
+    assert.equal(await utilOf(ga.id), fixture[0][1]);
+    assert.equal(await utilOf(gb.id), fixture[1][1]);
+    assert.equal(await utilOf(d.id), null);
     // the policy once the samples are there: 3 s idle, stopped 3 s after the warning
     const s = await w.admin.req('PUT', '/api/v1/idle-policies/student', { idle_seconds: 3, warn_seconds: 3 });
     assert.equal(s.status, 200, s.text);
