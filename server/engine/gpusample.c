@@ -179,11 +179,12 @@ static void dcgm_done(struct docker_call *call, enum rc rc, int status, const ch
 	char why[200];
 
 	(void)call;
-	if (rc != RC_OK || status != 200) {
-		snprintf(why, sizeof(why), "%s",
-		         rc != RC_OK ? err : "the exporter answered an error");
-		if (rc == RC_OK)
-			snprintf(why, sizeof(why), "the DCGM exporter answered HTTP %d", status);
+	if (rc != RC_OK) {
+		sampling_end(s, err ? err : "the DCGM exporter did not answer");
+		return;
+	}
+	if (status != 200) {
+		snprintf(why, sizeof(why), "the DCGM exporter answered HTTP %d", status);
 		sampling_end(s, why);
 		return;
 	}
@@ -230,7 +231,7 @@ static void logs_done(struct docker_call *call, enum rc rc, int status, const ch
 	(void)body;
 	(void)len;
 	if (rc != RC_OK || status != 200) {
-		sampling_end(s, rc != RC_OK ? err : "the engine refused the logs");
+		sampling_end(s, rc != RC_OK && err ? err : "the engine refused the logs");
 		return;
 	}
 	olen = evbuffer_get_length(s->out);
@@ -248,7 +249,8 @@ static void waited(struct docker_call *call, enum rc rc, int status, const char 
 
 	(void)call;
 	if (rc != RC_OK || status != 200 || !e) {
-		sampling_end(s, rc != RC_OK ? err : "waiting for the sampler container failed");
+		sampling_end(s,
+		             rc != RC_OK && err ? err : "waiting for the sampler container failed");
 		return;
 	}
 	w = json_loadb(body, len, 0, NULL);
@@ -275,7 +277,8 @@ static void started(struct docker_call *call, enum rc rc, int status, const char
 	(void)body;
 	(void)len;
 	if (rc != RC_OK || status / 100 != 2 || !e) {
-		sampling_end(s, rc != RC_OK ? err : "the engine could not start the sampler");
+		sampling_end(s,
+		             rc != RC_OK && err ? err : "the engine could not start the sampler");
 		return;
 	}
 	snprintf(path, sizeof(path), "/containers/%s/wait", s->cid);
@@ -294,7 +297,8 @@ static void created(struct docker_call *call, enum rc rc, int status, const char
 
 	(void)call;
 	if (rc != RC_OK || status != 201 || !e) {
-		sampling_end(s, rc != RC_OK ? err : "the engine refused to create the sampler");
+		sampling_end(s,
+		             rc != RC_OK && err ? err : "the engine refused to create the sampler");
 		return;
 	}
 	j = json_loadb(body, len, 0, NULL);
