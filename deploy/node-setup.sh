@@ -136,7 +136,7 @@ dropin=$root/etc/systemd/system/docker.service.d/gpucloud-firewall.conf
 register=$tls_dir/register.json
 
 if [[ -z $address ]]; then
-	address=$(ip -4 -o addr show scope global 2>/dev/null | awk '{sub(/\/.*/, "", $4); print $4; exit}')
+	address=$(ip -4 -o addr show scope global 2>/dev/null | awk '!a {sub(/\/.*/, "", $4); a = $4} END {print a}')
 	[[ -n $address ]] || die "cannot tell this host's address: give --address"
 fi
 if [[ -z $name ]]; then
@@ -233,7 +233,8 @@ host_addr=$address
 [[ $host_addr == *:* && $host_addr != \[* ]] && host_addr="[$host_addr]"
 # listen on the address gpucloudd uses when it is one of ours, else on all
 listen=0.0.0.0
-if ip_like "$address" && ip -o addr show 2>/dev/null | grep -qF " $address/"; then
+addrs=$(ip -o addr show 2>/dev/null || true)
+if ip_like "$address" && [[ $addrs == *" $address/"* ]]; then
 	listen=$host_addr
 fi
 runtimes=''
