@@ -7,11 +7,11 @@
 // bytes and the same history — every table's rows are the same as before.
 import { describe, it, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync, execFileSync } from 'node:child_process';
-import { appendFileSync, mkdirSync, readFileSync, rmSync, statSync, readdirSync } from 'node:fs';
+import { spawn, spawnSync, execFileSync } from 'node:child_process';
+import { appendFileSync, writeFileSync, cpSync, mkdirSync, readFileSync, rmSync, statSync, readdirSync } from 'node:fs';
 import { randomBytes, createHash } from 'node:crypto';
 import { join } from 'node:path';
-import { ROOT, startServer, createDatabase, dropDatabase, psql, Client, ADMIN_PASSWORD } from '../lib/server.mjs';
+import { ROOT, BIN, startServer, createDatabase, dropDatabase, psql, Client, ADMIN_PASSWORD } from '../lib/server.mjs';
 
 const isRoot = process.getuid && process.getuid() === 0;
 const sha = (b) => createHash('sha256').update(b).digest('hex');
@@ -33,7 +33,7 @@ describe('backup and restore', { skip: isRoot ? false : 'needs root (file owners
   const dir = join(ROOT, `var/test-deploy-backup-${process.pid}`);
   const state = join(dir, 'state');
   const data = join(state, 'data'); // the default layout: data_root inside state_dir
-  let db, srv;
+  let db, srv, backup, args;
 
   after(async () => {
     if (srv) await srv.stop();
@@ -44,7 +44,7 @@ describe('backup and restore', { skip: isRoot ? false : 'needs root (file owners
   it('brings back the same users, files and history after a wipe', async () => {
     mkdirSync(dir, { recursive: true, mode: 0o711 });
     db = await createDatabase();
-    const args = [`--state-dir=${state}`, '--scrypt-ln=10'];
+    args = [`--state-dir=${state}`, '--scrypt-ln=10'];
     srv = await startServer({ db, args });
     const admin = new Client(srv.base);
     assert.equal((await admin.login('admin', ADMIN_PASSWORD)).status, 200);
@@ -83,7 +83,7 @@ describe('backup and restore', { skip: isRoot ? false : 'needs root (file owners
 
     // back up, then wipe everything
     const b = sh('backup.sh', ['--db-url', db.url, '--state-dir', state, '--out', join(dir, 'backups')]);
-    const backup = b.stdout.trim();
+    backup = b.stdout.trim();
     assert.match(backup, /\/gpucloud-\d{8}T\d{6}Z$/);
     assert.deepEqual(readdirSync(backup).sort().filter((f) => !/^(data|state)\.tar\./.test(f)), ['INFO', 'SHA256SUMS', 'db.dump']);
     assert.match(readFileSync(join(backup, 'INFO'), 'utf8'), /^schema migration \d{4}_\w+$/m);
@@ -103,6 +103,7 @@ describe('backup and restore', { skip: isRoot ? false : 'needs root (file owners
       '--db-url', db.url, '--state-dir', join(dir, 'elsewhere')], { encoding: 'utf8' });
     assert.notEqual(bad.status, 0);
     assert.match(bad.stderr, /fails its checksums/);
+    writeFileSync(join(backup, 'INFO'), readFileSync(join(backup, 'INFO'), 'utf8').slice(0, -1));
 
     // files came back byte-identical, with owners, modes and the attribute
     for (const [n, bytes] of Object.entries(files)) assert.equal(sha(readFileSync(join(data, 'home/alice', n))), sha(bytes), n);
@@ -137,5 +138,45 @@ describe('backup and restore', { skip: isRoot ? false : 'needs root (file owners
     // and the restored sequences go on: a new user gets a new id
     const carol = await admin.post('/api/v1/users', { username: 'carol', role: 'student', password: 'pw-carol-123456' });
     assert.equal(carol.status, 201, carol.text);
+  });
+
+  // deploy/README.md's upgrade: back up, start the new release (its new
+  // migrations run at start, each in a transaction), roll back by restore.
+  it('upgrades by migrations at start (a failing one changes nothing) and rolls back by restore', async () => {
+    assert.ok(backup && srv, 'the backup test ran');
+    await srv.stop({ keepDb: true });
+    srv = null;
+    const level = () => psql(db.url, 'SELECT max(version) FROM schema_migrations');
+    const old = level();
+    const next = join(dir, 'migrations-next');
+    cpSync(join(ROOT, 'db/migrations'), next, { recursive: true });
+    // a failing migration: gpucloudd does not start, and nothing of it stays
+    writeFileSync(join(next, '9998_upgrade_bad.sql'), 'ALTER TABLE users ADD COLUMN upgrade_bad int;\nSELECT 1 / 0;\n');
+    const p = spawn(BIN, [`--db-url=${db.url}`, `--migrations-dir=${next}`, `--state-dir=${state}`, '--port=0',
+      `--web-root=${join(ROOT, 'web')}`, '--log-level=info'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    p.stdout.on('data', (d) => { out += d; });
+    p.stderr.on('data', (d) => { out += d; });
+    for (let i = 0; i < 60 && !/division by zero/.test(out); i++) await new Promise((r) => setTimeout(r, 100));
+    p.kill('SIGKILL');
+    assert.match(out, /division by zero/);
+    assert.equal(level(), old, 'the failed migration is not recorded');
+    assert.equal(psql(db.url, "SELECT count(*) FROM information_schema.columns WHERE table_name = 'users' AND column_name = 'upgrade_bad'"), '0');
+    rmSync(join(next, '9998_upgrade_bad.sql'));
+    // the new release's migration runs at start
+    writeFileSync(join(next, '9999_upgrade_probe.sql'), "ALTER TABLE users ADD COLUMN upgrade_probe int NOT NULL DEFAULT 7;\n");
+    srv = await startServer({ db, args: [...args, `--migrations-dir=${next}`] });
+    assert.equal(level(), '9999_upgrade_probe');
+    assert.equal(psql(db.url, "SELECT upgrade_probe FROM users WHERE username = 'alice'"), '7');
+    assert.equal((await new Client(srv.base).login('alice', 'pw-alice-123456')).status, 200);
+    await srv.stop({ keepDb: true });
+    srv = null;
+    // roll back: the backup into a fresh database (and state, with --force)
+    dropDatabase(db.name);
+    psql(db.url.replace(`/${db.name}`, '/postgres'), `CREATE DATABASE ${db.name}`);
+    sh('restore.sh', ['--from', backup, '--db-url', db.url, '--state-dir', state, '--force']);
+    assert.equal(level(), old);
+    srv = await startServer({ db, args });
+    assert.equal((await new Client(srv.base).login('alice', 'pw-alice-123456')).status, 200);
   });
 });
