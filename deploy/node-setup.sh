@@ -133,6 +133,7 @@ tls_dir=${tls_dir:-$root/etc/docker/gpucloud-tls}
 daemon_json=${daemon_json:-$root/etc/docker/daemon.json}
 fw_script=$root/usr/local/sbin/gpucloud-node-firewall
 dropin=$root/etc/systemd/system/docker.service.d/gpucloud-firewall.conf
+hosts_dropin=$root/etc/systemd/system/docker.service.d/gpucloud-hosts.conf
 register=$tls_dir/register.json
 
 if [[ -z $address ]]; then
@@ -318,6 +319,13 @@ cat >"$dropin" <<EOF
 ExecStartPost=$fw_script
 EOF
 chmod 0644 "$dropin"
+# docker.service's ExecStart (-H fd:// on Debian) would conflict with "hosts"
+# in daemon.json: start dockerd without -H.
+dockerd_bin=$(command -v dockerd || echo /usr/bin/dockerd)
+[[ -S /run/containerd/containerd.sock ]] && dockerd_bin+=" --containerd=/run/containerd/containerd.sock"
+printf '%s\n' '# written by gpucloud'"'"'s node-setup.sh: daemon.json names the hosts' \
+	'[Service]' 'ExecStart=' "ExecStart=$dockerd_bin" >"$hosts_dropin"
+chmod 0644 "$hosts_dropin"
 case $firewall in
 apply)
 	command -v iptables >/dev/null || die "iptables is needed to apply the firewall (or use --firewall print)"
@@ -336,20 +344,16 @@ esac
 
 if ((restart)); then
 	if command -v systemctl >/dev/null && systemctl is-system-running >/dev/null 2>&1; then
-		# a unit whose ExecStart passes -H conflicts with "hosts" in daemon.json
-		override=/etc/systemd/system/docker.service.d/gpucloud-hosts.conf
-		printf '%s\n' '[Service]' 'ExecStart=' "ExecStart=$(command -v dockerd)" >"$override"
-		chmod 0644 "$override"
 		systemctl daemon-reload
 		systemctl restart docker
 		say "restarted docker.service"
 	else
-		say "no systemd here: restart dockerd yourself (started without -H flags: daemon.json names the hosts)"
+		say "no systemd here: restart dockerd yourself, without -H flags (daemon.json names the hosts)"
 	fi
 else
 	say "not restarted. Restart dockerd so it reads $daemon_json, e.g.:"
 	say "    systemctl daemon-reload && systemctl restart docker"
-	say "(docker.service must not pass -H: daemon.json names the hosts)"
+	say "(docker.service must not pass -H: $hosts_dropin sees to that)"
 fi
 
 printf '{"name": %s, "url": %s, "tls_ca": %s, "tls_cert": %s, "tls_key": %s, "labels": {}}\n' \

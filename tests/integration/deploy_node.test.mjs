@@ -95,6 +95,9 @@ describe('deploy/node-setup.sh', { skip: isRoot ? false : 'needs root (dockerd, 
     assert.equal((user().match(/-j GCT-DEPLOY-APPS/g) || []).length, 1);
     const dropin = readFileSync(join(dir, 'target/etc/systemd/system/docker.service.d/gpucloud-firewall.conf'), 'utf8');
     assert.match(dropin, new RegExp(`^ExecStartPost=${dir}/target/usr/local/sbin/gpucloud-node-firewall$`, 'm'));
+    // and docker.service starts dockerd without -H (daemon.json names the hosts)
+    const hosts = readFileSync(join(dir, 'target/etc/systemd/system/docker.service.d/gpucloud-hosts.conf'), 'utf8');
+    assert.match(hosts, /^ExecStart=\n^ExecStart=\S*dockerd( --containerd=\S+)?$/m);
     // the machine's forwarding path does not reach the test chains
     assert.doesNotMatch(execFileSync('iptables', ['-w', '-S', 'FORWARD'], { encoding: 'utf8' }), /GCT-DEPLOY/);
   });
