@@ -75,6 +75,10 @@ data_root=$(cd -- "$data_root" && pwd -P)
 for t in pg_dump tar sha256sum; do command -v "$t" >/dev/null || die "$t is needed"; done
 
 install -d -m 0700 "$out"
+out=$(cd -- "$out" && pwd -P)
+for d in "$state_dir" "$data_root"; do
+	[[ $out/ != "$d"/* ]] || die "--out '$out' must not lie inside '$d' (it would back itself up)"
+done
 dest=$out/gpucloud-$(date -u +%Y%m%dT%H%M%SZ)
 [[ ! -e $dest ]] || die "$dest exists already"
 install -d -m 0700 "$dest.partial"

@@ -69,6 +69,10 @@ if ((!data_root_set)); then data_root=${GPUCLOUD_DATA_ROOT:-$(conf data_root)}; 
 db_url=${db_url:-postgresql:///gpucloud}
 state_dir=${state_dir:-var/state}
 data_root=${data_root:-$state_dir/data}
+for d in "$state_dir" "$data_root"; do
+	[[ $d == /* ]] || die "give absolute paths (state_dir '$state_dir', data_root '$data_root')"
+	[[ ${d%/} != "" && ${d%/} != /srv && ${d%/} != /var && ${d%/} != /home ]] || die "refusing to restore into '$d'"
+done
 for t in pg_restore psql tar sha256sum; do command -v "$t" >/dev/null || die "$t is needed"; done
 
 # 1. the backup is whole
