@@ -154,4 +154,32 @@ describe('deploy/node-setup.sh', { skip: isRoot ? false : 'needs root (dockerd, 
     const names = (await admin.get('/api/v1/nodes')).json.items.map((x) => x.name);
     assert.deepEqual(names, ['gctdeploy'], 'nothing stored for the refused one');
   });
+
+  it('signs with a given CA (one CA for all nodes) or installs given certificates, and says what it needs', () => {
+    const run = (...args) => spawnSync('bash', [join(ROOT, 'deploy/node-setup.sh'), '--control-plane', '10.0.0.5', '--dry-run', ...args], { encoding: 'utf8' });
+    const second = join(dir, 'second'), third = join(dir, 'third');
+    let r = run('--address', 'node2.example.edu', '--san', 'IP:10.0.0.7', '--name', 'node2', '--target', second,
+      '--ca-cert', join(tls, 'ca.pem'), '--ca-key', join(tls, 'ca-key.pem'));
+    assert.equal(r.status, 0, r.stderr);
+    const tls2 = join(second, 'etc/docker/gpucloud-tls');
+    assert.equal(readFileSync(join(tls2, 'ca.pem'), 'utf8'), readFileSync(join(tls, 'ca.pem'), 'utf8'));
+    execFileSync('openssl', ['verify', '-CAfile', join(tls, 'ca.pem'), join(tls2, 'server-cert.pem'), join(tls2, 'client-cert.pem')]);
+    const text = execFileSync('openssl', ['x509', '-noout', '-ext', 'subjectAltName', '-in', join(tls2, 'server-cert.pem')], { encoding: 'utf8' });
+    assert.match(text, /DNS:node2\.example\.edu, IP Address:10\.0\.0\.7/);
+    assert.match(readFileSync(join(tls2, 'register.json'), 'utf8'), /"url": "tcp:\/\/node2\.example\.edu:2376"/);
+    // the firewall was only printed (--dry-run)
+    assert.match(r.stderr, /iptables -w -A GPUCLOUD-APPS -s 10\.0\.0\.5 -j RETURN/);
+    r = run('--address', '10.0.0.8', '--name', 'node3', '--target', third, '--ca-cert', join(tls, 'ca.pem'),
+      '--server-cert', join(tls2, 'server-cert.pem'), '--server-key', join(tls2, 'server-key.pem'),
+      '--client-cert', join(tls2, 'client-cert.pem'), '--client-key', join(tls2, 'client-key.pem'));
+    assert.equal(r.status, 0, r.stderr);
+    assert.equal(readFileSync(join(third, 'etc/docker/gpucloud-tls/server-cert.pem'), 'utf8'), readFileSync(join(tls2, 'server-cert.pem'), 'utf8'));
+    // mistakes are named
+    for (const [args, re] of [[[], /--control-plane ADDR is needed/], [['--control-plane', 'x;y'], /must be an IP address or CIDR/],
+      [['--control-plane', '10.0.0.5', '--name', 'Bad Name'], /node name/], [['--control-plane', '10.0.0.5', '--bogus', '1'], /unknown option --bogus/]]) {
+      const bad = spawnSync('bash', [join(ROOT, 'deploy/node-setup.sh'), '--dry-run', '--target', join(dir, 'bad'), ...args], { encoding: 'utf8' });
+      assert.notEqual(bad.status, 0);
+      assert.match(bad.stderr, re);
+    }
+  });
 });
