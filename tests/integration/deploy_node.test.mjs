@@ -9,7 +9,7 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync, execFileSync } from 'node:child_process';
-import { readFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { readFileSync, readdirSync, writeFileSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -158,9 +158,24 @@ describe('deploy/node-setup.sh', { skip: isRoot ? false : 'needs root (dockerd, 
   it('signs with a given CA (one CA for all nodes) or installs given certificates, and says what it needs', () => {
     const run = (...args) => spawnSync('bash', [join(ROOT, 'deploy/node-setup.sh'), '--control-plane', '10.0.0.5', '--dry-run', ...args], { encoding: 'utf8' });
     const second = join(dir, 'second'), third = join(dir, 'third');
-    let r = run('--address', 'node2.example.edu', '--san', 'IP:10.0.0.7', '--name', 'node2', '--target', second,
-      '--ca-cert', join(tls, 'ca.pem'), '--ca-key', join(tls, 'ca-key.pem'));
+    // a GPU host: the NVIDIA toolkit's runtime on PATH (a stand-in), and a
+    // daemon.json the toolkit wrote already
+    const bin = join(dir, 'bin');
+    mkdirSync(join(second, 'etc/docker'), { recursive: true });
+    mkdirSync(bin, { recursive: true });
+    writeFileSync(join(bin, 'nvidia-container-runtime'), '#!/bin/sh\nexit 0\n', { mode: 0o755 });
+    writeFileSync(join(second, 'etc/docker/daemon.json'), JSON.stringify({ 'data-root': '/data/docker', icc: true, runtimes: { runsc: { path: 'runsc' } } }));
+    const env = { ...process.env, PATH: `${bin}:${process.env.PATH}` };
+    let r = spawnSync('bash', [join(ROOT, 'deploy/node-setup.sh'), '--control-plane', '10.0.0.5', '--dry-run',
+      '--address', 'node2.example.edu', '--san', 'IP:10.0.0.7', '--name', 'node2', '--target', second,
+      '--ca-cert', join(tls, 'ca.pem'), '--ca-key', join(tls, 'ca-key.pem')], { encoding: 'utf8', env });
     assert.equal(r.status, 0, r.stderr);
+    const d = JSON.parse(readFileSync(join(second, 'etc/docker/daemon.json'), 'utf8'));
+    assert.equal(d['data-root'], '/data/docker', 'existing settings are kept');
+    assert.equal(d.icc, false, 'ours win');
+    assert.deepEqual(Object.keys(d.runtimes).sort(), ['nvidia', 'runsc']);
+    assert.equal(d.runtimes.nvidia.path, 'nvidia-container-runtime');
+    assert.ok(readdirSync(join(second, 'etc/docker')).some((f) => f.startsWith('daemon.json.bak.')), 'a backup is left');
     const tls2 = join(second, 'etc/docker/gpucloud-tls');
     assert.equal(readFileSync(join(tls2, 'ca.pem'), 'utf8'), readFileSync(join(tls, 'ca.pem'), 'utf8'));
     execFileSync('openssl', ['verify', '-CAfile', join(tls, 'ca.pem'), join(tls2, 'server-cert.pem'), join(tls2, 'client-cert.pem')]);
