@@ -1,6 +1,7 @@
 // deploy_backup.test.mjs — deploy/backup.sh and deploy/restore.sh, once:
 // a server with users, files in a home (owners, modes, an extended
-// attribute), tokens, sessions and audit history is backed up, stopped,
+// attribute), jobs (one ended, one waiting), tokens, sessions and audit
+// history is backed up, stopped,
 // its database dropped and its state directory and data root wiped;
 // restored into a fresh database of the same name and empty folders, it
 // starts and serves the same users (passwords, sessions, tokens), the same
@@ -68,6 +69,23 @@ describe('backup and restore', { skip: isRoot ? false : 'needs root (file owners
     // an extended attribute the tar must carry
     const blobPath = join(data, 'home/alice/blob.bin');
     execFileSync('/usr/bin/python3', ['-c', `import os; os.setxattr(${JSON.stringify(blobPath)}, 'user.gpucloud', b'kept')`]);
+    // jobs: one ended (cancelled while queued: no node is registered), one waiting
+    const img = await admin.post('/api/v1/images', { reference: '127.0.0.1:5055/nvidia/busybox:1.36', display_name: 'bb', verify: false });
+    assert.equal(img.status, 201, img.text);
+    const jobs = [];
+    for (const name of ['ended', 'waiting']) {
+      const j = await admin.post('/api/v1/jobs', { name, image_id: img.json.id, command: ['true'], cpu_millis: 100, mem_mib: 64 });
+      assert.equal(j.status, 201, j.text);
+      jobs.push(j.json.id);
+    }
+    assert.equal((await admin.post(`/api/v1/jobs/${jobs[0]}/cancel`)).status, 202);
+    let jobStates;
+    for (let i = 0; i < 50; i++) {
+      jobStates = await Promise.all(jobs.map(async (id) => (await admin.get(`/api/v1/jobs/${id}`)).json.state));
+      if (jobStates[0] === 'cancelled') break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.deepEqual(jobStates, ['cancelled', 'queued']);
     const tok = await users.bob.post('/api/v1/tokens', { name: 'script', scopes: ['read'] });
     assert.equal(tok.status, 201, tok.text);
     assert.equal((await new Client(srv.base).login('alice', 'wrong-password')).status, 401); // a failure in the audit log
@@ -132,6 +150,7 @@ describe('backup and restore', { skip: isRoot ? false : 'needs root (file owners
     assert.equal(me.status, 200, 'the API token works');
     assert.match(me.text, /"bob"/);
     admin.base = srv.base;
+    for (const [i, id] of jobs.entries()) assert.equal((await admin.get(`/api/v1/jobs/${id}`)).json.state, jobStates[i], `job ${id}`);
     const audit = await admin.get('/api/v1/audit');
     assert.equal(audit.status, 200, audit.text);
     assert.ok(JSON.stringify(audit.json).includes('alice'), 'the audit history names alice');
