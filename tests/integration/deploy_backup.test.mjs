@@ -1,11 +1,12 @@
 // deploy_backup.test.mjs — deploy/backup.sh and deploy/restore.sh, once:
 // a server with users, files in a home (owners, modes, an extended
 // attribute), jobs (one ended, one waiting), tokens, sessions and audit
-// history is backed up, stopped,
-// its database dropped and its state directory and data root wiped;
-// restored into a fresh database of the same name and empty folders, it
-// starts and serves the same users (passwords, sessions, tokens), the same
-// bytes and the same history — every table's rows are the same as before.
+// history is backed up and stopped, its database dropped and its state
+// directory and data root wiped; restored into a fresh database of the same
+// name and empty folders, it starts and serves the same users (passwords,
+// sessions, tokens), the same bytes and the same history — every table's
+// rows are the same as before.  Then the upgrade procedure of
+// deploy/README.md: migrations at start, and a roll back by restore.
 import { describe, it, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, execFileSync } from 'node:child_process';
