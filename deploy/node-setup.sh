@@ -20,7 +20,8 @@
 #
 # Usage: node-setup.sh --control-plane ADDR [options]
 #   --control-plane ADDR  address (or CIDR) gpucloudd connects from; the only
-#                         source allowed to reach published app ports
+#                         source allowed to reach published app ports (several
+#                         replicas: comma-separated)
 #   --address ADDR        address (IP or DNS name) gpucloudd reaches this
 #                         engine at (default: the first global IPv4 address)
 #   --san SAN             another subjectAltName (IP:x or DNS:x; repeatable)
@@ -113,8 +114,9 @@ while (($#)); do
 done
 
 [[ -n $control_plane ]] || die "--control-plane ADDR is needed: the address gpucloudd connects from"
-[[ $control_plane =~ ^[0-9A-Fa-f:.]+(/[0-9]{1,3})?$ ]] ||
-	die "--control-plane must be an IP address or CIDR, not '$control_plane'"
+cidr='[0-9A-Fa-f:.]+(/[0-9]{1,3})?'
+[[ $control_plane =~ ^$cidr(,$cidr)*$ ]] ||
+	die "--control-plane must be IP addresses or CIDRs, comma-separated, not '$control_plane'"
 if ! [[ $port =~ ^[0-9]+$ ]] || ((port < 1 || port > 65535)); then die "--port must be 1-65535"; fi
 [[ $days =~ ^[0-9]+$ ]] || die "--days must be a number"
 [[ $firewall == apply || $firewall == print || $firewall == none ]] ||

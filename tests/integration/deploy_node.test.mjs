@@ -190,7 +190,7 @@ describe('deploy/node-setup.sh', { skip: isRoot ? false : 'needs root (dockerd, 
     assert.equal(r.status, 0, r.stderr);
     assert.equal(readFileSync(join(third, 'etc/docker/gpucloud-tls/server-cert.pem'), 'utf8'), readFileSync(join(tls2, 'server-cert.pem'), 'utf8'));
     // mistakes are named
-    for (const [args, re] of [[[], /--control-plane ADDR is needed/], [['--control-plane', 'x;y'], /must be an IP address or CIDR/],
+    for (const [args, re] of [[[], /--control-plane ADDR is needed/], [['--control-plane', 'x;y'], /must be IP addresses or CIDRs/],
       [['--control-plane', '10.0.0.5', '--name', 'Bad Name'], /node name/], [['--control-plane', '10.0.0.5', '--bogus', '1'], /unknown option --bogus/]]) {
       const bad = spawnSync('bash', [join(ROOT, 'deploy/node-setup.sh'), '--dry-run', '--target', join(dir, 'bad'), ...args], { encoding: 'utf8' });
       assert.notEqual(bad.status, 0);
