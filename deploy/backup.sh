@@ -92,11 +92,17 @@ level=$(psql -qAtX --dbname="$db_url" -c 'SELECT max(version) FROM schema_migrat
 zprog=gzip ext=gz
 command -v zstd >/dev/null && zprog='zstd -T0 -3' ext=zst
 tarc() { # ARCHIVE DIR [tar options...] : DIR's contents, owners and attributes kept
-	local archive=$1 dir=$2
+	local archive=$1 dir=$2 rc=0
 	shift 2
 	tar --create --file="$archive" --use-compress-program="$zprog" --directory="$dir" \
 		--numeric-owner --preserve-permissions --acls --xattrs --xattrs-include='*' \
-		--sparse "$@" .
+		--sparse --warning=no-file-changed --warning=no-file-removed "$@" . || rc=$?
+	# 1: files changed or went away while they were read (a running server)
+	if ((rc == 1)); then
+		say "warning: files in $dir changed while they were read (stop gpucloudd for an exact copy)"
+	elif ((rc != 0)); then
+		die "tar of $dir failed (exit $rc)"
+	fi
 }
 
 say "data root $data_root -> data.tar.$ext"

@@ -81,7 +81,7 @@ describe('backup and restore', { skip: isRoot ? false : 'needs root (file owners
     }
     assert.equal((await admin.post(`/api/v1/jobs/${jobs[0]}/cancel`)).status, 202);
     let jobStates;
-    for (let i = 0; i < 50; i++) {
+    for (let i = 0; i < 300; i++) {
       jobStates = await Promise.all(jobs.map(async (id) => (await admin.get(`/api/v1/jobs/${id}`)).json.state));
       if (jobStates[0] === 'cancelled') break;
       await new Promise((r) => setTimeout(r, 100));
