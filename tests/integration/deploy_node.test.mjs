@@ -5,7 +5,8 @@
 // own bridge, never a world engine), which must then answer only clients with
 // the control plane's certificate, and register with a real gpucloudd over
 // mTLS by the printed command, and come up.  The firewall goes into test
-// chains nothing jumps to; the rules' text and their loading are checked.
+// chains nothing jumps to there; deploy_fw.sh tries the same rule on real
+// packets in network namespaces of its own.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync, execFileSync } from 'node:child_process';
@@ -137,7 +138,7 @@ describe('deploy/node-setup.sh', { skip: isRoot ? false : 'needs root (dockerd, 
     assert.equal(node.url, `tcp://127.0.0.1:${port}`);
     assert.equal(node.tls, true);
     let n;
-    for (let i = 0; i < 100; i++) {
+    for (let i = 0; i < 300; i++) {
       n = (await admin.get(`/api/v1/nodes/${node.id}`)).json;
       if (n && n.health === 'up') break;
       await sleep(200);
@@ -195,6 +196,20 @@ describe('deploy/node-setup.sh', { skip: isRoot ? false : 'needs root (dockerd, 
       const bad = spawnSync('bash', [join(ROOT, 'deploy/node-setup.sh'), '--dry-run', '--target', join(dir, 'bad'), ...args], { encoding: 'utf8' });
       assert.notEqual(bad.status, 0);
       assert.match(bad.stderr, re);
+    }
+  });
+});
+
+describe('the app-port firewall on real packets', { skip: isRoot ? false : 'needs root (network namespaces)' }, () => {
+  it('lets the control plane, and only it, open connections to a published port', () => {
+    const dir = join(ROOT, `var/test-deploy-fw-${process.pid}`);
+    const r = spawnSync('bash', [join(ROOT, 'tests/integration/deploy_fw.sh'), dir], { encoding: 'utf8', timeout: 60000 });
+    const out = `${r.stdout}\n${r.stderr}`;
+    assert.equal(r.status, 0, out);
+    assert.doesNotMatch(r.stdout, /^FAIL/m, out);
+    for (const re of [/^ok without the rule, any address reaches/m, /^ok the control plane reaches/m, /^ok another address cannot reach/m,
+      /^ok traffic Docker did not DNAT/m, /^ok the container's own outgoing connections pass/m, /^ok applying it again changes nothing/m]) {
+      assert.match(r.stdout, re, out);
     }
   });
 });
