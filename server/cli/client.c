@@ -123,11 +123,8 @@ int client_load(struct client *c, const char *server_flag)
 		fprintf(stderr, "gpucloud: --server '%s' is not an http(s) URL\n", server_flag);
 		return -1;
 	}
-	if (!c->server[0]) {
-		fprintf(stderr,
-		        "gpucloud: no server: log in first (gpucloud login --server URL)\n");
-		return -2;
-	}
+	if (!c->server[0])
+		return -2; /* the caller says what to do */
 	return 0;
 }
 
@@ -138,7 +135,8 @@ int client_connect(struct client *c)
 	if (rc == -1)
 		return EXIT_USAGE;
 	if (rc == -2 || !c->token[0]) {
-		fprintf(stderr, "gpucloud: not logged in: run gpucloud login\n");
+		fprintf(stderr, "gpucloud: not logged in: run gpucloud login %s\n",
+		        c->server[0] ? c->server : "URL");
 		if (c->json) {
 			json_t *o =
 			        json_pack("{s:{s:s, s:s}, s:i}", "error", "code", "not_logged_in",
@@ -332,16 +330,23 @@ int client_send(struct client *c, const struct client_req *r, struct client_repl
 		snprintf(c->errbuf, sizeof(c->errbuf), "the URL is too long");
 		return -1;
 	}
-	if (!c->h) {
-		c->h = curl_easy_init();
-		if (!c->h) {
-			snprintf(c->errbuf, sizeof(c->errbuf), "cannot start libcurl");
-			return -1;
+	/* a handle per request; the connections and the login's cookie are
+	 * kept in the share between them */
+	if (!c->share) {
+		c->share = curl_share_init();
+		if (c->share) {
+			curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_COOKIE);
+			curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT);
 		}
-		curl_easy_setopt(c->h, CURLOPT_COOKIEFILE, ""); /* the login's session cookie */
-	} else {
-		curl_easy_reset(c->h);
 	}
+	c->h = curl_easy_init();
+	if (!c->h || !c->share) {
+		snprintf(c->errbuf, sizeof(c->errbuf), "cannot start libcurl");
+		return -1;
+	}
+	curl_easy_setopt(c->h, CURLOPT_SHARE, c->share);
+	if (r->session)
+		curl_easy_setopt(c->h, CURLOPT_COOKIEFILE, ""); /* the login's session cookie */
 	curl_easy_setopt(c->h, CURLOPT_URL, url);
 	curl_easy_setopt(c->h, CURLOPT_CUSTOMREQUEST, r->method);
 	curl_easy_setopt(c->h, CURLOPT_ERRORBUFFER, c->errbuf);
@@ -407,7 +412,8 @@ int client_send(struct client *c, const struct client_req *r, struct client_repl
 	curl_easy_setopt(c->h, CURLOPT_HTTPHEADER, hdrs);
 	cc = curl_easy_perform(c->h);
 	curl_easy_getinfo(c->h, CURLINFO_RESPONSE_CODE, &rep->status);
-	curl_easy_setopt(c->h, CURLOPT_HTTPHEADER, NULL);
+	curl_easy_cleanup(c->h);
+	c->h = NULL;
 	for (struct curl_slist *h = hdrs; h; h = h->next)
 		explicit_bzero(h->data, strlen(h->data));
 	curl_slist_free_all(hdrs);
@@ -503,7 +509,18 @@ json_t *client_call(struct client *c, const char *method, const char *path, json
 
 char *client_escape(struct client *c, const char *s)
 {
-	if (!c->h)
-		c->h = curl_easy_init();
-	return c->h ? curl_easy_escape(c->h, s, 0) : NULL;
+	CURL *h = curl_easy_init();
+	char *e = h ? curl_easy_escape(h, s, 0) : NULL;
+
+	(void)c;
+	curl_easy_cleanup(h);
+	return e;
+}
+
+void client_release(struct client *c)
+{
+	curl_share_cleanup(c->share);
+	c->share = NULL;
+	explicit_bzero(c->token, sizeof(c->token));
+	explicit_bzero(c->csrf, sizeof(c->csrf));
 }

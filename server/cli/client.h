@@ -34,7 +34,8 @@ struct client {
 	int tty;                 /* stderr is a terminal: progress bars */
 	const char *server_flag; /* --server */
 	curl_off_t limit_rate;
-	CURL *h;
+	CURL *h;       /* the request in flight (its callbacks ask it the status) */
+	CURLSH *share; /* connections and cookies between requests */
 	char errbuf[CURL_ERROR_SIZE];
 };
 
@@ -75,7 +76,7 @@ int client_config_path(const char *name, char *buf, size_t n);
 
 /* Loads the saved login (GPUCLOUD_SERVER / GPUCLOUD_TOKEN override it);
  * server_flag, when set, overrides the server.  Returns 0, -1 for a bad
- * server URL, -2 when no server is known (message printed). */
+ * server URL (message printed), -2 when no server is known (nothing printed). */
 int client_load(struct client *c, const char *server_flag);
 /* client_load with --server, then a token must be there: EXIT_OK, or the
  * exit code (message printed). */
@@ -112,6 +113,9 @@ int client_exit_code(long status);
 
 /* A path segment escaped for a URL (caller frees with curl_free). */
 char *client_escape(struct client *c, const char *s);
+
+/* Frees what the client holds and wipes the token from memory. */
+void client_release(struct client *c);
 
 /* Prints a JSON value on stdout (--json output), one line. */
 void client_print_json(json_t *v);

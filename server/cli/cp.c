@@ -90,6 +90,7 @@ static int make_url(struct client *c, struct remote *rm, const char *query)
 struct progress {
 	int on;
 	curl_off_t base, total; /* bytes done before this request, the whole */
+	curl_off_t from;        /* bytes done before this run (for the rate) */
 	double start, last;
 };
 
@@ -114,7 +115,7 @@ static void bar_draw(struct progress *p, curl_off_t done, int final)
 	for (int i = 0; i < w; i++)
 		bar[i] = i < fill ? '#' : '.';
 	bar[w] = '\0';
-	rate = t > p->start ? (double)(done - p->base) / (t - p->start) / mib : 0;
+	rate = t > p->start ? (double)(done - p->from) / (t - p->start) / mib : 0;
 	fprintf(stderr, "\r[%s] %3d%% %8.1f/%.1f MiB %6.1f MiB/s", bar, pct, (double)done / mib,
 	        (double)p->total / mib, rate > 0 ? rate : 0);
 	if (final)
@@ -330,6 +331,7 @@ static int put_resumable(struct client *c, int fd, const struct stat *st, const 
 	for (long long k = 0; k < parts; k++)
 		if (have[k])
 			pg->base += k == parts - 1 ? st->st_size - k * part_size : part_size;
+	pg->from = pg->base;
 	pg->start = now_s();
 	for (long long k = 0; k < parts; k++) {
 		struct client_req r = { .method = "PUT", .path = path, .upload_fd = fd };
@@ -560,7 +562,7 @@ static int download(struct client *c, struct remote *rm, const char *local_arg)
 	r.sink_arg = &s;
 	pg.on = c->tty && !c->json;
 	pg.total = size;
-	pg.base = s.off;
+	pg.base = pg.from = s.off;
 	pg.start = now_s();
 	if (pg.on) {
 		r.progress = on_progress;

@@ -342,14 +342,26 @@ static int cmd_logout(struct client *c, int argc, char **argv)
 		return usage_error("logout", "unexpected argument '%s'", argv[optind]);
 	if (client_load(c, c->server_flag) == 0 && c->token[0] && c->token_id > 0 &&
 	    !getenv("GPUCLOUD_TOKEN")) {
-		json_t *r;
+		struct client_req r = {
+			.method = "DELETE", .path = path, .upload_fd = -1, .upload_len = -1
+		};
+		struct client_reply rep = { 0 };
 		snprintf(path, sizeof(path), "/api/v1/tokens/%lld", c->token_id);
-		r = client_call(c, "DELETE", path, NULL, "revoke the token", &code);
-		revoked = r != NULL;
-		json_decref(r);
+		if (client_send(c, &r, &rep) < 0)
+			code = client_fail(c, NULL, "revoke the token");
+		else if (rep.status == 204)
+			revoked = 1;
+		else if (rep.status == 403) /* a read-only token cannot revoke itself */
+			fprintf(stderr,
+			        "gpucloud: the token could not be revoked (%s); revoke it in "
+			        "the web interface\n",
+			        str(json_object_get(rep.json, "error"), "message"));
 		/* an expired or revoked token is as good as revoked */
-		if (code == EXIT_AUTH || code == EXIT_NOTFOUND)
-			code = EXIT_OK;
+		else if (rep.status != 401 && rep.status != 404)
+			code = client_fail(c, &rep, "revoke the token");
+		client_reply_release(&rep);
+		if (code != EXIT_OK)
+			return code; /* the saved login stays: the token still works */
 	}
 	if (client_forget() < 0) {
 		fprintf(stderr, "gpucloud: cannot remove the saved login: %s\n", strerror(errno));
@@ -1442,9 +1454,7 @@ int main(int argc, char **argv)
 	optind = 0; /* glibc: a full reset of getopt */
 	opterr = 1;
 	code = k->run(&c, argc - i, argv + i);
-	if (c.h)
-		curl_easy_cleanup(c.h);
-	explicit_bzero(c.token, sizeof(c.token));
+	client_release(&c);
 	curl_global_cleanup();
 	return code;
 }

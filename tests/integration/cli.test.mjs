@@ -16,7 +16,8 @@ import { BIN, ROOT } from '../lib/server.mjs';
 import { stopClean, sleep } from '../lib/itest.mjs';
 import { world, mkUser, cleanup, sql, eventually, env } from './instances_lib.mjs';
 
-const CLI = join(dirname(BIN), 'gpucloud');
+// GPUCLOUD_CLI: another build of the client (a sanitizer build, say)
+const CLI = process.env.GPUCLOUD_CLI || join(dirname(BIN), 'gpucloud');
 const EXIT = { ok: 0, usage: 1, refused: 2, server: 3, notfound: 4, auth: 5, local: 6 };
 const sha = (buf) => createHash('sha256').update(buf).digest('hex');
 
