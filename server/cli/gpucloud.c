@@ -1094,6 +1094,8 @@ static int follow_logs(struct client *c, long long id, long tail)
 		tries = 0;
 		s->len = 0;
 		s->dlen = 0;
+		if (!s->end_state[0])
+			sleep(1); /* cut off before the end: go on after the last line */
 	}
 	if (s->end_state[0]) {
 		if (c->json) {
@@ -1344,6 +1346,7 @@ static const struct command commands[] = {
 	  "\n"
 	  "Lists my jobs, newest first (one page unless --all). WHEN is a date, a time\n"
 	  "or an age such as 7d, 24h, 30m.\n" },
+	{ "ls", cmd_jobs, "the same as jobs", "usage: gpucloud ls: see gpucloud jobs --help\n" },
 	{ "logs", cmd_logs, "print a job's log, or follow it",
 	  "usage: gpucloud logs [-f] [--tail N] [--json] JOB\n"
 	  "\n"

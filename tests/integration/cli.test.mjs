@@ -291,12 +291,13 @@ describe('gpucloud CLI', () => {
   });
 
   it('shows usage (skipped where /api/v1/usage is not there yet)', async (t) => {
-    const r = await run(['usage', '--json', '--group-by', 'user', '--period', 'total']);
+    const span = ['--from', '2026-01-01T00:00:00Z', '--to', '2031-01-01T00:00:00Z'];
+    const r = await run(['usage', '--json', '--group-by', 'user', '--period', 'total', ...span]);
     if (r.code === EXIT.notfound) { t.skip('GET /api/v1/usage answers 404 on this branch'); return; }
     assert.equal(r.code, 0, r.stderr);
     assert.equal(r.json.group_by, 'user');
     assert.ok(Array.isArray(r.json.rows));
-    const txt = await run(['usage']);
+    const txt = await run(['usage', '--period', 'total', ...span]);
     assert.equal(txt.code, 0, txt.stderr);
     assert.match(txt.stdout, /^KEY\s+PERIOD\s+GPU_SECONDS/);
     assert.equal((await run(['usage', '--period', 'year'])).code, EXIT.usage);
