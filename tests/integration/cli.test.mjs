@@ -36,6 +36,7 @@ describe('gpucloud CLI', () => {
       let stdout = '', stderr = '';
       p.stdout.on('data', (d) => { stdout += d; });
       p.stderr.on('data', (d) => { stderr += d; });
+      p.stdin.on('error', () => { /* it exited before reading its input */ });
       p.stdin.end(opts.input ?? '');
       if (opts.proc) opts.proc(p);
       p.on('close', (code, signal) => {
@@ -346,7 +347,7 @@ describe('gpucloud CLI', () => {
     // not logged in (another config folder)
     const anon = await run(['jobs'], { env: { XDG_CONFIG_HOME: join(home, 'empty') } });
     assert.equal(anon.code, EXIT.auth);
-    assert.match(anon.stderr, /log in/);
+    assert.match(anon.stderr, /not logged in: run gpucloud login/);
     // the server gone: a network error
     const gone = await run(['jobs', '--server', 'http://127.0.0.1:1']);
     assert.equal(gone.code, EXIT.server);
