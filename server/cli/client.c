@@ -354,6 +354,8 @@ int client_send(struct client *c, const struct client_req *r, struct client_repl
 	curl_easy_setopt(c->h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(c->h, CURLOPT_CONNECTTIMEOUT, 20L);
 	curl_easy_setopt(c->h, CURLOPT_PROTOCOLS_STR, "http,https");
+	if (getenv("GPUCLOUD_CACERT") && *getenv("GPUCLOUD_CACERT")) /* a campus CA */
+		curl_easy_setopt(c->h, CURLOPT_CAINFO, getenv("GPUCLOUD_CACERT"));
 	curl_easy_setopt(c->h, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(c->h, CURLOPT_WRITEDATA, &x);
 	curl_easy_setopt(c->h, CURLOPT_HEADERFUNCTION, on_header);

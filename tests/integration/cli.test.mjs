@@ -12,7 +12,7 @@ import { mkdtempSync, writeFileSync, readFileSync, statSync, existsSync, readdir
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { randomBytes, createHash } from 'node:crypto';
-import { BIN, ROOT } from '../lib/server.mjs';
+import { BIN, ROOT, startServer, ADMIN_PASSWORD } from '../lib/server.mjs';
 import { stopClean, sleep } from '../lib/itest.mjs';
 import { world, mkUser, cleanup, sql, eventually, env } from './instances_lib.mjs';
 
@@ -389,6 +389,30 @@ describe('gpucloud CLI', () => {
     const log = w.srv.log();
     for (const tok of [token, made.json.token]) assert.ok(!log.includes(tok));
     assert.ok(!/gct_[A-Za-z0-9_-]{20}/.test(log), 'no token in the server log');
+  });
+
+  it('logs in over TLS, trusting a campus CA from GPUCLOUD_CACERT', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'gccli-tls-'));
+    execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256',
+      '-nodes', '-days', '2', '-subj', '/CN=localhost', '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1',
+      '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem')], { stdio: 'ignore' });
+    const tls = await startServer({ args: ['--scrypt-ln=10', `--tls-cert=${join(dir, 'cert.pem')}`, `--tls-key=${join(dir, 'key.pem')}`] });
+    try {
+      const url = `https://127.0.0.1:${tls.port}`;
+      const cfg = { XDG_CONFIG_HOME: join(dir, 'cfg') };
+      const untrusted = await run(['login', url, '-u', 'admin', '--password-stdin'], { input: ADMIN_PASSWORD + '\n', env: cfg });
+      assert.equal(untrusted.code, EXIT.server);
+      assert.match(untrusted.stderr, /cannot reach https:\/\/127.0.0.1:\d+: .*certificate/i);
+      const trusted = { ...cfg, GPUCLOUD_CACERT: join(dir, 'cert.pem') };
+      const r = await run(['login', url, '-u', 'admin', '--password-stdin'], { input: ADMIN_PASSWORD + '\n', env: trusted });
+      assert.equal(r.code, 0, r.stderr);
+      const me = await run(['whoami', '--json'], { env: trusted });
+      assert.equal(me.code, 0, me.stderr);
+      assert.equal(me.json.user.username, 'admin');
+    } finally {
+      await tls.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('has a man page that groff reads without warnings', () => {
