@@ -991,6 +991,7 @@ struct sse {
 	char data[65536 + 256];
 	size_t dlen;
 	char id[32];
+	int has_data; /* this event had a data: line (an empty log line too) */
 	char end_state[32];
 };
 
@@ -998,12 +999,14 @@ static void sse_dispatch(struct sse *s)
 {
 	if (strcmp(s->event, "end") == 0) {
 		snprintf(s->end_state, sizeof(s->end_state), "%.*s", (int)s->dlen, s->data);
-	} else if (s->dlen || s->id[0]) {
+	} else if (s->has_data) {
 		if (s->c->json) {
+			json_int_t off = (json_int_t)strtoll(s->id, NULL, 10);
 			json_t *o =
-			        json_pack("{s:s%, s:s}", "line", s->data, s->dlen, "offset", s->id);
-			if (!o) /* not UTF-8: keep the bytes readable */
-				o = json_pack("{s:s, s:s}", "line", "", "offset", s->id);
+			        json_pack("{s:s%, s:I}", "line", s->data, s->dlen, "offset", off);
+			if (!o) /* not UTF-8 */
+				o = json_pack("{s:s, s:I, s:b}", "line", "", "offset", off,
+				              "binary", 1);
 			client_print_json(o);
 			json_decref(o);
 		} else {
@@ -1014,6 +1017,7 @@ static void sse_dispatch(struct sse *s)
 	}
 	s->event[0] = '\0';
 	s->dlen = 0;
+	s->has_data = 0;
 }
 
 static void sse_line(struct sse *s, const char *l, size_t n)
@@ -1026,8 +1030,9 @@ static void sse_line(struct sse *s, const char *l, size_t n)
 		size_t k = n - 5, off = 5;
 		if (k && l[off] == ' ')
 			off++, k--;
-		if (s->dlen)
+		if (s->has_data && s->dlen < sizeof(s->data) - 1)
 			s->data[s->dlen++] = '\n';
+		s->has_data = 1;
 		if (k > sizeof(s->data) - s->dlen - 1)
 			k = sizeof(s->data) - s->dlen - 1;
 		memcpy(s->data + s->dlen, l + off, k);
@@ -1094,6 +1099,7 @@ static int follow_logs(struct client *c, long long id, long tail)
 		tries = 0;
 		s->len = 0;
 		s->dlen = 0;
+		s->has_data = 0;
 		if (!s->end_state[0])
 			sleep(1); /* cut off before the end: go on after the last line */
 	}

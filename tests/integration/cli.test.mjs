@@ -172,31 +172,37 @@ describe('gpucloud CLI', () => {
       'goal: min',
       'grid:',
       '  lr: [0.1, 0.01]',
-      '  bs: [16, 32]',
+      '  bs: [16]',
       '',
     ].join('\n'));
     const r = await run(['submit', '--json', '-f', 'sweep.yaml']);
     assert.equal(r.code, 0, r.stderr);
     assert.equal(r.json.name, 'lr-sweep');
-    assert.equal(r.json.runs, 4);
+    assert.equal(r.json.runs, 2);
     const txt = await run(['submit', '-f', 'sweep.yaml', '--name', 'lr-sweep-2']);
     assert.equal(txt.code, 0, txt.stderr);
-    assert.match(txt.stdout, /^submitted sweep \d+ 'lr-sweep-2': 4 runs$/m);
+    const m = /^submitted sweep (\d+) 'lr-sweep-2': 2 runs$/m.exec(txt.stdout);
+    assert.ok(m, txt.stdout);
+    const sw = await alice.c.get(`/api/v1/sweeps/${r.json.id}`);
+    assert.deepEqual(sw.json.jobs.map((x) => [x.name, x.hyperparameters]), [['lr-sweep-1', { lr: 0.1, bs: 16 }], ['lr-sweep-2', { lr: 0.01, bs: 16 }]]);
+    // the runs are not needed further: leave the node to the other tests
+    for (const id of [r.json.id, Number(m[1])]) assert.equal((await alice.c.post(`/api/v1/sweeps/${id}/cancel`)).status, 202);
   });
 
   it('follows a running job\'s log until it ends (logs -f), in text and --json', async () => {
     const s = await run(['submit', '--json', '--name', 'slow', '--image', 'BusyBox', '--cpu', '0.1', '--memory', '32M',
-      '--command', 'for i in 1 2 3 4; do echo line $i; sleep 0.4; done']);
+      '--command', 'for i in 1 2 3 4; do echo line $i; sleep 0.4; done; echo; echo after-blank']);
     assert.equal(s.code, 0, s.stderr);
     await waitJob(s.json.id, ['running', 'succeeded']);
     const f = await run(['logs', '-f', String(s.json.id)]);
     assert.equal(f.code, 0, f.stderr);
-    assert.deepEqual(f.stdout.trim().split('\n'), ['line 1', 'line 2', 'line 3', 'line 4']);
+    assert.deepEqual(f.stdout.split('\n'), ['line 1', 'line 2', 'line 3', 'line 4', '', 'after-blank', '']);
     assert.match(f.stderr, /job \d+ ended: succeeded/);
     const j = await run(['logs', '-f', '--json', String(s.json.id)]);
     const lines = j.stdout.trim().split('\n').map((x) => JSON.parse(x));
-    assert.deepEqual(lines.slice(0, 4).map((x) => x.line), ['line 1', 'line 2', 'line 3', 'line 4']);
-    assert.deepEqual(lines[4], { job: s.json.id, end: 'succeeded' });
+    assert.deepEqual(lines.slice(0, 6).map((x) => x.line), ['line 1', 'line 2', 'line 3', 'line 4', '', 'after-blank']);
+    assert.ok(lines.slice(0, 6).every((x, i, a) => Number.isInteger(x.offset) && (i === 0 || x.offset > a[i - 1].offset)), 'each line with its byte offset');
+    assert.deepEqual(lines[6], { job: s.json.id, end: 'succeeded' });
   });
 
   it('cancels a job; an ended job is exit 2, a missing one exit 4', async () => {
@@ -301,6 +307,13 @@ describe('gpucloud CLI', () => {
     const txt = await run(['usage', '--period', 'total', ...span]);
     assert.equal(txt.code, 0, txt.stderr);
     assert.match(txt.stdout, /^KEY\s+PERIOD\s+GPU_SECONDS/);
+    const csv = await run(['usage', '--csv', '--period', 'total', ...span]);
+    assert.equal(csv.code, 0, csv.stderr);
+    assert.match(csv.stdout, /,/);
+    const waste = await run(['usage', 'waste', '--json', ...span]);
+    assert.equal(waste.code, 0, waste.stderr);
+    assert.ok(Array.isArray(waste.json.rows));
+    assert.equal((await run(['usage', 'waste', '--period', 'day'])).code, EXIT.usage);
     assert.equal((await run(['usage', '--period', 'year'])).code, EXIT.usage);
   });
 
