@@ -110,9 +110,10 @@ $(FUZZ_LIB): $(FUZZ_OBJS)
 $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LIB)
 	$(CLANG) $(CFLAGS_BASE) -O1 -fsanitize=fuzzer,address,undefined -o $@ $< $(FUZZ_LIB) $(LIBS)
 
-# the job file target #includes server/cli/jobfile.c, which reads YAML
-$(BUILD)/fuzz/fuzz_jobfile: LIBS += -lyaml
-$(BUILD)/fuzz/fuzz_jobfile: server/cli/jobfile.c server/cli/jobfile.h
+# the job file's test and fuzz target #include server/cli/jobfile.c, which
+# reads YAML (and is in no archive)
+$(BUILD)/fuzz/fuzz_jobfile $(BUILD)/test_jobfile: LIBS += -lyaml
+$(BUILD)/fuzz/fuzz_jobfile $(BUILD)/test_jobfile: server/cli/jobfile.c server/cli/jobfile.h
 
 deps:
 	@bash deploy/deps.sh
