@@ -386,6 +386,10 @@ int client_send(struct client *c, const struct client_req *r, struct client_repl
 		snprintf(line, sizeof(line), "Range: %s", r->range);
 		hdrs = curl_slist_append(hdrs, line);
 	}
+	if (r->idem_key) {
+		snprintf(line, sizeof(line), "Idempotency-Key: %s", r->idem_key);
+		hdrs = curl_slist_append(hdrs, line);
+	}
 	if (r->last_event) {
 		snprintf(line, sizeof(line), "Last-Event-ID: %s", r->last_event);
 		hdrs = curl_slist_append(hdrs, line);

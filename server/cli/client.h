@@ -50,6 +50,7 @@ struct client_req {
 	curl_off_t upload_len;
 	const char *range;      /* "bytes=N-" */
 	const char *last_event; /* Last-Event-ID */
+	const char *idem_key;   /* Idempotency-Key: a retried submit makes one job */
 	/* a 2xx body goes here as it arrives instead of into memory; return
 	 * n to go on, anything else to stop */
 	size_t (*sink)(const char *p, size_t n, void *arg);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <termios.h>
 #include <time.h>
 #include <unistd.h>
@@ -509,6 +510,52 @@ static int resolve_image(struct client *c, json_t *job)
 
 static int follow_logs(struct client *c, long long id, long tail);
 
+/* POSTs a submit with an Idempotency-Key, again (up to 3 tries) when the
+ * connection failed before a reply: the server makes one job however many
+ * of the tries reached it.  The reply's JSON, or NULL with *code set. */
+static json_t *submit_once(struct client *c, const char *path, json_t *body, const char *what,
+                           int *code)
+{
+	unsigned char rnd[16];
+	char key[64];
+	struct client_req r = { .method = "POST",
+		                .path = path,
+		                .body = body,
+		                .upload_fd = -1,
+		                .upload_len = -1,
+		                .idem_key = key };
+	struct client_reply rep = { 0 };
+	json_t *out = NULL;
+	int n;
+
+	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
+		fprintf(stderr, "gpucloud: no randomness for the Idempotency-Key\n");
+		*code = EXIT_LOCAL;
+		return NULL;
+	}
+	n = snprintf(key, sizeof(key), "gpucloud-cli-");
+	for (size_t i = 0; i < sizeof(rnd); i++)
+		n += snprintf(key + n, sizeof(key) - (size_t)n, "%02x", rnd[i]);
+	for (int attempt = 0;; attempt++) {
+		if (client_send(c, &r, &rep) == 0)
+			break;
+		client_reply_release(&rep);
+		if (attempt == 2) {
+			*code = client_fail(c, NULL, what);
+			return NULL;
+		}
+		sleep(1 + attempt);
+	}
+	if (rep.status == 200 || rep.status == 201) {
+		out = rep.json ? json_incref(rep.json) : json_object();
+		*code = EXIT_OK;
+	} else {
+		*code = client_fail(c, &rep, what);
+	}
+	client_reply_release(&rep);
+	return out;
+}
+
 static int cmd_submit(struct client *c, int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -690,7 +737,7 @@ static int cmd_submit(struct client *c, int argc, char **argv)
 		goto out;
 	if ((code = resolve_image(c, job)) != EXIT_OK)
 		goto out;
-	res = client_call(c, "POST", sweep ? "/api/v1/sweeps" : "/api/v1/jobs", req,
+	res = submit_once(c, sweep ? "/api/v1/sweeps" : "/api/v1/jobs", req,
 	                  sweep ? "submit the sweep" : "submit the job", &code);
 	if (!res)
 		goto out;

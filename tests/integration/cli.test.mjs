@@ -109,6 +109,8 @@ describe('gpucloud CLI', () => {
     assert.equal(a.json.mem_mib, 64);
     assert.deepEqual(a.json.hyperparameters, { lr: 0.1 });
     assert.deepEqual(a.json.tags, ['cli']);
+    // sent with an Idempotency-Key, so a retry after a cut connection makes no second job
+    assert.match(sql(w.srv, `SELECT idempotency_key FROM jobs WHERE id = ${a.json.id}`), /^gpucloud-cli-[0-9a-f]{32}$/);
 
     writeFileSync(join(work, 'job.yaml'), [
       '# a job file',
@@ -179,6 +181,7 @@ describe('gpucloud CLI', () => {
     assert.equal(r.code, 0, r.stderr);
     assert.equal(r.json.name, 'lr-sweep');
     assert.equal(r.json.runs, 2);
+    assert.match(sql(w.srv, `SELECT idempotency_key FROM sweeps WHERE id = ${r.json.id}`), /^gpucloud-cli-[0-9a-f]{32}$/);
     const txt = await run(['submit', '-f', 'sweep.yaml', '--name', 'lr-sweep-2']);
     assert.equal(txt.code, 0, txt.stderr);
     const m = /^submitted sweep (\d+) 'lr-sweep-2': 2 runs$/m.exec(txt.stdout);
