@@ -183,7 +183,7 @@ static int cmd_login(struct client *c, int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *user = NULL, *tok = NULL, *name = NULL, *env;
-	char ubuf[128], pw[1025], host[64], tname[101];
+	char ubuf[128], pw[1025], host[64], tname[128];
 	long long days = 90;
 	int pw_stdin = 0, read_only = 0, opt, code = EXIT_OK;
 	struct client_req r = { .method = "POST", .session = 1, .upload_fd = -1, .upload_len = -1 };
@@ -265,15 +265,15 @@ static int cmd_login(struct client *c, int argc, char **argv)
 		char when[32];
 		gmtime_r(&now, &tm);
 		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
-		if (name)
-			snprintf(tname, sizeof(tname), "%s", name);
-		else if (attempt == 0)
-			snprintf(tname, sizeof(tname), "gpucloud-cli %.40s %s", host, when);
+		/* unique per login: the server refuses a name twice */
+		if (attempt == 0)
+			snprintf(tname, sizeof(tname), "gpucloud-cli %.40s %.24s", host, when);
 		else
-			snprintf(tname, sizeof(tname), "gpucloud-cli %.40s %s #%d-%ld", host, when,
-			         attempt, (long)getpid());
-		body = json_pack("{s:s, s:[s, s*], s:I}", "name", tname, "scopes", "read",
-		                 read_only ? NULL : "write", "expires_in_days", (json_int_t)days);
+			snprintf(tname, sizeof(tname), "gpucloud-cli %.40s %.24s #%d-%ld", host,
+			         when, attempt, (long)getpid());
+		body = json_pack("{s:s, s:[s, s*], s:I}", "name", name ? name : tname, "scopes",
+		                 "read", read_only ? NULL : "write", "expires_in_days",
+		                 (json_int_t)days);
 		r.path = "/api/v1/tokens";
 		r.body = body;
 		if (client_send(c, &r, &rep) < 0) {
