@@ -206,6 +206,10 @@ describe('gpucloud CLI', () => {
     assert.deepEqual(lines.slice(0, 6).map((x) => x.line), ['line 1', 'line 2', 'line 3', 'line 4', '', 'after-blank']);
     assert.ok(lines.slice(0, 6).every((x, i, a) => Number.isInteger(x.offset) && (i === 0 || x.offset > a[i - 1].offset)), 'each line with its byte offset');
     assert.deepEqual(lines[6], { job: s.json.id, end: 'succeeded' });
+    // the job's folder is an area too: its log comes down whole
+    const cp = await run(['cp', `job:${s.json.id}:output.log`, 'slow.log']);
+    assert.equal(cp.code, 0, cp.stderr);
+    assert.equal(readFileSync(join(work, 'slow.log'), 'utf8'), f.stdout);
   });
 
   it('cancels a job; an ended job is exit 2, a missing one exit 4', async () => {
