@@ -59,7 +59,7 @@ describe('gpucloud CLI', () => {
   }
 
   before(async () => {
-    w = await world({ node2: false });
+    w = await world({ node2: false, args: ['--scrypt-ln=10'] }); // logins cheap: this tests the client
     alice = await mkUser(w, 'alice');
     home = mkdtempSync(join(tmpdir(), 'gccli-home-'));
     work = mkdtempSync(join(tmpdir(), 'gccli-work-'));
