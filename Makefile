@@ -39,6 +39,7 @@ SRCS = $(addprefix server/base/,rc.c log.c config.c crypto.c worker.c csv.c cloc
        $(addprefix server/net/,router.c http.c static.c ws.c) \
        $(addprefix server/db/,db.c notify.c leader.c) \
        $(addprefix server/engine/,docker.c nodes.c nvsmi.c images.c registry.c) \
+       $(addprefix server/engine/,gpusample.c) \
        $(addprefix server/storage/,storage.c paths.c tar.c files.c quota.c areas.c) \
        $(addprefix server/auth/,auth.c) \
        $(addprefix server/sched/,place.c eta.c scheduler.c) \

@@ -200,4 +200,12 @@ void api_area_resolve(const struct auth_info *auth, const char *name, int want_w
  * absent or not usable (serve it all), -1 when unsatisfiable (416). */
 int api_byte_range(const char *h, int64_t size, int64_t *from, int64_t *len);
 
+/* SQL: the latest sampled utilisation (percent, gpu_samples) of the GPU
+ * row aliased g, from the last 5 minutes; NULL for a declared GPU and
+ * without a recent sample ("not measurable", never 0). */
+#define GPU_UTIL_NOW                                                                          \
+	"(SELECT round(x.util_pct) FROM gpu_samples x WHERE NOT g.simulated"                  \
+	" AND x.gpu_uuid = g.uuid AND x.at > now() - interval '5 minutes' ORDER BY x.at DESC" \
+	" LIMIT 1)"
+
 #endif

@@ -178,6 +178,22 @@ static const struct setting table[] = {
 	  "client addresses (comma-separated IPs, e.g. a Prometheus scraper) that may read "
 	  "/metrics without a token; everyone else needs an admin's API token"),
 	S(log_level, "info", "debug, info, warn or error"),
+	/* observability (issue 15, part 3): GPU sampling, its use by idle
+	 * reclamation, and the gauges of /metrics */
+	I(gpu_sample_interval_s, "30", 0, 86400,
+	  "seconds between GPU utilisation samples of nodes with measured (discovered) GPUs, by "
+	  "nvidia-smi in a short-lived container of discovery_image or from gpu_dcgm_url; 0: no "
+	  "sampling"),
+	S(gpu_dcgm_url, "",
+	  "a DCGM exporter's metrics URL to read GPU utilisation from instead of running "
+	  "nvidia-smi; {host} is replaced by the node's host (e.g. http://{host}:9400/metrics)"),
+	I(idle_gpu_percent, "10", 1, 100,
+	  "GPU utilisation (percent) at or above which an instance's measured GPU counts as "
+	  "activity for idle reclamation, in the samples of the last two sampling intervals "
+	  "(at least 60 s)"),
+	I(metrics_refresh_ms, "5000", 200, 600000,
+	  "milliseconds between the reads of the gauges /metrics shows (queues, nodes, "
+	  "instances, jobs, GPUs): one query, not one per scrape"),
 };
 
 #define NSETTINGS (sizeof(table) / sizeof(table[0]))

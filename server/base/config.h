@@ -115,6 +115,11 @@ struct config {
 	char *tensorboard_image; /* catalog image started by POST /tensorboards */
 	/* logging */
 	char *log_level;
+	/* observability */
+	int gpu_sample_interval_s; /* between GPU utilisation samples; 0: none */
+	char *gpu_dcgm_url;        /* DCGM exporter URL ({host}); empty: nvidia-smi */
+	int idle_gpu_percent;      /* GPU utilisation that counts as activity */
+	int metrics_refresh_ms;    /* between reads of /metrics' gauges */
 };
 
 extern struct config cfg;
