@@ -55,7 +55,8 @@ SRCS = $(addprefix server/base/,rc.c log.c config.c crypto.c worker.c csv.c cloc
          api_classes.c api_class_sessions.c api_assignments.c api_class_ops.c \
          account_import.c) \
        $(addprefix server/api/,api_usage.c) \
-       $(addprefix server/api/,api_notifications.c)
+       $(addprefix server/api/,api_notifications.c) \
+       $(addprefix server/work/,mailer.c)
 MAIN = server/main.c
 # The `gpucloud` command-line client: its own folder, its own link line
 # (it talks to gpucloudd over HTTP only and links nothing of the server).

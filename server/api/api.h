@@ -162,6 +162,8 @@ extern const struct route api_assignments_routes[];
 extern const struct route api_class_ops_routes[];
 extern const struct route api_usage_routes[];
 extern const struct route api_notifications_routes[];
+/* The mailer of notifications (work/mailer.c; it mails on the leader). */
+void api_notifications_init(void);
 /* The leader's periodic collects at deadlines and releases to new members
  * (api_assignments.c). */
 void api_assignments_init(void);

@@ -177,6 +177,22 @@ static const struct setting table[] = {
 	S(metrics_allow, "",
 	  "client addresses (comma-separated IPs, e.g. a Prometheus scraper) that may read "
 	  "/metrics without a token; everyone else needs an admin's API token"),
+	/* notifications (issue 15, part G): e-mail through an SMTP server */
+	S(smtp_url, "",
+	  "SMTP server notifications are mailed through (smtp://host:port, or smtps:// for "
+	  "TLS from the start); empty: no e-mail"),
+	S(smtp_from, "gpucloud <gpucloud@localhost>", "From of notification mails"),
+	S(smtp_user, "", "SMTP login user (empty: no login)"),
+	SECRET(smtp_password, "", "SMTP login password"),
+	S(smtp_tls, "try",
+	  "STARTTLS on smtp:// URLs: try (when the server offers it), required, or none"),
+	I(mail_poll_ms, "2000", 50, 600000,
+	  "milliseconds between looks for notifications waiting to be mailed"),
+	I(mail_retry_s, "60", 1, 86400,
+	  "seconds before the first retry of a failed mail (doubling after each)"),
+	I(mail_max_attempts, "5", 1, 100, "tries of a mail before it is given up"),
+	I(notification_keep_days, "180", 1, 36500,
+	  "days a notification is kept (older ones are removed, read or not)"),
 	S(log_level, "info", "debug, info, warn or error"),
 	/* observability (issue 15, part 3): GPU sampling, its use by idle
 	 * reclamation, and the gauges of /metrics */

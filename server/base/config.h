@@ -113,6 +113,16 @@ struct config {
 	char *metrics_allow;     /* addresses that may scrape /metrics without a token */
 	int proxy_cache_ms;      /* how long a route/session check is reused */
 	char *tensorboard_image; /* catalog image started by POST /tensorboards */
+	/* notifications: e-mail (work/mailer.c) */
+	char *smtp_url;             /* "" = no e-mail */
+	char *smtp_from;            /* From header and envelope sender */
+	char *smtp_user;            /* "" = no login */
+	char *smtp_password;        /* secret */
+	char *smtp_tls;             /* try, required or none (STARTTLS) */
+	int mail_poll_ms;           /* between looks for mails to send */
+	int mail_retry_s;           /* first retry delay, doubling */
+	int mail_max_attempts;      /* tries before a mail fails */
+	int notification_keep_days; /* older notifications are removed */
 	/* logging */
 	char *log_level;
 	/* observability */
