@@ -58,9 +58,14 @@ SRCS = $(addprefix server/base/,rc.c log.c config.c crypto.c worker.c csv.c cloc
        $(addprefix server/api/,api_notifications.c) \
        $(addprefix server/work/,mailer.c)
 MAIN = server/main.c
+# The `gpucloud` command-line client: its own folder, its own link line
+# (it talks to gpucloudd over HTTP only and links nothing of the server).
+CLI_SRCS = $(addprefix server/cli/,gpucloud.c client.c jobfile.c cp.c)
+CLI_LIBS = -lcurl -ljansson -lyaml -lcrypto
 
 OBJS      = $(SRCS:server/%.c=$(BUILD)/obj/%.o)
 MAIN_OBJ  = $(BUILD)/obj/main.o
+CLI_OBJS  = $(CLI_SRCS:server/%.c=$(BUILD)/obj/%.o)
 LIB       = $(BUILD)/libgpucloud.a
 UNIT_SRCS = $(wildcard tests/unit/*/test_*.c)
 UNIT_BINS = $(addprefix $(BUILD)/,$(notdir $(UNIT_SRCS:.c=)))
@@ -73,7 +78,7 @@ FUZZ_SECONDS ?= 60
 .PHONY: all deps run demo demo-down test test-build test-in-world unit fuzz-replay integration e2e \
         check fuzz bench world world-down world-check clean
 
-all: $(BUILD)/gpucloudd
+all: $(BUILD)/gpucloudd $(BUILD)/gpucloud
 
 $(BUILD)/obj/%.o: server/%.c
 	@mkdir -p $(dir $@)
@@ -85,6 +90,9 @@ $(LIB): $(OBJS)
 
 $(BUILD)/gpucloudd: $(MAIN_OBJ) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $(MAIN_OBJ) $(LIB) $(LIBS)
+
+$(BUILD)/gpucloud: $(CLI_OBJS)
+	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJS) $(CLI_LIBS)
 
 # Unit tests #include the .c under test and take the rest from the archive.
 # tests/unit/<folder>/test_x.c mirrors server/<folder>/x.c.
@@ -103,6 +111,11 @@ $(FUZZ_LIB): $(FUZZ_OBJS)
 
 $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LIB)
 	$(CLANG) $(CFLAGS_BASE) -O1 -fsanitize=fuzzer,address,undefined -o $@ $< $(FUZZ_LIB) $(LIBS)
+
+# the job file's test and fuzz target #include server/cli/jobfile.c, which
+# reads YAML (and is in no archive)
+$(BUILD)/fuzz/fuzz_jobfile $(BUILD)/test_jobfile: LIBS += -lyaml
+$(BUILD)/fuzz/fuzz_jobfile $(BUILD)/test_jobfile: server/cli/jobfile.c server/cli/jobfile.h
 
 deps:
 	@bash deploy/deps.sh
@@ -179,4 +192,4 @@ check:
 clean:
 	rm -rf $(BUILD)
 
--include $(OBJS:.o=.d) $(MAIN_OBJ:.o=.d) $(UNIT_BINS:=.d) $(FUZZ_OBJS:.o=.d)
+-include $(OBJS:.o=.d) $(MAIN_OBJ:.o=.d) $(CLI_OBJS:.o=.d) $(UNIT_BINS:=.d) $(FUZZ_OBJS:.o=.d)

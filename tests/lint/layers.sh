@@ -18,6 +18,8 @@
 #             account_import.h, never
 #             another resource's file
 #   main.c    everything
+#   cli       base             (the `gpucloud` client: a top layer of its own that
+#                              talks to gpucloudd over HTTP; nothing else of the server)
 set -euo pipefail
 cd -- "$(dirname -- "${BASH_SOURCE[0]}")/../../server"
 
@@ -32,6 +34,7 @@ declare -A ALLOW=(
 	[work]="base db engine storage work"
 	[apps]="base net db engine auth apps"
 	[api]="base net db engine storage auth sched work apps api"
+	[cli]="base cli"
 )
 API_SHARED="api/api.h api/metrics.h api/admit.h api/job_body.h api/jobcursor.h api/account_import.h"
 
