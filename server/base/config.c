@@ -178,6 +178,14 @@ static const struct setting table[] = {
 	  "client addresses (comma-separated IPs, e.g. a Prometheus scraper) that may read "
 	  "/metrics without a token; everyone else needs an admin's API token"),
 	S(log_level, "info", "debug, info, warn or error"),
+	/* replicas (issue 15, part 5): leadership among gpucloudd sharing one database */
+	I(leader_heartbeat_ms, "1000", 50, 60000,
+	  "milliseconds between the leader's checks of the session that holds its lock, and "
+	  "between the other replicas' attempts to take the lock"),
+	I(leader_takeover_ms, "5000", 200, 3600000,
+	  "a leader's lock session idle this long (the leader frozen, or its host gone) is cut "
+	  "off by another replica, which takes over; the leader stops acting on its own once "
+	  "its last check is older than this less one heartbeat"),
 };
 
 #define NSETTINGS (sizeof(table) / sizeof(table[0]))

@@ -115,6 +115,9 @@ struct config {
 	char *tensorboard_image; /* catalog image started by POST /tensorboards */
 	/* logging */
 	char *log_level;
+	/* replicas (issue 15, part 5): leadership */
+	int leader_heartbeat_ms; /* leader: lock session checked; others: lock tried */
+	int leader_takeover_ms;  /* a lock session silent this long is cut off */
 };
 
 extern struct config cfg;
