@@ -132,8 +132,8 @@ static void locked(PGresult *res, enum rc rc, void *arg)
 	"SELECT l.got, CASE WHEN l.got THEN false ELSE coalesce((SELECT "                          \
 	"bool_or(pg_terminate_backend(a.pid)) FROM pg_locks k JOIN pg_stat_activity a ON a.pid = " \
 	"k.pid WHERE k.locktype = 'advisory' AND k.granted AND k.database = (SELECT oid FROM "     \
-	"pg_database WHERE datname = current_database()) AND k.classid = 0 AND k.objid::bigint = " \
-	LEADER_LOCK_SCHED " AND k.objsubid = 1 AND a.pid <> pg_backend_pid() AND a.state IS "      \
+	"pg_database WHERE datname = current_database()) AND k.classid = 0 AND k.objid::bigint "   \
+	"= " LEADER_LOCK_SCHED " AND k.objsubid = 1 AND a.pid <> pg_backend_pid() AND a.state IS " \
 	"DISTINCT FROM 'active' AND a.state_change < clock_timestamp() - $1::int * interval '1 "   \
 	"millisecond'), false) END FROM (SELECT pg_try_advisory_lock(" LEADER_LOCK_SCHED           \
 	") AS got) l"
@@ -225,9 +225,52 @@ static void on_alloc_changed(enum events_kind kind, void *arg)
 		cron_soon(section, 2);
 }
 
-/* ---- the wake bridge ---- */
+/* ---- the wake bridge ----
+ *
+ * Two directions on one channel: the kinds that mean work for the leader's
+ * passes go from any other replica to the leader; EV_JOB_LOG (the leader's
+ * job driver wrote to a log) goes from the leader to every replica, whose
+ * log followers (SSE) read at once instead of at their next poll.  A
+ * replica hears its own NOTIFY too: a wake-up is idempotent.  Sends are
+ * coalesced (one statement in flight) and at least WAKE_GAP_MS apart, so a
+ * chatty job costs at most a few dozen NOTIFYs a second. */
+
+#define WAKE_GAP_MS 20
+
+static struct event *wake_timer;
+static double wake_last;
+
+static int to_everyone(int kind)
+{
+	return kind == EV_JOB_LOG;
+}
 
 static void wake_send(void);
+
+static void wake_later(void)
+{
+	double gap = wake_last + WAKE_GAP_MS - clock_now_ms();
+	struct timeval tv;
+
+	if (gap <= 0 || !wake_timer) {
+		wake_send();
+		return;
+	}
+	if (evtimer_pending(wake_timer, NULL))
+		return;
+	tv.tv_sec = 0;
+	tv.tv_usec = (long)(gap * 1000);
+	evtimer_add(wake_timer, &tv);
+}
+
+static void wake_due(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+	if (wake_pending && !wake_sending && !down)
+		wake_send();
+}
 
 static void wake_sent(PGresult *res, enum rc rc, void *arg)
 {
@@ -237,7 +280,7 @@ static void wake_sent(PGresult *res, enum rc rc, void *arg)
 	if (rc != RC_OK)
 		log_msg(LOG_DEBUG, "leader", NULL, "could not forward a wake-up (%s)", rc_code(rc));
 	if (wake_pending && !down)
-		wake_send();
+		wake_later();
 }
 
 static void wake_send(void)
@@ -252,38 +295,41 @@ static void wake_send(void)
 			                      n ? "," : "", events_name((enum events_kind)k));
 	wake_pending = 0;
 	wake_sending = 1;
+	wake_last = clock_now_ms();
 	db_query("SELECT pg_notify('" WAKE_CHANNEL "', $1)", 1, p, wake_sent, NULL);
 }
 
-/* events.h's bridge: the leader heard it locally already; anyone else
- * tells the leader (one statement in flight, the rest coalesced). */
+/* events.h's bridge: the leader heard its own kinds locally already and
+ * sends only those for everyone; anyone else sends the leader's kinds. */
 static void bridge(enum events_kind kind, void *arg)
 {
 	(void)arg;
-	if (leader || down || !listener)
+	if (down || !listener)
+		return;
+	if (to_everyone(kind) ? !leader_is() : leader_is())
 		return;
 	wake_pending |= 1u << kind;
 	if (!wake_sending)
-		wake_send();
+		wake_later();
 }
 
 static void on_wake(const char *payload, void *arg)
 {
 	char buf[200], *save = NULL, *t;
+	int lead = leader_is();
 
 	(void)arg;
-	if (!leader_is())
-		return;
 	if (!payload) {
 		/* the listener (re)connected: wake-ups may have been missed */
 		for (int k = 0; k < EV__COUNT; k++)
-			events_deliver((enum events_kind)k);
+			if (lead || to_everyone(k))
+				events_deliver((enum events_kind)k);
 		return;
 	}
 	snprintf(buf, sizeof(buf), "%s", payload);
 	for (t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
 		int k = events_parse(t);
-		if (k >= 0)
+		if (k >= 0 && (lead || to_everyone(k)))
 			events_deliver((enum events_kind)k);
 	}
 }
@@ -295,7 +341,8 @@ int leader_init(struct event_base *base, const char *url)
 	if (!section || events_subscribe(EV_ALLOC_CHANGED, on_alloc_changed, NULL) < 0)
 		return -1;
 	listener = notify_new(base, url, WAKE_CHANNEL, on_wake, NULL);
-	if (!listener)
+	wake_timer = evtimer_new(base, wake_due, NULL);
+	if (!listener || !wake_timer)
 		return -1;
 	events_set_bridge(bridge, NULL);
 	return 0;
@@ -307,6 +354,9 @@ void leader_shutdown(void)
 	events_set_bridge(NULL, NULL);
 	notify_free(listener);
 	listener = NULL;
+	if (wake_timer)
+		event_free(wake_timer);
+	wake_timer = NULL;
 	section = NULL; /* freed with the cron */
 	if (held)
 		db_release(held);

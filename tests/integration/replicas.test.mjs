@@ -209,6 +209,7 @@ describe('replicas behind nginx', () => {
     });
     assert.equal(r.status, 201, r.text);
     job = r.json;
+    const f1 = follow(`${r1.srv.base}/api/v1/jobs/${job.id}/logs?follow=1`, st.c.cookieHeader());
     const f2 = follow(`${r2.srv.base}/api/v1/jobs/${job.id}/logs?follow=1`, st.c.cookieHeader());
     const fLb = follow(`${lb.base}/api/v1/jobs/${job.id}/logs?follow=1`, st.c.cookieHeader());
     assert.ok(await eventually(() => f2.lines.length >= 4 && fLb.lines.length >= 4, 20000, 50),
@@ -220,6 +221,14 @@ describe('replicas behind nginx', () => {
     await sleep(1200);
     assert.ok(fLb.lines.length >= n0 + 2, `nginx passed lines on as they came (${n0} -> ${fLb.lines.length})`);
     assert.ok(f2.lines.at(-1).data.startsWith('tick '));
+    // the non-leader's lines come with the leader's (its NOTIFY wakes the
+    // followers), not up to a poll period (250 ms) later
+    const lags = f2.lines.map((l) => l.at - (f1.lines.find((x) => x.data === l.data)?.at ?? NaN)).filter((x) => x >= -50).sort((a, b) => a - b);
+    assert.ok(lags.length >= 4, `lines seen on both: ${lags.length}`);
+    const median = lags[lags.length >> 1];
+    console.log(`# SSE lag of the non-leader behind the leader: median ${median} ms over ${lags.length} lines`);
+    assert.ok(median < 100, `median lag ${median} ms: ${lags}`);
+    f1.close();
     f2.close();
     fLb.close();
     assert.equal(sql(r1.srv, `SELECT state FROM jobs WHERE id = ${job.id}`), 'running');
