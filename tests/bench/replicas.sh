@@ -98,27 +98,63 @@ if [[ ${BENCH_PARTS:-rps failover} == *rps* ]]; then
 db_new
 db=$DB_NAME
 gc_start "$db" "$TMP/r1.log" --log-level=warn
-p1=$GC_PORT
+p1=$GC_PORT GCPIDS=$GC_PID
 gc_start "$db" "$TMP/r2.log" --log-level=warn
-p2=$GC_PORT
+p2=$GC_PORT GCPIDS+=" $GC_PID"
 SERVER_CPU=$LOAD_CPU gc_start "$db" "$TMP/r3.log" --log-level=warn
-p3=$GC_PORT
+p3=$GC_PORT GCPIDS+=" $GC_PID"
 cookie=$(gc_login "$p1")
 COOKIE="Cookie: gc_session=$cookie"
 lb1=$(free_port)
 lb_start "$TMP/lb1" "$lb1" "$p1"
+LBPIDS=$LB_PID
 lb2=$(free_port)
 lb_start "$TMP/lb2" "$lb2" "$p1" "$p2"
+LBPIDS+=" $LB_PID"
 lb3=$(free_port)
 lb_start "$TMP/lb3" "$lb3" "$p1" "$p3"
+LBPIDS+=" $LB_PID"
 for port in "$lb1" "$lb2" "$lb3"; do
 	code=$(curl -sS -m 5 -o /dev/null -w '%{http_code}' -H "$COOKIE" "http://127.0.0.1:$port/api/v1/me")
 	[[ $code == 200 ]] || die "GET /api/v1/me through nginx on $port answered $code"
 done
+# cpu_ticks: "busy total" jiffies per CPU, one CPU a line (/proc/stat)
+cpu_ticks() { awk '/^cpu[0-9]/ { b = $2 + $3 + $4 + $7 + $8; t = b + $5 + $6; print b, t }' /proc/stat; }
+# proc_ticks PID...: their CPU time (user + system, in clock ticks; nginx:
+# the master and its worker)
+proc_ticks() {
+	local pid t=0 c
+	for pid in "$@"; do
+		for c in "$pid" $(pgrep -P "$pid" 2>/dev/null); do
+			t=$((t + $(awk '{ print $14 + $15 }' "/proc/$c/stat" 2>/dev/null || echo 0)))
+		done
+	done
+	echo "$t"
+}
+# measured NAME URL: wrk_best, and how busy each core was meanwhile, and
+# what the replicas and nginx took of it
+measured() {
+	local before after g0 n0 p0 hz pgpids
+	hz=$(getconf CLK_TCK)
+	# the database's backends (the replicas' pools): PostgreSQL's share
+	pgpids=$("$PG_BIN/psql" -qAtX "$(db_url "$db")" -c \
+		"SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()" | tr '\n' ' ')
+	before=$(cpu_ticks)
+	# shellcheck disable=SC2086 # lists of pids
+	g0=$(proc_ticks $GCPIDS) n0=$(proc_ticks $LBPIDS) p0=$(proc_ticks $pgpids)
+	wrk_best "$@" -H "$COOKIE"
+	after=$(cpu_ticks)
+	# shellcheck disable=SC2086
+	say "$1: cores busy $(paste <(echo "$before") <(echo "$after") |
+		awk '{ printf "%s%d%%", (NR > 1 ? ", " : ""), 100 * ($3 - $1) / ($4 - $2) }'); CPU seconds: gpucloudd $(
+		awk -v a="$g0" -v b="$(proc_ticks $GCPIDS)" -v hz="$hz" 'BEGIN { printf "%.1f", (b - a) / hz }'), nginx $(
+		awk -v a="$n0" -v b="$(proc_ticks $LBPIDS)" -v hz="$hz" 'BEGIN { printf "%.1f", (b - a) / hz }'), PostgreSQL backends $(
+		awk -v a="$p0" -v b="$(proc_ticks $pgpids)" -v hz="$hz" 'BEGIN { printf "%.1f", (b - a) / hz }') (of ${DURATION%s} s)"
+}
 for ((round = 1; round <= ROUNDS; round++)); do
-	wrk_best one "http://127.0.0.1:$lb1/api/v1/me" -H "$COOKIE"
-	wrk_best two "http://127.0.0.1:$lb2/api/v1/me" -H "$COOKIE"
-	wrk_best spread "http://127.0.0.1:$lb3/api/v1/me" -H "$COOKIE"
+	measured one "http://127.0.0.1:$lb1/api/v1/me"
+	measured two "http://127.0.0.1:$lb2/api/v1/me"
+	measured spread "http://127.0.0.1:$lb3/api/v1/me"
 done
 wrk_best direct "http://127.0.0.1:$p1/api/v1/me" -H "$COOKIE"
 say "for reference, one replica without nginx: ${BEST_RPS[direct]} req/s"
