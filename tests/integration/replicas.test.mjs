@@ -303,9 +303,13 @@ describe('replicas behind nginx', () => {
     assert.equal(q.status, 202, q.text);
     assert.ok(await eventually(() => sql(r3.srv, `SELECT count(*) FROM allocations a JOIN instances i ON i.request_id = a.request_id WHERE i.id = ${q.json.id} AND a.released_at IS NULL`) === '1', 5000, 50));
     // resumed: the old leader finds its session gone and stops leading
+    const mark = r2.srv.log().length;
     process.kill(r2.srv.proc.pid, 'SIGCONT');
     assert.ok(await eventually(() => /lost the scheduler lock/.test(r2.srv.log()), 8000, 50), 'the resumed replica knows it lost the lock');
     await sleep(500);
+    // and did no leader's work on the way: no scheduler pass, no workload moved
+    const since = r2.srv.log().slice(mark);
+    assert.doesNotMatch(since, /module=sched msg="pass|module=(instances|jobs) msg="(instance|job) \d+: /, since);
     assert.equal(noDoubleGrant(r3.srv, 'after the resume'), live + 1);
     // it serves requests again, as a follower
     const on2 = new Client(r2.srv.base);
