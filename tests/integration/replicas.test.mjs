@@ -6,7 +6,8 @@
 //   - a GPU instance asked of the replica that is not the leader is
 //     scheduled at once (the pass period is a minute: only the NOTIFY kick
 //     explains it);
-//   - an app route opened through nginx answers whichever replica serves it;
+//   - an app route opened through nginx answers whichever replica serves it,
+//     and a websocket (the terminal) works through nginx;
 //   - a job's live log (SSE) followed on the non-leader, and through nginx,
 //     shows lines the leader's driver writes while the job runs;
 //   - kill -9 of the leader: the other takes over within a few seconds
@@ -25,7 +26,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createHash, randomBytes } from 'node:crypto';
 import { Client, ADMIN_PASSWORD } from '../lib/server.mjs';
-import { stopClean, sleep } from '../lib/itest.mjs';
+import { stopClean, sleep, RawConn } from '../lib/itest.mjs';
 import { startNginx } from '../lib/nginx.mjs';
 import { world, mkUser, cleanup, sql, eventually, env, docker, inspect } from './instances_lib.mjs';
 
@@ -64,6 +65,27 @@ function hostGet(port, host, path, headers = {}) {
     req.setTimeout(10000, () => req.destroy(new Error('timeout')));
     req.end();
   });
+}
+
+// A masked websocket client frame; the text of the server's binary frames.
+function wsFrame(opcode, text) {
+  const data = Buffer.from(text);
+  const mask = randomBytes(4);
+  return Buffer.concat([Buffer.from([0x80 | opcode, 0x80 | data.length]), mask, Buffer.from(data.map((b, i) => b ^ mask[i & 3]))]);
+}
+function wsText(c) {
+  let text = '';
+  for (;;) {
+    const b = c.buf;
+    if (b.length < 2) break;
+    let len = b[1] & 0x7f, off = 2;
+    if (len === 126) { if (b.length < 4) break; len = b.readUInt16BE(2); off = 4; }
+    else if (len === 127) { if (b.length < 10) break; len = Number(b.readBigUInt64BE(2)); off = 10; }
+    if (b.length < off + len) break;
+    if ((b[0] & 0x0f) === 2) text += b.subarray(off, off + len).toString();
+    c.buf = b.subarray(off + len);
+  }
+  return text;
 }
 
 // Follows an SSE stream; .lines grows as data arrives; .close() ends it.
@@ -200,6 +222,19 @@ describe('replicas behind nginx', () => {
       seen.add(page.headers['x-upstream']);
     }
     assert.equal(seen.size, 2, `both replicas proxied the app: ${[...seen]}`);
+    // a websocket through nginx: the instance's terminal (docker exec on the
+    // leader's node, from whichever replica nginx picked)
+    const ws = await RawConn.open(lbPort);
+    ws.write(`GET /api/v1/instances/${inst.id}/terminal HTTP/1.1\r\nHost: 127.0.0.1:${lbPort}\r\n` +
+      'Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n' +
+      `Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nOrigin: ${lb.base}\r\nCookie: ${stLb.cookieHeader()}\r\n\r\n`);
+    const up = await ws.response();
+    assert.equal(up.status, 101, up.head);
+    ws.buf = Buffer.alloc(0);
+    ws.write(wsFrame(1, 'echo "via-$((6*7))"\n'));
+    let out = '';
+    assert.ok(await eventually(() => { out += wsText(ws); return /via-42/.test(out); }, 8000, 20), `terminal output ${JSON.stringify(out.slice(-200))}`);
+    ws.destroy();
   });
 
   it('follows a job\'s live log on the non-leader and through nginx while the leader\'s driver writes it', async () => {
