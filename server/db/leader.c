@@ -216,13 +216,14 @@ static void attempt(struct cron_section *s, void *arg)
 }
 
 /* A wake-up for the scheduler on a replica that is not the leader: try the
- * lock now rather than a period later (the leader may be gone). */
+ * lock soon rather than a period later (the leader may be gone); a burst of
+ * submissions makes one attempt. */
 static void on_alloc_changed(enum events_kind kind, void *arg)
 {
 	(void)kind;
 	(void)arg;
 	if (!leader)
-		cron_soon(section, 2);
+		cron_soon(section, 50);
 }
 
 /* ---- the wake bridge ----
