@@ -391,6 +391,14 @@ int config_load(int argc, char **argv)
 			return -1;
 		}
 	}
+	/* replicas: a leader must not be cut off between two of its heartbeats */
+	if (cfg.leader_takeover_ms < 3 * cfg.leader_heartbeat_ms) {
+		fprintf(stderr,
+		        "gpucloudd: leader_takeover_ms (%d) must be at least 3 x "
+		        "leader_heartbeat_ms (%d)\n",
+		        cfg.leader_takeover_ms, cfg.leader_heartbeat_ms);
+		return -1;
+	}
 	return 0;
 }
 
