@@ -285,6 +285,16 @@ describe('replicas behind nginx', () => {
     await sleep(200);
     const t0 = Date.now();
     r1.srv.proc.kill('SIGKILL');
+    // work asked while no replica leads yet is kept and done.  nginx does not
+    // resend a POST whose connection broke (the dead replica may have acted
+    // on it): the client retries with an Idempotency-Key, safely
+    let during;
+    for (let i = 0; i < 5; i++) {
+      during = await stLb.post('/api/v1/jobs', { name: 'during', image_id: r1.image.id, cpu_millis: 100, mem_mib: 64, command: ['sh', '-c', 'echo asked-during-failover'] },
+        { 'idempotency-key': 'during-failover' });
+      if (during.status !== 502) break;
+    }
+    assert.equal(during.status, 201, during.text);
     assert.ok(await eventually(() => LEADS.test(r2.srv.log()), 10000, 20), 'the second replica took over within 10 s');
     const failover = Date.now() - t0;
     // the job's container runs on, the same one (it is removed once the job ends)
@@ -311,6 +321,9 @@ describe('replicas behind nginx', () => {
     // the job ran on in its container and the new leader saw it through
     assert.ok(await eventually(async () => (await stLb.get(`/api/v1/jobs/${job.id}`)).json.state === 'succeeded', 30000, 200),
       `job ended: ${JSON.stringify((await stLb.get(`/api/v1/jobs/${job.id}`)).json)}`);
+    assert.ok(await eventually(async () => (await stLb.get(`/api/v1/jobs/${during.json.id}`)).json.state === 'succeeded', 30000, 200), 'the job asked during the failover ran');
+    assert.match((await stLb.get(`/api/v1/jobs/${during.json.id}/logs`)).text, /asked-during-failover/);
+    assert.equal(sql(r2.srv, "SELECT count(*) FROM jobs WHERE name = 'during'"), '1');
     const log = (await stLb.get(`/api/v1/jobs/${job.id}/logs`)).text;
     assert.match(log, /tick 60\n?$/);
     assert.equal(log.match(/^tick 1$/mg).length, 1, 'the job ran once, not twice');
