@@ -7,11 +7,13 @@
 #     rounds, best of each: wrk -t1 -c50 on LOAD_CPU.  Both replicas and
 #     nginx share SERVER_CPU, as the one replica and nginx do: on a machine
 #     with two cores (one for the load) a second replica adds no CPU, so the
-#     honest expectation is "no loss", not "twice".  A second figure puts
-#     the second replica on LOAD_CPU (beside wrk) to show what one more core
-#     gives when it is not free.
+#     honest expectation is "no loss", not "twice".  Each replica has its
+#     own pool (8 connections): two replicas double PostgreSQL's backends,
+#     so a third figure gives two replicas 4 each (8 in all, as one has).
+#     Each run says how busy the cores were and the CPU seconds gpucloudd,
+#     nginx and the database's backends took: that is the why.
 #     replicas_rps_2v1: requests/s, ratio two/one, higher is better.
-#     replicas_rps_2v1_spread: the same with the replicas on two cores.
+#     replicas_rps_2v1_pool4: two replicas with half the pool each.
 #  2. Failover: two replicas (default leader settings: heartbeat 1 s,
 #     takeover 5 s) on fixed ports behind nginx; KILLS times (default 10)
 #     the leader is killed with SIGKILL and the time until the other logs
@@ -101,8 +103,10 @@ gc_start "$db" "$TMP/r1.log" --log-level=warn
 p1=$GC_PORT GCPIDS=$GC_PID
 gc_start "$db" "$TMP/r2.log" --log-level=warn
 p2=$GC_PORT GCPIDS+=" $GC_PID"
-SERVER_CPU=$LOAD_CPU gc_start "$db" "$TMP/r3.log" --log-level=warn
+gc_start "$db" "$TMP/r3.log" --log-level=warn --db-pool-size=4
 p3=$GC_PORT GCPIDS+=" $GC_PID"
+gc_start "$db" "$TMP/r4.log" --log-level=warn --db-pool-size=4
+p4=$GC_PORT GCPIDS+=" $GC_PID"
 cookie=$(gc_login "$p1")
 COOKIE="Cookie: gc_session=$cookie"
 lb1=$(free_port)
@@ -112,7 +116,7 @@ lb2=$(free_port)
 lb_start "$TMP/lb2" "$lb2" "$p1" "$p2"
 LBPIDS+=" $LB_PID"
 lb3=$(free_port)
-lb_start "$TMP/lb3" "$lb3" "$p1" "$p3"
+lb_start "$TMP/lb3" "$lb3" "$p3" "$p4"
 LBPIDS+=" $LB_PID"
 for port in "$lb1" "$lb2" "$lb3"; do
 	code=$(curl -sS -m 5 -o /dev/null -w '%{http_code}' -H "$COOKIE" "http://127.0.0.1:$port/api/v1/me")
@@ -154,7 +158,7 @@ measured() {
 for ((round = 1; round <= ROUNDS; round++)); do
 	measured one "http://127.0.0.1:$lb1/api/v1/me"
 	measured two "http://127.0.0.1:$lb2/api/v1/me"
-	measured spread "http://127.0.0.1:$lb3/api/v1/me"
+	measured pool4 "http://127.0.0.1:$lb3/api/v1/me"
 done
 wrk_best direct "http://127.0.0.1:$p1/api/v1/me" -H "$COOKIE"
 say "for reference, one replica without nginx: ${BEST_RPS[direct]} req/s"
@@ -237,7 +241,7 @@ say "failover times (ms): $(printf '%s ' "${times[@]}")"
 
 if [[ -n ${BEST_RPS[two]:-} ]]; then
 	bench_line replicas_rps_2v1 "${BEST_RPS[two]}" "${BEST_RPS[one]}" '>=0.9'
-	bench_line replicas_rps_2v1_spread "${BEST_RPS[spread]}" "${BEST_RPS[one]}" '>=1.0'
+	bench_line replicas_rps_2v1_pool4 "${BEST_RPS[pool4]}" "${BEST_RPS[one]}" '>=0.9'
 fi
 bench_line replicas_failover_median_ms "$median" 10000 '<10000'
 bench_line replicas_failover_max_ms "$max" 10000 '<10000'
