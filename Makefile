@@ -39,6 +39,7 @@ SRCS = $(addprefix server/base/,rc.c log.c config.c crypto.c worker.c csv.c cloc
        $(addprefix server/net/,router.c http.c static.c ws.c) \
        $(addprefix server/db/,db.c notify.c leader.c) \
        $(addprefix server/engine/,docker.c nodes.c nvsmi.c images.c registry.c) \
+       $(addprefix server/engine/,gpusample.c) \
        $(addprefix server/storage/,storage.c paths.c tar.c files.c quota.c areas.c) \
        $(addprefix server/auth/,auth.c) \
        $(addprefix server/sched/,place.c eta.c scheduler.c) \
@@ -54,7 +55,8 @@ SRCS = $(addprefix server/base/,rc.c log.c config.c crypto.c worker.c csv.c cloc
          api_classes.c api_class_sessions.c api_assignments.c api_class_ops.c \
          account_import.c) \
        $(addprefix server/api/,api_usage.c) \
-       $(addprefix server/api/,api_notifications.c)
+       $(addprefix server/api/,api_notifications.c) \
+       $(addprefix server/work/,mailer.c)
 MAIN = server/main.c
 
 OBJS      = $(SRCS:server/%.c=$(BUILD)/obj/%.o)

@@ -94,12 +94,15 @@ recipe pytorch ref=nvidia/torch:1.13-cpu rootfs=debootstrap:python3-torch,python
 # A stand-in for GPU discovery: its nvidia-smi prints output captured from
 # real hosts (tests/fixtures/nvidia-smi), run by the engines' "nvidia" runtime
 # (plain runc here: there is no GPU). It is never pulled. The :3 prints plain
-# nvidia-smi (CUDA header).
-recipe discovery ref=gpucloud/nvidia-smi-standin:3 to=nodes rootfs=from:busybox \
+# nvidia-smi (CUDA header); the :4 also prints captured utilisation for the
+# sampler's --query-gpu=uuid,utilization.gpu,memory.used.
+recipe discovery ref=gpucloud/nvidia-smi-standin:4 to=nodes rootfs=from:busybox \
 	add=nvidia_smi_files change='CMD ["nvidia-smi"]' change="$PATH_ENV"
 
 # node1 reports two A100s in MIG mode (7 + 3 instances), node2 eight whole
 # A100s; plain nvidia-smi's header says CUDA 12.4 on node1, 12.2 on node2.
+# Utilisation: node1's MIG GPUs report none ([N/A]); node2's even-numbered
+# GPUs are busy, the odd ones idle (a100x8-util.csv).
 nvidia_smi_files() {
 	local d=$1 n=$2 fx=$ROOT/tests/fixtures/nvidia-smi
 	install -d -m 0755 "$d/fixture" "$d/usr" "$d/usr/bin"
@@ -107,15 +110,18 @@ nvidia_smi_files() {
 		install -m 0644 "$fx/a100-mig-query.csv" "$d/fixture/query.csv"
 		install -m 0644 "$fx/a100-mig-list.txt" "$d/fixture/list.txt"
 		install -m 0644 "$fx/a100-mig-smi.txt" "$d/fixture/smi.txt"
+		install -m 0644 "$fx/a100-mig-util.csv" "$d/fixture/util.csv"
 	else
 		install -m 0644 "$fx/a100x8-query.csv" "$d/fixture/query.csv"
 		: >"$d/fixture/list.txt"
 		chmod 0644 "$d/fixture/list.txt"
 		install -m 0644 "$fx/a100x8-smi.txt" "$d/fixture/smi.txt"
+		install -m 0644 "$fx/a100x8-util.csv" "$d/fixture/util.csv"
 	fi
 	printf '%s\n' '#!/bin/sh' \
 		'# prints captured nvidia-smi output: the test world has no GPU' \
 		'case "$*" in' \
+		'*--query-gpu=uuid,utilization.gpu*) cat /fixture/util.csv ;;' \
 		'*--query-gpu*) cat /fixture/query.csv ;;' \
 		'-L) cat /fixture/list.txt ;;' \
 		"'') cat /fixture/smi.txt ;;" \

@@ -35,6 +35,7 @@
 #include "base/log.h"
 #include "api/metrics.h"
 #include "engine/nodes.h"
+#include "engine/gpusample.h"
 #include "storage/quota.h"
 #include "storage/storage.h"
 #include "apps/proxy.h"
@@ -211,8 +212,9 @@ int main(int argc, char **argv)
 	    db_init(base, cfg.db_url, cfg.db_pool_size + 1, cfg.db_queue_max) < 0 ||
 	    leader_init(base, cfg.db_url) < 0 || docker_init(base) < 0 || nodes_init(base) < 0 ||
 	    sched_init() < 0 || instances_init(base) < 0 || jobs_init(base) < 0 ||
-	    reconcile_init() < 0 || reclaim_init() < 0 || jobmetrics_init() < 0 ||
-	    storage_init() < 0 || quota_init(base) < 0 || images_init(base) < 0) {
+	    reconcile_init() < 0 || reclaim_init() < 0 || gpusample_init() < 0 ||
+	    metrics_init() < 0 || jobmetrics_init() < 0 || storage_init() < 0 ||
+	    quota_init(base) < 0 || images_init(base) < 0) {
 		log_msg(LOG_ERROR, "main", NULL,
 		        "cannot start the event loop, workers, database pool or engine client");
 		return 1;

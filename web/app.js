@@ -10,6 +10,7 @@ import { h, uid, errorText, icon, dropdown, menuItem } from './ui.js';
 import * as loginPage from './pages/login.js';   // eager: the first thing most visits show
 import * as firstPasswordPage from './pages/first-password.js';
 import { pageAt, navFor, loadPage } from './pages.js';
+import { bell } from './parts/notify.js';
 
 export { navFor };
 
@@ -205,7 +206,7 @@ function layout(path) {
   }, icon('menu'));
   const shell = h('div', { class: 'shell' },
     h('a', { class: 'skip-link', href: '#main', onclick: (e) => { e.preventDefault(); main.focus(); } }, t('app.skip')),
-    h('header', { class: 'topbar' }, navToggle, brand(), h('div', { class: 'topbar-spacer' }), languageSwitch(), userMenu(user)),
+    h('header', { class: 'topbar' }, navToggle, brand(), h('div', { class: 'topbar-spacer' }), languageSwitch(), bell(), userMenu(user)),
     h('div', { class: 'body' }, sideNav(user.role, path), main));
   return { shell, main };
 }

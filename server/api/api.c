@@ -462,6 +462,7 @@ void api_register_all(void)
 	router_add(api_class_ops_routes);
 	router_add(api_usage_routes);
 	router_add(api_notifications_routes);
+	api_notifications_init();
 }
 
 /* ---- byte ranges (files and job logs) ---- */

@@ -162,6 +162,8 @@ extern const struct route api_assignments_routes[];
 extern const struct route api_class_ops_routes[];
 extern const struct route api_usage_routes[];
 extern const struct route api_notifications_routes[];
+/* The mailer of notifications (work/mailer.c; it mails on the leader). */
+void api_notifications_init(void);
 /* The leader's periodic collects at deadlines and releases to new members
  * (api_assignments.c). */
 void api_assignments_init(void);
@@ -199,5 +201,13 @@ void api_area_resolve(const struct auth_info *auth, const char *name, int want_w
  * resource of size bytes.  Returns 1 with [*from, *from + *len) set, 0 when
  * absent or not usable (serve it all), -1 when unsatisfiable (416). */
 int api_byte_range(const char *h, int64_t size, int64_t *from, int64_t *len);
+
+/* SQL: the latest sampled utilisation (percent, gpu_samples) of the GPU
+ * row aliased g, from the last 5 minutes; NULL for a declared GPU and
+ * without a recent sample ("not measurable", never 0). */
+#define GPU_UTIL_NOW                                                                          \
+	"(SELECT round(x.util_pct) FROM gpu_samples x WHERE NOT g.simulated"                  \
+	" AND x.gpu_uuid = g.uuid AND x.at > now() - interval '5 minutes' ORDER BY x.at DESC" \
+	" LIMIT 1)"
 
 #endif

@@ -1,5 +1,6 @@
 /* api_health.c — /healthz (the process answers), /readyz (its dependencies
- * answer, ok or not per check, nothing more), /metrics (Prometheus: for the
+ * answer: the database and at least one node; ok or not per check, nothing
+ * more), /metrics (Prometheus: for the
  * scrape addresses of metrics_allow or an admin's API token) and the OpenAPI
  * document.
  */
@@ -24,17 +25,46 @@ static void healthz(struct http_req *r)
 	http_reply(r, 200, "application/json", ok, sizeof(ok) - 1);
 }
 
-/* ok / not ok per check, nothing else: no paths, no counts (the endpoint
- * is public, for load balancers). */
-static void readyz(struct http_req *r)
+/* The reply: ready when the database answers and at least one node is
+ * reachable (SPEC §11).  A platform with no node registered yet is ready:
+ * its admin must reach the API to add the first one.  nodes is "ok",
+ * "unavailable" (registered, none up), "none" or "unknown" (no database). */
+static void readyz_reply(struct http_req *r, int db_ok, const char *nodes)
 {
-	int ready = db_ready();
+	int ready = db_ok && strcmp(nodes, "unavailable") != 0;
 
 	/* storage never makes the server unready: software quotas always hold */
 	http_reply_json(r, ready ? 200 : 503,
-	                json_pack("{s:s, s:{s:{s:s}, s:{s:s}}}", "status",
+	                json_pack("{s:s, s:{s:{s:s}, s:{s:s}, s:{s:s}}}", "status",
 	                          ready ? "ready" : "not_ready", "checks", "database", "status",
-	                          ready ? "ok" : "unavailable", "storage", "status", "ok"));
+	                          db_ok ? "ok" : "unavailable", "storage", "status", "ok", "nodes",
+	                          "status", nodes));
+}
+
+static void readyz_nodes(PGresult *res, enum rc rc, void *arg)
+{
+	struct http_req *r = arg;
+	long long up, total;
+
+	if (rc != RC_OK || PQntuples(res) != 1) {
+		readyz_reply(r, 0, "unknown");
+		return;
+	}
+	up = strtoll(db_val(res, 0, 0), NULL, 10);
+	total = strtoll(db_val(res, 0, 1), NULL, 10);
+	readyz_reply(r, 1, up > 0 ? "ok" : total > 0 ? "unavailable" : "none");
+}
+
+/* ok / not ok per check, nothing else: no paths, no counts, no node names
+ * (the endpoint is public, for load balancers). */
+static void readyz(struct http_req *r)
+{
+	if (!db_ready()) {
+		readyz_reply(r, 0, "unknown");
+		return;
+	}
+	db_query("SELECT count(*) FILTER (WHERE health = 'up'), count(*) FROM nodes", 0, NULL,
+	         readyz_nodes, r);
 }
 
 /* 1 when r's peer address is listed in cfg.metrics_allow (comma- or

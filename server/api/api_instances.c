@@ -53,7 +53,7 @@
 	                                  "json_agg(json_build_object('uuid', g.uuid, 'index', "                                                          \
 	                                  "g.idx,"                                                                                                        \
 	                                  "  'model', g.model, 'simulated', g.simulated, 'slot', "                                                        \
-	                                  "s.slot) ORDER BY a.id)"                                                                                        \
+	                                  "s.slot, 'util_pct', " GPU_UTIL_NOW ") ORDER BY a.id)"                                                          \
 	                                  "  FROM allocations a JOIN slices s ON s.id = "                                                                 \
 	                                  "a.slice_id JOIN gpus g ON g.id = s.gpu_id"                                                                     \
 	                                  "  WHERE a.request_id = i.request_id AND a.released_at "                                                        \

@@ -72,7 +72,8 @@
 	"  'state', r.state, 'reason_code', r.reason_code, 'reason', r.reason, 'position',"    \
 	"  r.position, " REQ_ETA ") END, 'sweep_id', j.sweep_id,"                              \
 	" 'gpus', COALESCE((SELECT json_agg(json_build_object('uuid', g.uuid, 'index', g.idx," \
-	"  'model', g.model) ORDER BY a.id) FROM allocations a JOIN slices s"                  \
+	"  'model', g.model, 'util_pct', " GPU_UTIL_NOW ") ORDER BY a.id)"                     \
+	"  FROM allocations a JOIN slices s"                                                   \
 	"  ON s.id = a.slice_id JOIN gpus g ON g.id = s.gpu_id"                                \
 	"  WHERE a.request_id = j.request_id AND a.released_at IS NULL), '[]')," JOB_RANKS     \
 	" 'template_id', j.template_id, 'template', jt.name, 'template_title', jt.title,"      \

@@ -13,6 +13,13 @@
 /* The http observe hook. */
 void metrics_observe(const struct http_req *r, int status, double seconds);
 
+/* Starts the periodic read of the platform gauges (every
+ * cfg.metrics_refresh_ms, the first at once).  Returns 0 or -1. */
+int metrics_init(void);
+
+/* Nodes registered and nodes up as of the last read; -1 before the first. */
+int metrics_nodes(int *up, int *total);
+
 /* Appends the whole exposition to out. */
 void metrics_render(struct evbuffer *out);
 

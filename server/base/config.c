@@ -177,7 +177,39 @@ static const struct setting table[] = {
 	S(metrics_allow, "",
 	  "client addresses (comma-separated IPs, e.g. a Prometheus scraper) that may read "
 	  "/metrics without a token; everyone else needs an admin's API token"),
+	/* notifications (issue 15, part G): e-mail through an SMTP server */
+	S(smtp_url, "",
+	  "SMTP server notifications are mailed through (smtp://host:port, or smtps:// for "
+	  "TLS from the start); empty: no e-mail"),
+	S(smtp_from, "gpucloud <gpucloud@localhost>", "From of notification mails"),
+	S(smtp_user, "", "SMTP login user (empty: no login)"),
+	SECRET(smtp_password, "", "SMTP login password"),
+	S(smtp_tls, "try",
+	  "STARTTLS on smtp:// URLs: try (when the server offers it), required, or none"),
+	I(mail_poll_ms, "2000", 50, 600000,
+	  "milliseconds between looks for notifications waiting to be mailed"),
+	I(mail_retry_s, "60", 1, 86400,
+	  "seconds before the first retry of a failed mail (doubling after each)"),
+	I(mail_max_attempts, "5", 1, 100, "tries of a mail before it is given up"),
+	I(notification_keep_days, "180", 1, 36500,
+	  "days a notification is kept (older ones are removed, read or not)"),
 	S(log_level, "info", "debug, info, warn or error"),
+	/* observability (issue 15, part 3): GPU sampling, its use by idle
+	 * reclamation, and the gauges of /metrics */
+	I(gpu_sample_interval_s, "30", 0, 86400,
+	  "seconds between GPU utilisation samples of nodes with measured (discovered) GPUs, by "
+	  "nvidia-smi in a short-lived container of discovery_image or from gpu_dcgm_url; 0: no "
+	  "sampling"),
+	S(gpu_dcgm_url, "",
+	  "a DCGM exporter's metrics URL to read GPU utilisation from instead of running "
+	  "nvidia-smi; {host} is replaced by the node's host (e.g. http://{host}:9400/metrics)"),
+	I(idle_gpu_percent, "10", 1, 100,
+	  "GPU utilisation (percent) at or above which an instance's measured GPU counts as "
+	  "activity for idle reclamation, in the samples of the last two sampling intervals "
+	  "(at least 60 s)"),
+	I(metrics_refresh_ms, "5000", 200, 600000,
+	  "milliseconds between the reads of the gauges /metrics shows (queues, nodes, "
+	  "instances, jobs, GPUs): one query, not one per scrape"),
 	/* replicas (issue 15, part 5): leadership among gpucloudd sharing one database */
 	I(leader_heartbeat_ms, "1000", 50, 60000,
 	  "milliseconds between the leader's checks of the session that holds its lock, and "

@@ -113,8 +113,23 @@ struct config {
 	char *metrics_allow;     /* addresses that may scrape /metrics without a token */
 	int proxy_cache_ms;      /* how long a route/session check is reused */
 	char *tensorboard_image; /* catalog image started by POST /tensorboards */
+	/* notifications: e-mail (work/mailer.c) */
+	char *smtp_url;             /* "" = no e-mail */
+	char *smtp_from;            /* From header and envelope sender */
+	char *smtp_user;            /* "" = no login */
+	char *smtp_password;        /* secret */
+	char *smtp_tls;             /* try, required or none (STARTTLS) */
+	int mail_poll_ms;           /* between looks for mails to send */
+	int mail_retry_s;           /* first retry delay, doubling */
+	int mail_max_attempts;      /* tries before a mail fails */
+	int notification_keep_days; /* older notifications are removed */
 	/* logging */
 	char *log_level;
+	/* observability */
+	int gpu_sample_interval_s; /* between GPU utilisation samples; 0: none */
+	char *gpu_dcgm_url;        /* DCGM exporter URL ({host}); empty: nvidia-smi */
+	int idle_gpu_percent;      /* GPU utilisation that counts as activity */
+	int metrics_refresh_ms;    /* between reads of /metrics' gauges */
 	/* replicas (issue 15, part 5): leadership */
 	int leader_heartbeat_ms; /* leader: lock session checked; others: lock tried */
 	int leader_takeover_ms;  /* a lock session silent this long is cut off */

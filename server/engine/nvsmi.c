@@ -33,6 +33,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define NCOLS            5
@@ -829,4 +830,217 @@ int nvsmi_parse_cuda(const char *buf, size_t len, int *cuda, char *err, size_t e
 	if (cuda)
 		*cuda = v;
 	return v > 0 ? 1 : 0;
+}
+
+/* ---- the sampler's utilisation query ---- */
+
+/* "97", "97 %" or unknown (-1); at most 100. */
+static int parse_pct(struct span s, int *pct)
+{
+	size_t i = 0;
+	struct span num, unit;
+	long long v;
+
+	if (is_na(s)) {
+		*pct = -1;
+		return 0;
+	}
+	while (i < s.n && s.p[i] >= '0' && s.p[i] <= '9')
+		i++;
+	num.p = s.p;
+	num.n = i;
+	unit.p = s.p + i;
+	unit.n = s.n - i;
+	unit = trim(unit);
+	if (unit.n && !(unit.n == 1 && unit.p[0] == '%'))
+		return -1;
+	if (parse_num(num, 3, &v) < 0 || v > 100)
+		return -1;
+	*pct = (int)v;
+	return 0;
+}
+
+int nvsmi_parse_util(const char *buf, size_t len, struct nvsmi_util *util, int max, char *err,
+                     size_t errlen)
+{
+	struct span line, f[NCOLS];
+	size_t off = 0;
+	int n = 0, nf, lineno = 0, cap = max < NVSMI_MAX_GPUS ? max : NVSMI_MAX_GPUS;
+	char q[QUOTE_MAX];
+
+	if (err && errlen)
+		err[0] = '\0';
+	if (!buf)
+		len = 0;
+	if (check_nul(buf, len, err, errlen) < 0)
+		return -1;
+	while (next_line(buf, len, &off, &line)) {
+		struct nvsmi_util *u;
+		long long mib;
+
+		lineno++;
+		if (trim(line).n == 0) {
+			if (rest_blank(buf, len, off))
+				break;
+			return fail(err, errlen, "nvidia-smi line %d: blank line before a row",
+			            lineno);
+		}
+		nf = split(line, f);
+		if (lineno == 1 && nf >= 1 && eq_nocase(f[0], "uuid"))
+			continue; /* --format=csv without noheader */
+		if (nf != 3)
+			return bad_line(err, errlen, lineno, line,
+			                "want three columns (uuid, utilization.gpu, memory.used)");
+		if (n >= cap || !util)
+			return fail(err, errlen, "nvidia-smi lists more than %d GPUs",
+			            cap > 0 ? cap : 0);
+		u = &util[n];
+		memset(u, 0, sizeof(*u));
+		if (f[0].n >= sizeof(u->uuid) || !valid_gpu_uuid(f[0]))
+			return fail(
+			        err, errlen,
+			        "nvidia-smi line %d: uuid '%s' is not a GPU UUID (expected 'GPU-' "
+			        "and hex digits)",
+			        lineno, quote(q, sizeof(q), f[0]));
+		copy(u->uuid, sizeof(u->uuid), f[0]);
+		if (parse_pct(f[1], &u->util_pct) < 0)
+			return fail(err, errlen,
+			            "nvidia-smi line %d: utilization.gpu '%s' is not a percentage",
+			            lineno, quote(q, sizeof(q), f[1]));
+		if (is_na(f[2]))
+			mib = -1;
+		else if (parse_memory(f[2], &mib) < 0)
+			return fail(err, errlen,
+			            "nvidia-smi line %d: memory.used '%s' is not a size in MiB",
+			            lineno, quote(q, sizeof(q), f[2]));
+		u->mem_used_mib = mib;
+		for (int i = 0; i < n; i++)
+			if (strcmp(util[i].uuid, u->uuid) == 0)
+				return fail(err, errlen,
+				            "nvidia-smi line %d: GPU uuid '%s' appears twice",
+				            lineno, u->uuid);
+		n++;
+	}
+	return n;
+}
+
+/* The value of label name inside a sample's {...}: "UUID" in
+ * {gpu="0",UUID="GPU-..."}.  Returns 1 and sets *v when present. */
+static int dcgm_label(struct span labels, const char *name, struct span *v)
+{
+	size_t i = 0, n = strlen(name);
+
+	while (i < labels.n) {
+		size_t k = i, e;
+
+		while (k < labels.n && labels.p[k] != '=')
+			k++;
+		if (k + 1 >= labels.n || labels.p[k + 1] != '"')
+			return 0;
+		for (e = k + 2; e < labels.n && labels.p[e] != '"'; e++)
+			if (labels.p[e] == '\\')
+				e++;
+		if (e >= labels.n)
+			return 0;
+		if (k - i == n && memcmp(labels.p + i, name, n) == 0) {
+			v->p = labels.p + k + 2;
+			v->n = e - (k + 2);
+			return 1;
+		}
+		i = e + 1;
+		while (i < labels.n && (labels.p[i] == ',' || is_space(labels.p[i])))
+			i++;
+	}
+	return 0;
+}
+
+/* "45", "45.5", "1.2e+03" as DCGM prints them, in [0, limit]. */
+static int dcgm_value(struct span s, double limit, double *out)
+{
+	char tmp[40];
+	char *end;
+	double v;
+
+	if (s.n == 0 || s.n >= sizeof(tmp))
+		return -1;
+	memcpy(tmp, s.p, s.n);
+	tmp[s.n] = '\0';
+	if (!((tmp[0] >= '0' && tmp[0] <= '9') || tmp[0] == '.'))
+		return -1;
+	v = strtod(tmp, &end);
+	if (*end != '\0' || !(v >= 0 && v <= limit))
+		return -1;
+	*out = v;
+	return 0;
+}
+
+int nvsmi_parse_dcgm(const char *buf, size_t len, struct nvsmi_util *util, int max, char *err,
+                     size_t errlen)
+{
+	struct span line;
+	size_t off = 0;
+	int n = 0, lineno = 0, cap = max < NVSMI_MAX_GPUS ? max : NVSMI_MAX_GPUS;
+	char q[QUOTE_MAX];
+
+	if (err && errlen)
+		err[0] = '\0';
+	if (!buf)
+		len = 0;
+	if (check_nul(buf, len, err, errlen) < 0)
+		return -1;
+	while (next_line(buf, len, &off, &line)) {
+		struct span t = trim(line), labels, value, uuid, mig;
+		const char *brace, *close;
+		int is_util, i;
+		double v;
+
+		lineno++;
+		if (t.n == 0 || t.p[0] == '#')
+			continue;
+		is_util = has_prefix(t, "DCGM_FI_DEV_GPU_UTIL{");
+		if (!is_util && !has_prefix(t, "DCGM_FI_DEV_FB_USED{"))
+			continue;
+		brace = memchr(t.p, '{', t.n);
+		close = memchr(brace, '}', t.n - (size_t)(brace - t.p));
+		if (!close)
+			return fail(err, errlen, "DCGM line %d: no '}' after the labels", lineno);
+		labels.p = brace + 1;
+		labels.n = (size_t)(close - labels.p);
+		value.p = close + 1;
+		value.n = t.n - (size_t)(value.p - t.p);
+		value = trim(value);
+		for (i = 0; i < (int)value.n && !is_space(value.p[i]); i++)
+			; /* a timestamp may follow the value */
+		value.n = (size_t)i;
+		if (dcgm_label(labels, "GPU_I_ID", &mig) && mig.n)
+			continue; /* a MIG instance, not the whole GPU */
+		if (!dcgm_label(labels, "UUID", &uuid) || uuid.n >= sizeof(util[0].uuid) ||
+		    !valid_gpu_uuid(uuid))
+			return fail(err, errlen, "DCGM line %d: no GPU UUID label: '%s'", lineno,
+			            quote(q, sizeof(q), t));
+		if (dcgm_value(value, is_util ? 100 : 1e12, &v) < 0)
+			return fail(err, errlen,
+			            "DCGM line %d: value '%s' is not a number in range", lineno,
+			            quote(q, sizeof(q), value));
+		for (i = 0; i < n; i++)
+			if (strlen(util[i].uuid) == uuid.n &&
+			    memcmp(util[i].uuid, uuid.p, uuid.n) == 0)
+				break;
+		if (i == n) {
+			if (n >= cap || !util)
+				return fail(err, errlen,
+				            "the DCGM exporter lists more than %d GPUs",
+				            cap > 0 ? cap : 0);
+			memset(&util[n], 0, sizeof(util[n]));
+			copy(util[n].uuid, sizeof(util[n].uuid), uuid);
+			util[n].util_pct = -1;
+			util[n].mem_used_mib = -1;
+			n++;
+		}
+		if (is_util)
+			util[i].util_pct = (int)(v + 0.5);
+		else
+			util[i].mem_used_mib = (long long)v;
+	}
+	return n;
 }

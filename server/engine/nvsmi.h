@@ -56,4 +56,31 @@ int nvsmi_parse_list(const char *buf, size_t len, struct nvsmi_gpu *gpus, int ng
  * a malformed version), with a short reason in err. */
 int nvsmi_parse_cuda(const char *buf, size_t len, int *cuda, char *err, size_t errlen);
 
+/* One GPU's line of the utilisation query the sampler runs:
+ *   nvidia-smi --query-gpu=uuid,utilization.gpu,memory.used --format=csv,noheader,nounits
+ * util_pct is 0..100, or -1 when nvidia-smi cannot tell ("[N/A]", "[Not
+ * Supported]": a GPU in MIG mode reports no utilisation of the whole GPU);
+ * mem_used_mib is -1 when unknown.  Units ("%", "MiB") are accepted when
+ * present, a header line ("uuid, utilization.gpu [%], ...") is skipped. */
+struct nvsmi_util {
+	char uuid[64]; /* "GPU-..." */
+	int util_pct;
+	long long mem_used_mib;
+};
+
+/* Parses the utilisation query into util[max].  Returns the number of GPUs
+ * (0 for empty output), or -1 with the reason in err: a malformed line, a
+ * UUID twice, more than max GPUs, or nvidia-smi's own error message. */
+int nvsmi_parse_util(const char *buf, size_t len, struct nvsmi_util *util, int max, char *err,
+                     size_t errlen);
+
+/* Reads the same from a DCGM exporter's Prometheus text: the samples of
+ * DCGM_FI_DEV_GPU_UTIL (percent) and DCGM_FI_DEV_FB_USED (MiB), one GPU per
+ * UUID label (a GPU's MIG instances, labelled GPU_I_ID, are skipped).  Other
+ * series and comments are ignored; a GPU seen in only one of the two has
+ * -1 for the other.  Returns the number of GPUs or -1 with the reason
+ * (a malformed sample of those two, a value out of range, more than max). */
+int nvsmi_parse_dcgm(const char *buf, size_t len, struct nvsmi_util *util, int max, char *err,
+                     size_t errlen);
+
 #endif

@@ -1,7 +1,8 @@
 /* reclaim.c — idle reclamation (see reclaim.h).
  *
  * Owns: one round = read the running instances under an idle policy, ask
- * each container's engine for a stats sample (CPU use counts as activity),
+ * each container's engine for a stats sample (CPU use counts as activity;
+ * so does a measured GPU of the instance busy in the recent gpu_samples),
  * record the activity seen, then one statement applies the policies:
  * clear warnings of instances active again, warn the newly idle, stop the
  * warned ones still idle after warn_seconds and those past their maximum
@@ -116,13 +117,29 @@ static void apply(PGresult *res, enum rc rc, void *arg)
 static void sampled_all(void)
 {
 	char *doc = json_dumps(active, JSON_COMPACT);
-	const char *p[1] = { doc ? doc : "[]" };
+	char window[16], pct[16];
+	const char *p[3] = { doc ? doc : "[]", window, pct };
 
 	json_decref(active);
 	active = NULL;
+	/* the GPU signal (SPEC §6): a measured GPU the instance holds was busy
+	 * in the samples of the last two sampling intervals (at least 60 s: a
+	 * sampling that runs late leaves no gap); declared GPUs are never
+	 * sampled, so they give no signal either way */
+	snprintf(window, sizeof(window), "%d",
+	         cfg.gpu_sample_interval_s <= 0       ? 0
+	         : 2 * cfg.gpu_sample_interval_s < 60 ? 60
+	                                              : 2 * cfg.gpu_sample_interval_s);
+	snprintf(pct, sizeof(pct), "%d", cfg.idle_gpu_percent);
 	db_query("UPDATE instances SET last_activity_at = now() WHERE state = 'running'"
-	         " AND id IN (SELECT x::bigint FROM jsonb_array_elements_text($1::jsonb) x)",
-	         1, p, apply, NULL);
+	         " AND (id IN (SELECT x::bigint FROM jsonb_array_elements_text($1::jsonb) x)"
+	         "  OR EXISTS (SELECT 1 FROM allocations a JOIN slices sl ON sl.id = a.slice_id"
+	         "   JOIN gpus g ON g.id = sl.gpu_id AND NOT g.simulated"
+	         "   JOIN gpu_samples gs ON gs.gpu_uuid = g.uuid"
+	         "   WHERE a.request_id = instances.request_id AND a.released_at IS NULL"
+	         "   AND gs.at > now() - make_interval(secs => $2::int)"
+	         "   AND gs.util_pct >= $3::int))",
+	         3, p, apply, NULL);
 	free(doc);
 }
 

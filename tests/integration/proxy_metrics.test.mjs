@@ -34,7 +34,7 @@ describe('/metrics and /readyz', () => {
   it('says ok per check and nothing more in /readyz', async () => {
     const r = await call(srv.base, 'GET', '/readyz');
     assert.equal(r.status, 200);
-    assert.deepEqual(r.json, { status: 'ready', checks: { database: { status: 'ok' }, storage: { status: 'ok' } } });
+    assert.deepEqual(r.json, { status: 'ready', checks: { database: { status: 'ok' }, storage: { status: 'ok' }, nodes: { status: 'none' } } });
     assert.doesNotMatch(r.text, /data_root|\//);
   });
 });

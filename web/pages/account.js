@@ -3,6 +3,7 @@
 import { api } from '../api.js';
 import { t, formatDate } from '../i18n.js';
 import { h, field, messageBox, busy, confirmDialog, secretBox, emptyRow, toast, icon, toastError } from '../ui.js';
+import { mailPrefsCard } from '../parts/notify.js';
 
 export const MIN_PASSWORD = 8;
 const SCOPES = ['read', 'write'];
@@ -168,5 +169,6 @@ export function render(main, ctx) {
     h('div', { class: 'grid' },
       profileCard(ctx.user),
       passwordCard(),
+      mailPrefsCard(),
       tokensCard())));
 }

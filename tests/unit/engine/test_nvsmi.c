@@ -638,6 +638,69 @@ TEST(cuda_header_refused)
 	CHECK(strlen(err) == 3);
 }
 
+/* the sampler's utilisation query: the stand-in's fixtures and variants */
+TEST(util_query)
+{
+	static struct nvsmi_util u[NVSMI_MAX_GPUS];
+	long n = load(FIX "a100x8-util.csv");
+	const char *hdr =
+	        "uuid, utilization.gpu [%], memory.used [MiB]\n" U1 ", 12 %, 100 MiB\r\n\n";
+	const char *s;
+
+	CHECK(nvsmi_parse_util(text, (size_t)n, u, NVSMI_MAX_GPUS, err, sizeof(err)) == 8);
+	CHECK(strcmp(u[0].uuid, "GPU-41ab9259-0637-ac82-026c-a65266b28984") == 0);
+	CHECK(u[0].util_pct == 97 && u[0].mem_used_mib == 61234);
+	CHECK(u[1].util_pct == 0 && u[1].mem_used_mib == 0);
+	CHECK(nvsmi_parse_util(text, (size_t)n, u, 7, err, sizeof(err)) == -1);
+	CHECK(err_has("more than 7 GPUs"));
+	/* MIG mode: no whole-GPU utilisation */
+	n = load(FIX "a100-mig-util.csv");
+	CHECK(nvsmi_parse_util(text, (size_t)n, u, NVSMI_MAX_GPUS, err, sizeof(err)) == 2);
+	CHECK(u[0].util_pct == -1 && u[0].mem_used_mib == 11264);
+	CHECK(nvsmi_parse_util(hdr, strlen(hdr), u, NVSMI_MAX_GPUS, err, sizeof(err)) == 1);
+	CHECK(u[0].util_pct == 12 && u[0].mem_used_mib == 100);
+	CHECK(nvsmi_parse_util("", 0, u, NVSMI_MAX_GPUS, err, sizeof(err)) == 0);
+	s = U1 ", 101, 5\n";
+	CHECK(nvsmi_parse_util(s, strlen(s), u, NVSMI_MAX_GPUS, err, sizeof(err)) == -1);
+	CHECK(err_has("not a percentage"));
+	s = U1 ", 5, 5\n" U1 ", 6, 6\n";
+	CHECK(nvsmi_parse_util(s, strlen(s), u, NVSMI_MAX_GPUS, err, sizeof(err)) == -1);
+	CHECK(err_has("appears twice"));
+	s = "MIG-abc, 5, 5\n";
+	CHECK(nvsmi_parse_util(s, strlen(s), u, NVSMI_MAX_GPUS, err, sizeof(err)) == -1);
+	CHECK(err_has("not a GPU UUID"));
+	s = U1 ", 5\n";
+	CHECK(nvsmi_parse_util(s, strlen(s), u, NVSMI_MAX_GPUS, err, sizeof(err)) == -1);
+	CHECK(err_has("three columns"));
+	n = load(FIX "driver-not-loaded.txt");
+	CHECK(nvsmi_parse_util(text, (size_t)n, u, NVSMI_MAX_GPUS, err, sizeof(err)) == -1);
+	CHECK(err_has("nvidia-smi failed"));
+}
+
+/* the same from a DCGM exporter */
+TEST(dcgm_exporter)
+{
+	static struct nvsmi_util u[NVSMI_MAX_GPUS];
+	long n = load(FIX "dcgm-exporter.txt");
+	const char *s;
+
+	CHECK(nvsmi_parse_dcgm(text, (size_t)n, u, NVSMI_MAX_GPUS, err, sizeof(err)) == 2);
+	CHECK(strcmp(u[0].uuid, "GPU-41ab9259-0637-ac82-026c-a65266b28984") == 0);
+	CHECK(u[0].util_pct == 97 && u[0].mem_used_mib == 61234);
+	CHECK(u[1].util_pct == 0 && u[1].mem_used_mib == 0);
+	CHECK(nvsmi_parse_dcgm(text, (size_t)n, u, 1, err, sizeof(err)) == -1);
+	CHECK(err_has("more than 1 GPUs"));
+	s = "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\"} 5\n";
+	CHECK(nvsmi_parse_dcgm(s, strlen(s), u, NVSMI_MAX_GPUS, err, sizeof(err)) == -1);
+	CHECK(err_has("no GPU UUID"));
+	s = "DCGM_FI_DEV_GPU_UTIL{UUID=\"" U1 "\"} 101\n";
+	CHECK(nvsmi_parse_dcgm(s, strlen(s), u, NVSMI_MAX_GPUS, err, sizeof(err)) == -1);
+	s = "DCGM_FI_DEV_GPU_UTIL{UUID=\"" U1 "\"} 45.6 1700000000\n";
+	CHECK(nvsmi_parse_dcgm(s, strlen(s), u, NVSMI_MAX_GPUS, err, sizeof(err)) == 1);
+	CHECK(u[0].util_pct == 46 && u[0].mem_used_mib == -1);
+	CHECK(nvsmi_parse_dcgm("", 0, u, NVSMI_MAX_GPUS, err, sizeof(err)) == 0);
+}
+
 int main(void)
 {
 	RUN(h200_captured);
@@ -657,5 +720,7 @@ int main(void)
 	RUN(malformed_list);
 	RUN(cuda_header);
 	RUN(cuda_header_refused);
+	RUN(util_query);
+	RUN(dcgm_exporter);
 	return harness_done("test_nvsmi");
 }
