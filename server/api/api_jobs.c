@@ -1229,9 +1229,9 @@ static void log_gone(void *arg)
  * Each whole line is one event whose id is the byte offset just after it,
  * so a client that reconnects with Last-Event-ID goes on where it was.
  * One cron section reads every follower's file: at once (within
- * FOLLOW_SOON ms) when this process's job driver wrote to a log
- * (EV_JOB_LOG), and every FOLLOW_MS anyway, for logs that another replica
- * writes.  It reads each job's state every FOLLOW_CHECK_MS: once it has
+ * FOLLOW_SOON ms) when a job driver wrote to a log (EV_JOB_LOG: this
+ * process's, or the leader's through db/leader.c's NOTIFY), and every
+ * FOLLOW_MS anyway, should a NOTIFY be lost.  It reads each job's state every FOLLOW_CHECK_MS: once it has
  * ended and the file has no more, "event: end" with the state closes the
  * stream. */
 #define FOLLOW_MS       250

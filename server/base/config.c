@@ -210,6 +210,14 @@ static const struct setting table[] = {
 	I(metrics_refresh_ms, "5000", 200, 600000,
 	  "milliseconds between the reads of the gauges /metrics shows (queues, nodes, "
 	  "instances, jobs, GPUs): one query, not one per scrape"),
+	/* replicas (issue 15, part 5): leadership among gpucloudd sharing one database */
+	I(leader_heartbeat_ms, "1000", 50, 60000,
+	  "milliseconds between the leader's checks of the session that holds its lock, and "
+	  "between the other replicas' attempts to take the lock"),
+	I(leader_takeover_ms, "5000", 200, 3600000,
+	  "a leader's lock session idle this long (the leader frozen, or its host gone) is cut "
+	  "off by another replica, which takes over; the leader stops acting on its own once "
+	  "its last check is older than this less one heartbeat"),
 };
 
 #define NSETTINGS (sizeof(table) / sizeof(table[0]))
@@ -414,6 +422,14 @@ int config_load(int argc, char **argv)
 			fprintf(stderr, "gpucloudd: %s\n", err);
 			return -1;
 		}
+	}
+	/* replicas: a leader must not be cut off between two of its heartbeats */
+	if (cfg.leader_takeover_ms < 3 * cfg.leader_heartbeat_ms) {
+		fprintf(stderr,
+		        "gpucloudd: leader_takeover_ms (%d) must be at least 3 x "
+		        "leader_heartbeat_ms (%d)\n",
+		        cfg.leader_takeover_ms, cfg.leader_heartbeat_ms);
+		return -1;
 	}
 	return 0;
 }

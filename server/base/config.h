@@ -130,6 +130,9 @@ struct config {
 	char *gpu_dcgm_url;        /* DCGM exporter URL ({host}); empty: nvidia-smi */
 	int idle_gpu_percent;      /* GPU utilisation that counts as activity */
 	int metrics_refresh_ms;    /* between reads of /metrics' gauges */
+	/* replicas (issue 15, part 5): leadership */
+	int leader_heartbeat_ms; /* leader: lock session checked; others: lock tried */
+	int leader_takeover_ms;  /* a lock session silent this long is cut off */
 };
 
 extern struct config cfg;

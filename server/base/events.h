@@ -19,8 +19,8 @@ enum events_kind {
 	EV_ALLOC_CHANGED,    /* a request was queued or released: a scheduler pass soon */
 	EV_ALLOC_GRANTED,    /* the scheduler allocated something: a driver pass soon */
 	EV_WORKLOAD_CHANGED, /* a workload was created or its desired state changed */
-	EV_JOB_LOG,          /* a job's log grew here: followers read now (events_deliver
-	                      * only: other replicas' followers poll) */
+	EV_JOB_LOG,          /* a job's log grew here: followers read now (the bridge
+	                      * carries it from the leader to every replica) */
 	EV__COUNT
 };
 

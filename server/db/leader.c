@@ -8,10 +8,12 @@
  */
 #include "db/leader.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "base/config.h"
 #include "base/cron.h"
 #include "base/events.h"
@@ -30,6 +32,12 @@ static struct {
 } watch[MAX_WATCH];
 static int nwatch;
 
+/* the lease: leader_is() holds until lease_until (monotonic ms), renewed by
+ * every answer on the lock session; beat_gen tells a stale answer */
+static double lease_until, beat_sent;
+static int beating;
+static unsigned beat_gen;
+
 static struct notify *listener;
 static unsigned wake_pending; /* bits of events_kind waiting to be sent */
 static int wake_sending;
@@ -40,14 +48,23 @@ static void tell(int is_leader)
 		watch[i].cb(is_leader, watch[i].arg);
 }
 
+/* How long the leader acts on its last answer: the takeover time less one
+ * heartbeat (and never less than one), so that it has stopped before
+ * another replica may cut its session off. */
+static double lease_ms(void)
+{
+	int ms = cfg.leader_takeover_ms - cfg.leader_heartbeat_ms;
+	return ms > cfg.leader_heartbeat_ms ? ms : cfg.leader_heartbeat_ms;
+}
+
 int leader_is(void)
 {
-	return leader;
+	return leader && clock_now_ms() < lease_until;
 }
 
 struct db_conn *leader_conn(void)
 {
-	return leader ? held : NULL;
+	return leader_is() ? held : NULL;
 }
 
 int leader_watch(leader_cb cb, void *arg)
@@ -68,10 +85,12 @@ void leader_lost(const char *why)
 		log_msg(LOG_WARN, "leader", NULL, "lost the scheduler lock: %s", why);
 	leader = 0;
 	trying = 0;
+	beating = 0;
+	beat_gen++;
 	if (held)
 		db_release(held);
 	held = NULL;
-	cron_next(section, cfg.sched_interval_ms);
+	cron_next(section, cfg.leader_heartbeat_ms);
 	if (was)
 		tell(0);
 }
@@ -87,11 +106,73 @@ static void locked(PGresult *res, enum rc rc, void *arg)
 		                                 : "the lock query failed");
 		return;
 	}
-	if (strcmp(db_val(res, 0, 0), "t") != 0)
-		return; /* another replica leads */
+	if (strcmp(db_val(res, 0, 0), "t") != 0) {
+		/* another replica leads; when its session had been idle past the
+		 * takeover time, it was just cut off: try again shortly */
+		if (strcmp(db_val(res, 0, 1), "t") == 0) {
+			log_msg(LOG_WARN, "leader", NULL,
+			        "cut off the leader's lock session, silent for over %d ms",
+			        cfg.leader_takeover_ms);
+			cron_next(section, 100);
+		}
+		return;
+	}
 	log_msg(LOG_INFO, "leader", NULL, "this replica now runs the scheduler");
 	leader = 1;
+	lease_until = beat_sent + lease_ms();
 	tell(1);
+}
+
+/* The lock attempt; when another session holds the lock and has been idle
+ * (not running a statement) for leader_takeover_ms, its leader is frozen or
+ * its host is gone (a dead process's socket closes, and PostgreSQL ends the
+ * session at once): end that session, which frees the lock.  $1: the
+ * takeover time, ms.  Columns: got, cut. */
+#define LOCK_SQL                                                                                   \
+	"SELECT l.got, CASE WHEN l.got THEN false ELSE coalesce((SELECT "                          \
+	"bool_or(pg_terminate_backend(a.pid)) FROM pg_locks k JOIN pg_stat_activity a ON a.pid = " \
+	"k.pid WHERE k.locktype = 'advisory' AND k.granted AND k.database = (SELECT oid FROM "     \
+	"pg_database WHERE datname = current_database()) AND k.classid = 0 AND k.objid::bigint "   \
+	"= " LEADER_LOCK_SCHED " AND k.objsubid = 1 AND a.pid <> pg_backend_pid() AND a.state IS " \
+	"DISTINCT FROM 'active' AND a.state_change < clock_timestamp() - $1::int * interval '1 "   \
+	"millisecond'), false) END FROM (SELECT pg_try_advisory_lock(" LEADER_LOCK_SCHED           \
+	") AS got) l"
+
+static void try_lock(void)
+{
+	char ms[16];
+	const char *p[1] = { ms };
+
+	snprintf(ms, sizeof(ms), "%d", cfg.leader_takeover_ms);
+	beat_sent = clock_now_ms();
+	db_conn_query(held, LOCK_SQL, 1, p, locked, NULL);
+}
+
+/* The leader's heartbeat answered: the session (and so the lock) lives. */
+static void beat_done(PGresult *res, enum rc rc, void *arg)
+{
+	unsigned gen = (unsigned)(uintptr_t)arg;
+
+	(void)res;
+	if (down || gen != beat_gen || !leader)
+		return;
+	beating = 0;
+	if (rc == RC_UNAVAILABLE) {
+		leader_lost("the lock session stopped answering");
+		return;
+	}
+	/* any answer, even an error inside a pass's transaction, is the
+	 * session's */
+	lease_until = beat_sent + lease_ms();
+}
+
+static void heartbeat(void)
+{
+	if (beating)
+		return;
+	beating = 1;
+	beat_sent = clock_now_ms();
+	db_conn_query(held, "SELECT 1", 0, NULL, beat_done, (void *)(uintptr_t)beat_gen);
 }
 
 static void acquired(struct db_conn *c, enum rc rc, void *arg)
@@ -108,40 +189,89 @@ static void acquired(struct db_conn *c, enum rc rc, void *arg)
 		return;
 	}
 	held = c;
-	db_conn_query(held, "SELECT pg_try_advisory_lock(" LEADER_LOCK_SCHED ")", 0, NULL, locked,
-	              NULL);
+	try_lock();
 }
 
-/* cron: while not the leader, try the lock (on the pinned connection, so
- * the lock and the passes share one session). */
+/* cron, every leader_heartbeat_ms: the leader checks its lock session;
+ * another replica tries the lock (on the pinned connection, so the lock and
+ * the passes share one session). */
 static void attempt(struct cron_section *s, void *arg)
 {
 	(void)s;
 	(void)arg;
-	if (leader || trying || down)
+	if (down)
+		return;
+	if (leader) {
+		heartbeat();
+		return;
+	}
+	if (trying)
 		return;
 	trying = 1;
 	if (!held) {
 		db_acquire(acquired, NULL);
 		return;
 	}
-	db_conn_query(held, "SELECT pg_try_advisory_lock(" LEADER_LOCK_SCHED ")", 0, NULL, locked,
-	              NULL);
+	try_lock();
 }
 
 /* A wake-up for the scheduler on a replica that is not the leader: try the
- * lock now rather than a period later (the leader may be gone). */
+ * lock soon rather than a period later (the leader may be gone); a burst of
+ * submissions makes one attempt. */
 static void on_alloc_changed(enum events_kind kind, void *arg)
 {
 	(void)kind;
 	(void)arg;
 	if (!leader)
-		cron_soon(section, 2);
+		cron_soon(section, 50);
 }
 
-/* ---- the wake bridge ---- */
+/* ---- the wake bridge ----
+ *
+ * Two directions on one channel: the kinds that mean work for the leader's
+ * passes go from any other replica to the leader; EV_JOB_LOG (the leader's
+ * job driver wrote to a log) goes from the leader to every replica, whose
+ * log followers (SSE) read at once instead of at their next poll.  A
+ * replica hears its own NOTIFY too: a wake-up is idempotent.  Sends are
+ * coalesced (one statement in flight) and at least WAKE_GAP_MS apart, so a
+ * chatty job costs at most a few dozen NOTIFYs a second. */
+
+#define WAKE_GAP_MS 20
+
+static struct event *wake_timer;
+static double wake_last;
+
+static int to_everyone(int kind)
+{
+	return kind == EV_JOB_LOG;
+}
 
 static void wake_send(void);
+
+static void wake_later(void)
+{
+	double gap = wake_last + WAKE_GAP_MS - clock_now_ms();
+	struct timeval tv;
+
+	if (gap <= 0 || !wake_timer) {
+		wake_send();
+		return;
+	}
+	if (evtimer_pending(wake_timer, NULL))
+		return;
+	tv.tv_sec = 0;
+	tv.tv_usec = (long)(gap * 1000);
+	evtimer_add(wake_timer, &tv);
+}
+
+static void wake_due(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+	if (wake_pending && !wake_sending && !down)
+		wake_send();
+}
 
 static void wake_sent(PGresult *res, enum rc rc, void *arg)
 {
@@ -151,7 +281,7 @@ static void wake_sent(PGresult *res, enum rc rc, void *arg)
 	if (rc != RC_OK)
 		log_msg(LOG_DEBUG, "leader", NULL, "could not forward a wake-up (%s)", rc_code(rc));
 	if (wake_pending && !down)
-		wake_send();
+		wake_later();
 }
 
 static void wake_send(void)
@@ -166,38 +296,41 @@ static void wake_send(void)
 			                      n ? "," : "", events_name((enum events_kind)k));
 	wake_pending = 0;
 	wake_sending = 1;
+	wake_last = clock_now_ms();
 	db_query("SELECT pg_notify('" WAKE_CHANNEL "', $1)", 1, p, wake_sent, NULL);
 }
 
-/* events.h's bridge: the leader heard it locally already; anyone else
- * tells the leader (one statement in flight, the rest coalesced). */
+/* events.h's bridge: the leader heard its own kinds locally already and
+ * sends only those for everyone; anyone else sends the leader's kinds. */
 static void bridge(enum events_kind kind, void *arg)
 {
 	(void)arg;
-	if (leader || down || !listener)
+	if (down || !listener)
+		return;
+	if (to_everyone(kind) ? !leader_is() : leader_is())
 		return;
 	wake_pending |= 1u << kind;
 	if (!wake_sending)
-		wake_send();
+		wake_later();
 }
 
 static void on_wake(const char *payload, void *arg)
 {
 	char buf[200], *save = NULL, *t;
+	int lead = leader_is();
 
 	(void)arg;
-	if (!leader)
-		return;
 	if (!payload) {
 		/* the listener (re)connected: wake-ups may have been missed */
 		for (int k = 0; k < EV__COUNT; k++)
-			events_deliver((enum events_kind)k);
+			if (lead || to_everyone(k))
+				events_deliver((enum events_kind)k);
 		return;
 	}
 	snprintf(buf, sizeof(buf), "%s", payload);
 	for (t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
 		int k = events_parse(t);
-		if (k >= 0)
+		if (k >= 0 && (lead || to_everyone(k)))
 			events_deliver((enum events_kind)k);
 	}
 }
@@ -205,11 +338,12 @@ static void on_wake(const char *payload, void *arg)
 int leader_init(struct event_base *base, const char *url)
 {
 	down = 0;
-	section = cron_every("leader", cfg.sched_interval_ms, 100, attempt, NULL);
+	section = cron_every("leader", cfg.leader_heartbeat_ms, 100, attempt, NULL);
 	if (!section || events_subscribe(EV_ALLOC_CHANGED, on_alloc_changed, NULL) < 0)
 		return -1;
 	listener = notify_new(base, url, WAKE_CHANNEL, on_wake, NULL);
-	if (!listener)
+	wake_timer = evtimer_new(base, wake_due, NULL);
+	if (!listener || !wake_timer)
 		return -1;
 	events_set_bridge(bridge, NULL);
 	return 0;
@@ -221,6 +355,9 @@ void leader_shutdown(void)
 	events_set_bridge(NULL, NULL);
 	notify_free(listener);
 	listener = NULL;
+	if (wake_timer)
+		event_free(wake_timer);
+	wake_timer = NULL;
 	section = NULL; /* freed with the cron */
 	if (held)
 		db_release(held);

@@ -1,15 +1,25 @@
 /* leader.h — leadership among the replicas: exactly one gpucloudd sharing
  * a database runs the leader's passes (scheduler, workload driver,
  * reconcile, reclaim).  The leader is the replica whose pinned pool
- * connection holds a PostgreSQL session advisory lock; it stays leader as
- * long as that session lives, and every other replica keeps trying the
- * lock (every cfg.sched_interval_ms, and on a local EV_ALLOC_CHANGED) and
- * takes over within that period when the holder dies.
+ * connection holds a PostgreSQL session advisory lock.
  *
- * Also the way to the leader: wake-ups published on a replica that is not
- * the leader are sent to the leader with NOTIFY on channel gc_wake and
- * delivered there (events_deliver()).  A lost NOTIFY costs latency only:
- * the leader's passes are periodic.
+ * Every cfg.leader_heartbeat_ms the leader runs a statement on that session
+ * and acts (leader_is()) only while its last answer is younger than
+ * cfg.leader_takeover_ms less one heartbeat: the lease.  Every other replica
+ * tries the lock as often (and on a local EV_ALLOC_CHANGED).  A dead
+ * leader's socket closes and PostgreSQL ends its session at once, so the
+ * next attempt wins; a frozen leader (SIGSTOP, a hung or vanished host)
+ * keeps its session open, so an attempt that finds the holder's session
+ * idle for cfg.leader_takeover_ms ends it (pg_terminate_backend: the
+ * replicas share a database role), and the next attempt wins.  By then the
+ * frozen leader's lease has run out: resumed, it does nothing as leader, and
+ * learns of its lost session at its next heartbeat.
+ *
+ * Also the way between replicas: wake-ups for the leader's passes published
+ * on another replica are sent to the leader with NOTIFY on channel gc_wake
+ * and delivered there (events_deliver()); EV_JOB_LOG goes the other way,
+ * from the leader to every replica (their log followers).  A lost NOTIFY
+ * costs latency only: the passes and the followers are periodic too.
  */
 #ifndef GPUCLOUD_LEADER_H
 #define GPUCLOUD_LEADER_H

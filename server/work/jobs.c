@@ -615,7 +615,7 @@ static int log_data(struct docker_call *call, int stream, const char *data, size
 		data += n;
 		len -= (size_t)n;
 	}
-	events_deliver(EV_JOB_LOG); /* this process's followers read now */
+	events_publish(EV_JOB_LOG); /* followers read now, here and (NOTIFY) on other replicas */
 	return 0;
 }
 
