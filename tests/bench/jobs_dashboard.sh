@@ -59,7 +59,7 @@ for ((i = 0; i < 100; i++)); do
 	sleep 0.1
 done
 
-gc_start "$db" "$TMP/gpucloudd.log" --log-level=warn
+gc_start "$db" "$TMP/gpucloudd.log" --log-level=warn --leader-takeover-ms=3600000
 BASE=http://127.0.0.1:$GC_PORT
 # login USER PASSWORD: sets COOKIE and CSRF (the session and its token).
 login() {
@@ -145,7 +145,7 @@ declare -A GOAL=([first_page]='<10' [counts]='<50' [search]='<100')
 sql -c "ALTER DATABASE $db SET log_min_duration_statement = 0"
 gc_start_again() {
 	stop "$GC_PID"
-	gc_start "$db" "$TMP/gpucloudd.log" --log-level=warn
+	gc_start "$db" "$TMP/gpucloudd.log" --log-level=warn --leader-takeover-ms=3600000
 	BASE=http://127.0.0.1:$GC_PORT
 }
 gc_start_again # its new connections take the setting

@@ -56,7 +56,7 @@ done
 
 start() {
 	[[ -n ${GC_PID:-} ]] && stop "$GC_PID"
-	gc_start "$db" "$TMP/gpucloudd.log" --log-level=warn --db-pool-size="$POOL"
+	gc_start "$db" "$TMP/gpucloudd.log" --log-level=warn --leader-takeover-ms=3600000 --db-pool-size="$POOL"
 	BASE=http://127.0.0.1:$GC_PORT
 }
 start

@@ -37,7 +37,8 @@ describe('the class dashboard in the browser', () => {
     lockHolder = spawn('psql', ['-qAtX', db.url], { stdio: ['pipe', 'ignore', 'ignore'] });
     lockHolder.stdin.write(`SELECT pg_advisory_lock(${LEADER_LOCK});\n`);
     await until(() => q(`SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = ${LEADER_LOCK} AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`) === '1', 'the lock');
-    srv = await startServer({ db, args: ['--scrypt-ln=10'] });
+    // a lock holder that runs no statements looks frozen: no takeover here
+    srv = await startServer({ db, args: ['--scrypt-ln=10', '--leader-takeover-ms=3600000'] });
     const admin = new Client(srv.base);
     assert.equal((await admin.login('admin', ADMIN_PASSWORD)).status, 200);
     for (const [u, role, name] of [['teach', 'teacher', 'Tina Teacher'], ['amy', 'student', 'Amy Lin'], ['ben', 'student', 'Ben Wu']]) {

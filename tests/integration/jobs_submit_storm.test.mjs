@@ -25,7 +25,8 @@ describe('a storm of submissions with Idempotency-Keys', () => {
     lockHolder = spawn('psql', ['-qAtX', db.url], { stdio: ['pipe', 'ignore', 'ignore'] });
     lockHolder.stdin.write(`SELECT pg_advisory_lock(${LEADER_LOCK});\n`);
     assert.ok(await eventually(() => q(`SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = ${LEADER_LOCK} AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`) === '1', 5000), 'lock held');
-    srv = await startServer({ db, args: ['--scrypt-ln=10'] });
+    // a lock holder that runs no statements looks frozen: no takeover here
+    srv = await startServer({ db, args: ['--scrypt-ln=10', '--leader-takeover-ms=3600000'] });
     const admin = new Client(srv.base);
     assert.equal((await admin.login('admin', ADMIN_PASSWORD)).status, 200);
     imageId = Number(q(`INSERT INTO images (reference, display_name) VALUES ('reg.local/tiny:1', 'Tiny') RETURNING id`).split('\n')[0]);
