@@ -4,8 +4,9 @@
  * own or co-teach (audit_log.class_id, filled on insert: 0035).  Filters:
  * from/to (ISO 8601 times), actor (a username, or "system"), action and
  * target (exact, or a prefix: a trailing '*', or for action a trailing
- * '.').  Does not own: writing entries (auth_audit(), gc_audit_system()). */
+ * '.'), class_id.  Does not own: writing entries (auth_audit(), gc_audit_system()). */
 #include <ctype.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,6 +16,7 @@
 #include "api/api.h"
 #include "auth/auth.h"
 #include "db/db.h"
+#include "net/ws.h"
 
 /* An audit entry's columns, by name (DB_COLS_*: db.h). */
 #define AUDIT_COLS(FIRST, COL)              \
@@ -56,7 +58,26 @@ static const struct api_resource audit_resource = { "audit entry", audit_row, 0 
 static int iso_time(const char *s)
 {
 	static const char date[] = "dddd-dd-dd", hm[] = "dd:dd";
+	static const int mdays[] = { 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 };
 	size_t i;
+	int y, mo, d;
+
+	/* digits first, then values PostgreSQL accepts: a 400, never a 500 */
+	if (strlen(s) >= 10 && isdigit((unsigned char)s[0]) && isdigit((unsigned char)s[5]) &&
+	    isdigit((unsigned char)s[6]) && isdigit((unsigned char)s[8]) &&
+	    isdigit((unsigned char)s[9])) {
+		y = (int)strtol(s, NULL, 10);
+		mo = (s[5] - '0') * 10 + (s[6] - '0');
+		d = (s[8] - '0') * 10 + (s[9] - '0');
+		if (y < 1 || mo < 1 || mo > 12 || d < 1 || d > mdays[mo - 1] ||
+		    (mo == 2 && d == 29 && !((y % 4 == 0 && y % 100 != 0) || y % 400 == 0)))
+			return 0;
+	}
+	if (strlen(s) >= 16 && isdigit((unsigned char)s[11]) && isdigit((unsigned char)s[14]) &&
+	    ((s[11] - '0') * 10 + (s[12] - '0') > 23 || s[14] > '5'))
+		return 0;
+	if (strlen(s) >= 19 && s[16] == ':' && s[17] > '5')
+		return 0;
 
 	for (i = 0; date[i]; i++, s++)
 		if (date[i] == 'd' ? !isdigit((unsigned char)*s) : *s != date[i])
@@ -110,6 +131,23 @@ static int time_query(struct http_req *r, const char *name, char *out, size_t ou
 		                 "an ISO 8601 time such as 2026-12-01T08:00:00Z or a date such as "
 		                 "2026-12-01",
 		                 "%s '%s' is not a time", name, out);
+		return -1;
+	}
+	return 0;
+}
+
+/* Reads an optional text filter; -1 when the request is finished (400:
+ * malformed or not UTF-8). */
+static int text_query(struct http_req *r, const char *name, char *out, size_t outlen, int *set)
+{
+	long n = api_query(r, name, out, outlen);
+
+	*set = n > 0;
+	if (n == -2)
+		return -1;
+	if (n > 0 && !ws_utf8_ok((const uint8_t *)out, (size_t)n)) {
+		http_reply_error(r, RC_INVALID, "percent-encode the value as UTF-8",
+		                 "query parameter '%s' is not UTF-8", name);
 		return -1;
 	}
 	return 0;
@@ -204,6 +242,7 @@ static void csv_done(PGresult *res, enum rc rc, void *arg)
 	" AND ($8::timestamptz IS NULL OR at < $8::timestamptz)"                  \
 	" AND ($9::bigint IS NULL OR class_id IN (SELECT c.id FROM classes c"     \
 	"  WHERE gc_class_role($9::bigint, c.id) IN ('owner', 'teacher')))"       \
+	" AND ($11::bigint IS NULL OR class_id = $11::bigint)"                    \
 	" ORDER BY id DESC LIMIT $10::int"
 
 static void list(struct http_req *r)
@@ -211,7 +250,8 @@ static void list(struct http_req *r)
 	int limit, csv = 0, set;
 	long long cursor;
 	long n;
-	char action[80], actor[80], target[320], from[48], to[48], format[16];
+	char action[80], actor[80], target[320], from[48], to[48], format[16], cid[24];
+	long long class_id = 0;
 	struct db_args a = DB_ARGS_INIT;
 	size_t l;
 
@@ -229,22 +269,19 @@ static void list(struct http_req *r)
 	if (api_page(r, csv ? 10000 : 50, csv ? 10000 : 500, &limit, &cursor) < 0)
 		return;
 	db_arg_ll_opt(&a, cursor, cursor != 0);
-	n = api_query(r, "action", action, sizeof(action));
-	if (n == -2)
+	if (text_query(r, "action", action, sizeof(action), &set) < 0)
 		return;
-	l = n > 0 ? strlen(action) : 0;
-	db_arg_str(&a, n > 0 ? action : NULL);
+	l = set ? strlen(action) : 0;
+	db_arg_str(&a, set ? action : NULL);
 	/* a trailing '*' or '.' asks for a prefix */
 	db_arg_str(&a, l && (action[l - 1] == '*' || action[l - 1] == '.') ? "true" : "false");
-	n = api_query(r, "actor", actor, sizeof(actor));
-	if (n == -2)
+	if (text_query(r, "actor", actor, sizeof(actor), &set) < 0)
 		return;
-	db_arg_str(&a, n > 0 ? actor : NULL);
-	n = api_query(r, "target", target, sizeof(target));
-	if (n == -2)
+	db_arg_str(&a, set ? actor : NULL);
+	if (text_query(r, "target", target, sizeof(target), &set) < 0)
 		return;
-	l = n > 0 ? strlen(target) : 0;
-	db_arg_str(&a, n > 0 ? target : NULL);
+	l = set ? strlen(target) : 0;
+	db_arg_str(&a, set ? target : NULL);
 	db_arg_str(&a, l && target[l - 1] == '*' ? "true" : "false");
 	if (time_query(r, "from", from, sizeof(from), &set) < 0)
 		return;
@@ -255,6 +292,14 @@ static void list(struct http_req *r)
 	/* a teacher: only the classes they own or co-teach */
 	db_arg_ll_opt(&a, r->auth->user_id, r->auth->role != ROLE_ADMIN);
 	db_arg_ll(&a, limit + 1);
+	n = api_query(r, "class_id", cid, sizeof(cid));
+	if (n == -2)
+		return;
+	if (n >= 0 && (http_parse_decimal(cid, &class_id) < 0 || class_id < 1)) {
+		http_reply_error(r, RC_INVALID, NULL, "class_id must be a positive integer");
+		return;
+	}
+	db_arg_ll_opt(&a, class_id, n >= 0);
 	if (!csv) {
 		api_list_page(r, &audit_resource, limit, AUDIT_SQL, &a);
 		return;

@@ -220,11 +220,11 @@ static void settle(PGresult *res, enum rc rc, void *arg)
 static void removed(const char *node, json_t *c, const char *because)
 {
 	char target[160], why[400];
+	const char *name = json_string_value(json_object_get(c, "name"));
 
-	snprintf(target, sizeof(target), "container:%s",
-	         json_string_value(json_object_get(c, "name"))
-	                 ? json_string_value(json_object_get(c, "name"))
-	                 : "");
+	if (name && *name == '/') /* the engine's names start with '/' */
+		name++;
+	snprintf(target, sizeof(target), "container:%s", name ? name : "");
 	snprintf(why, sizeof(why), "removed from node '%s': %s", node, because);
 	workload_audit("reconcile.remove", target, why);
 }
