@@ -95,6 +95,8 @@ describe('audit log', () => {
     assert.ok(cls2?.id);
     const cr = await one({ action: 'class.create', actor: 'tara' });
     assert.equal(cr.class_id, cls.id);
+    assert.equal(cr.target, `class:${cls.id}`);
+    assert.equal(cr.details.name, 'Audit 101');
     assert.equal((await tara.c.post(`/api/v1/classes/${cls.id}/members`, { username: 'sam' })).status, 201);
     assert.equal((await tom.c.post(`/api/v1/classes/${cls2.id}/members`, { username: 'sam' })).status, 201);
     const m = await one({ action: 'class.member.add', actor: 'tara' });

@@ -27,7 +27,7 @@ function toLocal(iso) {
   const d = new Date(iso);
   if (!iso || Number.isNaN(d.getTime())) return '';
   const p = (n) => String(n).padStart(2, '0');
-  return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())}T${p(d.getHours())}:${p(d.getMinutes())}`;
+  return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())}T${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
 }
 
 function detailsText(d) {
@@ -59,8 +59,9 @@ export function render(main, ctx) {
   const tbody = h('tbody', null, emptyRow(COLS, t('common.loading')));
   const more = h('button', { type: 'button', class: 'btn btn-small', hidden: true, 'data-action': 'more' }, t('audit.more'));
   const input = (name, type, attrs = {}) => h('input', { type, 'data-filter': name, 'aria-label': t(`audit.filter.${name}`), ...attrs });
-  const from = input('from', 'datetime-local', { value: toLocal(f.from) });
-  const to = input('to', 'datetime-local', { value: toLocal(f.to) });
+  // to the second (step 1): a link may name any time
+  const from = input('from', 'datetime-local', { step: 1, value: toLocal(f.from) });
+  const to = input('to', 'datetime-local', { step: 1, value: toLocal(f.to) });
   const actor = input('actor', 'text', { placeholder: t('audit.filter.actorHint'), maxlength: 79, value: f.actor || '', autocapitalize: 'none', spellcheck: 'false' });
   const action = input('action', 'text', { placeholder: t('audit.filter.actionHint'), maxlength: 79, value: f.action || '', autocapitalize: 'none', spellcheck: 'false' });
   const target = input('target', 'text', { placeholder: t('audit.filter.targetHint'), maxlength: 319, value: f.target || '', autocapitalize: 'none', spellcheck: 'false' });
