@@ -18,7 +18,7 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { Client } from '../lib/server.mjs';
+import { Client, startServer } from '../lib/server.mjs';
 import { stopClean, assertErrorShape, call } from '../lib/itest.mjs';
 import { world, mkUser, create, waitState, cleanup, sql, eventually, docker, clusterId, ours, env } from './instances_lib.mjs';
 
@@ -293,6 +293,17 @@ describe('audit log', () => {
       console.log(dp);
       assert.match(dp, new RegExp(`${role}=ar/`));
       assert.ok(!/=[a-zA-Z]*[wdD][a-zA-Z]*\/[^\n]*$/m.test(dp.split('\n').filter((l) => l.includes(role)).join('\n')));
+      // the server itself runs as the application role on the migrated database
+      const app = await startServer({ db: { name: w.srv.db.name, url: u.toString() } });
+      try {
+        const c = new Client(app.base);
+        assert.equal((await c.login('tara', 'tara-pass-1')).status, 200);
+        assert.equal((await c.get('/api/v1/audit?limit=1')).status, 200);
+        assert.ok(await eventually(() => sql(w.srv, `SELECT count(*) FROM audit_log WHERE action = 'login.success' AND actor_name = 'tara'`) === '2', 5000));
+        assert.doesNotMatch(app.log(), /permission denied/);
+      } finally {
+        await app.stop();
+      }
     } finally {
       sql(w.srv, `DROP OWNED BY ${role}; DROP ROLE ${role}`);
     }
