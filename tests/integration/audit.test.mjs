@@ -5,7 +5,8 @@
 //    the shared and a class area;
 //  - the system's own actions, driven for real: an idle stop and a lifetime
 //    stop (short idle policies, --reclaim-interval=1), a reconciler removal
-//    of an orphan container and a lost mark of a vanished one — actor
+//    of an orphan container and a lost mark of a vanished one, a release
+//    at the quota's maximum runtime by the scheduler — actor
 //    "system" (actor_id null) with the reason;
 //  - filters (from/to, actor, action exact and prefix, target exact and
 //    prefix), cursor pages, CSV (header, quoting, formula defused);
@@ -140,6 +141,19 @@ describe('audit log', () => {
       assert.equal((await c.del(`/api/v1/instances/${x.id}`)).status, 202);
       await waitState(c, x.id, 'deleted');
     }
+  });
+
+  it('records the scheduler\'s release at the maximum runtime', async () => {
+    assert.equal((await w.admin.req('PUT', '/api/v1/quotas', { user_id: sam.id, pool: 'a100', max_runtime_s: 1 })).status, 200);
+    assert.equal((await one({ action: 'quota.set', target: 'sam' })).actor, 'admin');
+    const a = await sam.c.post('/api/v1/allocations', { lease_s: 3600, pool: 'a100', slices: 1 });
+    assert.equal(a.status, 202, a.text);
+    const e = await one({ action: 'allocation.max_runtime', target: `allocation:${a.json.id}` });
+    assert.equal(e.actor, 'system');
+    assert.equal(e.actor_id, null);
+    assert.match(e.details.reason, /reached the maximum runtime of 1 s/);
+    assert.equal(e.details.owner, 'sam');
+    assert.equal((await w.admin.req('PUT', '/api/v1/quotas', { user_id: sam.id, pool: 'a100', max_runtime_s: null })).status, 200);
   });
 
   it('records the reconciler\'s removals and lost marks', async () => {
