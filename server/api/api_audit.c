@@ -255,9 +255,9 @@ static void list(struct http_req *r)
 	struct db_args a = DB_ARGS_INIT;
 	size_t l;
 
-	n = api_query(r, "format", format, sizeof(format));
-	if (n == -2)
+	if (text_query(r, "format", format, sizeof(format), &set) < 0)
 		return;
+	n = http_query(r, "format", format, sizeof(format));
 	if (n >= 0) {
 		if (strcmp(format, "csv") != 0 && strcmp(format, "json") != 0) {
 			http_reply_error(r, RC_INVALID, "use format=csv or format=json",

@@ -129,6 +129,8 @@ describe('audit log', () => {
     const long = await create(rita.c, w, { name: 'long', pool: 'a100', slices: 1, cmd: ['sh', '-c', 'while :; do :; done'] });
     await waitState(sam.c, idle.id, 'stopped', 30000);
     await waitState(rita.c, long.id, 'stopped', 30000);
+    const cr = await one({ action: 'instance.create', target: `instance:${idle.id}` });
+    assert.equal(cr.actor, 'sam');
     const i = await one({ action: 'instance.idle_stop', target: `instance:${idle.id}` });
     assert.equal(i.actor, 'system');
     assert.equal(i.actor_id, null);
@@ -263,7 +265,7 @@ describe('audit log', () => {
 
   it('answers bad input with 400 and the JSON error', async () => {
     for (const p of ['from=yesterday', 'to=2026-13-01', 'from=2026-02-30', 'to=2026-12-01T25:00:00Z', 'from=2026-12-01T08:00:00+0', 'format=xml', 'limit=0', 'limit=501', 'cursor=abc',
-      `target=${'x'.repeat(400)}`, 'action=%ff', 'class_id=0', 'class_id=x']) {
+      `target=${'x'.repeat(400)}`, 'action=%ff', 'class_id=0', 'class_id=x', 'format=%ff', 'format=']) {
       const r = await w.admin.get('/api/v1/audit?' + p);
       assert.equal(r.status, 400, `${p}: ${r.text}`);
       assert.ok(r.json?.error?.message, `${p}: ${r.text}`);
