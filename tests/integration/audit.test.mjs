@@ -26,7 +26,7 @@ import { world, mkUser, create, waitState, cleanup, sql, eventually, docker, clu
 const q = (o) => '?' + new URLSearchParams(o).toString();
 
 describe('audit log', () => {
-  let w, tara, tom, sam, rita, cls, cls2;
+  let w, tara, tom, sam, rita, cls, cls2, classWork;
   const entries = async (c, o = {}) => {
     const r = await c.get('/api/v1/audit' + q({ limit: '500', ...o }));
     assert.equal(r.status, 200, r.text);
@@ -139,6 +139,10 @@ describe('audit log', () => {
     assert.equal(l.actor, 'system');
     assert.match(l.details.reason, /maximum lifetime of 3 s/);
     sql(w.srv, "UPDATE idle_policies SET idle_seconds = NULL, max_lifetime_seconds = NULL");
+    // sam's instance becomes class work (as class_ops.test does): what sam
+    // does to it is then about tara's class
+    sql(w.srv, `UPDATE instances SET class_id = ${cls.id} WHERE id = ${idle.id}`);
+    classWork = idle.id;
     for (const [c, x] of [[sam.c, idle], [rita.c, long]]) {
       assert.equal((await c.del(`/api/v1/instances/${x.id}`)).status, 202);
       await waitState(c, x.id, 'deleted');
@@ -233,6 +237,10 @@ describe('audit log', () => {
     assert.ok(mine.every((e) => e.class_id === cls.id), JSON.stringify(mine.map((e) => [e.action, e.class_id])));
     for (const a of ['class.create', 'class.member.add', 'class.update', 'file.delete'])
       assert.ok(mine.some((e) => e.action === a), a);
+    const work = mine.find((e) => e.action === 'instance.delete');
+    assert.equal(work?.target, `instance:${classWork}`, 'a student\'s act on class work');
+    assert.equal(work.actor, 'sam');
+    assert.ok(!mine.some((e) => e.action === 'instance.create'), 'created before it was class work');
     const his = await entries(tom.c);
     assert.ok(his.length >= 2 && his.every((e) => e.class_id === cls2.id));
     assert.equal((await entries(tara.c, { target: `class:${cls2.id}` })).length, 0);
