@@ -6,7 +6,8 @@
 //  - the system's own actions, driven for real: an idle stop and a lifetime
 //    stop (short idle policies, --reclaim-interval=1), a reconciler removal
 //    of an orphan container and a lost mark of a vanished one, a release
-//    at the quota's maximum runtime by the scheduler — actor
+//    at the quota's maximum runtime by the scheduler, a job stopped at its
+//    own maximum runtime — actor
 //    "system" (actor_id null) with the reason;
 //  - filters (from/to, actor, action exact and prefix, target exact and
 //    prefix), cursor pages, CSV (header, quoting, formula defused);
@@ -160,6 +161,16 @@ describe('audit log', () => {
     assert.match(e.details.reason, /reached the maximum runtime of 1 s/);
     assert.equal(e.details.owner, 'sam');
     assert.equal((await w.admin.req('PUT', '/api/v1/quotas', { user_id: sam.id, pool: 'a100', max_runtime_s: null })).status, 200);
+  });
+
+  it('records a job stopped at its maximum runtime', async () => {
+    const r = await rita.c.post('/api/v1/jobs', { name: 'too-long', image_id: w.image.id, command: ['sleep', '60'], cpu_millis: 200, mem_mib: 64, max_runtime_s: 2 });
+    assert.equal(r.status, 201, r.text);
+    assert.equal((await one({ action: 'job.submit', target: `job:${r.json.id}` })).actor, 'rita');
+    const e = await one({ action: 'job.max_runtime', target: `job:${r.json.id}` });
+    assert.equal(e.actor, 'system');
+    assert.equal(e.details.reason, 'exceeded its maximum runtime of 2 s');
+    assert.ok(await eventually(async () => (await rita.c.get(`/api/v1/jobs/${r.json.id}`)).json.state === 'failed', 20000));
   });
 
   it('records the reconciler\'s removals and lost marks', async () => {
