@@ -50,6 +50,8 @@ export const PAGES = [
   { route: '/admin/job-templates', title: 'nav.jobTemplates', nav: 'admin-job-templates', icon: 'layers', section: ADMIN_SECTION, roles: ADMIN, load: () => import('./pages/admin-job-templates.js') },
   { route: '/admin/usage', title: 'nav.usage', nav: 'admin-usage', icon: 'bars', section: ADMIN_SECTION, roles: ADMIN, load: () => import('./pages/admin-usage.js') },
   { route: '/admin/audit', title: 'nav.audit', nav: 'admin-audit', icon: 'key', section: ADMIN_SECTION, roles: ADMIN, load: () => import('./pages/admin-audit.js') },
+  // a class's audit log: its owner and co-teachers (the server filters), admins
+  { route: '/class/audit', title: 'nav.audit', roles: ['teacher', 'admin'], load: () => import('./pages/admin-audit.js') },
   { route: '/admin/registries', title: 'nav.registries', nav: 'admin-registries', icon: 'key', section: ADMIN_SECTION, roles: ADMIN, load: () => import('./pages/admin-registries.js') },
 ];
 

@@ -128,6 +128,14 @@ static void call_done(PGresult *res, enum rc rc, void *arg)
 	if (!a)
 		return;
 	if (c->action) {
+		/* a new class's id is known only now: the teachers' view needs it */
+		json_t *cid = json_object_get(json_object_get(a, "class"), "id");
+		if (json_is_integer(cid) && c->details && !json_object_get(c->details, "class_id"))
+			json_object_set_new(c->details, "class_id",
+			                    json_integer(json_integer_value(cid)));
+		if (json_is_integer(cid) && strncmp(c->target, "class:", 6) != 0)
+			snprintf(c->target, sizeof(c->target), "class:%lld",
+			         (long long)json_integer_value(cid));
 		auth_audit(c->r, c->r->auth, c->action, c->target, c->details);
 		c->details = NULL; /* handed off */
 	}

@@ -767,6 +767,27 @@ out:
 
 /* ---- DELETE: to the trash ---- */
 
+/* Deletions in the shared area, a class's area or another user's home are
+ * audited (one's own home is one's own business). */
+static void audit_file(struct job *j, const char *action, const char *path, json_t *details)
+{
+	char target[PATHS_MAX + 64];
+
+	if (strncmp(j->a.key, "home:", 5) == 0 && strcmp(j->a.name, "home") == 0) {
+		json_decref(details);
+		return;
+	}
+	if (!details)
+		details = json_object();
+	json_object_set_new(details, "area", json_string(j->a.name));
+	json_object_set_new(details, "path", json_string(path));
+	if (strncmp(j->a.key, "class:", 6) == 0)
+		json_object_set_new(details, "class_id",
+		                    json_integer(strtoll(j->a.key + 6, NULL, 10)));
+	snprintf(target, sizeof(target), "files:%s/%s", j->a.key, path);
+	auth_audit(j->r, j->r->auth, action, target, details);
+}
+
 static void trash_recorded(PGresult *res, enum rc rc, void *arg)
 {
 	struct job *j = arg;
@@ -775,6 +796,7 @@ static void trash_recorded(PGresult *res, enum rc rc, void *arg)
 		api_reply_db_error(j->r, rc, "");
 		return;
 	}
+	audit_file(j, "file.delete", j->path, json_pack("{s:b}", "is_dir", j->is_dir));
 	http_reply_json(j->r, 200,
 	                json_pack("{s:I, s:s, s:s, s:b}", "trash_id",
 	                          (json_int_t)strtoll(db_val(res, 0, 0), NULL, 10), "area",
@@ -879,6 +901,7 @@ static void item_removed(PGresult *res, enum rc rc, void *arg)
 		return;
 	}
 	quota_dirty(&j->a);
+	audit_file(j, j->op == OP_RESTORE ? "file.restore" : "file.purge", j->path, NULL);
 	http_reply_json(j->r, 200,
 	                json_pack("{s:s, s:s, s:b}", "area", j->a.name, "path", j->path, "restored",
 	                          j->op == OP_RESTORE));
@@ -965,6 +988,7 @@ static void emptied(PGresult *res, enum rc rc, void *arg)
 		return;
 	}
 	quota_dirty(&j->a);
+	audit_file(j, "file.empty_trash", "", json_pack("{s:i}", "purged", PQntuples(res)));
 	http_reply_json(j->r, 200,
 	                json_pack("{s:s, s:i}", "area", j->a.name, "purged", PQntuples(res)));
 }

@@ -544,7 +544,11 @@ static void created(PGresult *res, enum rc rc, void *arg)
 	case SUBMIT_REPLAY: reply_job(r, id, one_200); return;
 	case SUBMIT_NEW: break;
 	}
-	auth_audit(r, r->auth, "job.submit", id, NULL);
+	{
+		char t[48];
+		snprintf(t, sizeof(t), "job:%s", id);
+		auth_audit(r, r->auth, "job.submit", t, NULL);
+	}
 	snprintf(loc, sizeof(loc), "/api/v1/jobs/%s", id);
 	http_add_header(r, "Location", loc);
 	reply_job(r, id, one_201);
@@ -840,8 +844,11 @@ static void cancel_done(PGresult *res, enum rc rc, void *arg)
 		                 "job %s has already ended (%s)", id, db_val(res, 0, 0));
 		return;
 	}
-	if (strcmp(db_val(res, 0, 1), "0") != 0)
-		auth_audit(r, r->auth, "job.cancel", id, NULL);
+	if (strcmp(db_val(res, 0, 1), "0") != 0) {
+		char t[48];
+		snprintf(t, sizeof(t), "job:%s", id);
+		auth_audit(r, r->auth, "job.cancel", t, NULL);
+	}
 	reply_job(r, id, one_202);
 }
 

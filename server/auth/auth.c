@@ -303,7 +303,8 @@ void auth_audit(const struct http_req *r, const struct auth_info *actor, const c
 		details = json_object();
 	d = details ? json_dumps(details, JSON_COMPACT) : NULL;
 	params[0] = actor ? actor_id : NULL;
-	params[1] = actor ? actor->username : "";
+	/* no actor and no request: the system acted by itself */
+	params[1] = actor ? actor->username : r ? "" : "system";
 	params[2] = action;
 	params[3] = target ? target : "";
 	if (r)

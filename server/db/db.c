@@ -1149,9 +1149,12 @@ int db_migrate(const char *url, const char *dir)
 		goto out;
 	locked = 1;
 	if (run(pg, "creating schema_migrations",
-	        "CREATE TABLE IF NOT EXISTS schema_migrations ("
+	        /* only when missing: an application role without CREATE on the
+	         * schema (README "Audit log") starts on a migrated database */
+	        "DO $$ BEGIN IF to_regclass('schema_migrations') IS NULL THEN "
+	        "CREATE TABLE schema_migrations ("
 	        "version text PRIMARY KEY, "
-	        "applied_at timestamptz NOT NULL DEFAULT now())",
+	        "applied_at timestamptz NOT NULL DEFAULT now()); END IF; END $$",
 	        0, NULL) < 0)
 		goto out;
 	n = scandir(dir, &ents, is_migration, by_name);

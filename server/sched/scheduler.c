@@ -502,22 +502,25 @@ static void next(void)
 		p[0] = grace;
 		/* scavenger work asked to stop whose grace is over: its owner (the
 		 * API here) lets the scheduler end it */
-		/* ... and allocations past their owner's maximum runtime */
-		query("SELECT gc_release_request(id, 'preempted by higher-priority work')"
+		/* ... and allocations past their owner's maximum runtime; each
+		 * release is audited as the system's action (0035) */
+		query("SELECT gc_release_audited(id, 'preempted by higher-priority work',"
+		      " 'allocation.preempt')"
 		      " FROM alloc_requests WHERE state = 'allocated' AND owner_kind = 'api'"
 		      " AND preempt_requested_at < now() - make_interval(secs => $1::int)"
 		      " UNION ALL"
-		      " SELECT gc_release_request(r.id, 'reached the maximum runtime of ' ||"
-		      "  q.max_runtime_s || ' s') FROM alloc_requests r,"
+		      " SELECT gc_release_audited(r.id, 'reached the maximum runtime of ' ||"
+		      "  q.max_runtime_s || ' s', 'allocation.max_runtime') FROM alloc_requests r,"
 		      "  gc_quota_for(r.user_id, r.pool_id) q"
 		      " WHERE r.state = 'allocated' AND q.max_runtime_s IS NOT NULL"
 		      " AND r.allocated_at < now() - make_interval(secs => q.max_runtime_s)"
 		      /* ... and a student's class work past the class's maximum
 		       * session length */
 		      " UNION ALL"
-		      " SELECT gc_release_request(r.id, 'reached the class''s maximum session of ' "
+		      " SELECT gc_release_audited(r.id, 'reached the class''s maximum session of ' "
 		      "||"
-		      "  c.student_max_session_s || ' s') FROM alloc_requests r"
+		      "  c.student_max_session_s || ' s', 'allocation.max_session') FROM "
+		      "alloc_requests r"
 		      "  JOIN classes c ON c.id = r.class_id"
 		      " WHERE r.state = 'allocated' AND r.class_id IS NOT NULL"
 		      " AND c.student_max_session_s IS NOT NULL"
@@ -525,7 +528,8 @@ static void next(void)
 		      " AND gc_class_role(r.user_id, r.class_id) = 'student'"
 		      /* ... and raw allocations whose lease ended */
 		      " UNION ALL"
-		      " SELECT gc_release_request(id, 'its lease of ' || lease_s || ' s ended')"
+		      " SELECT gc_release_audited(id, 'its lease of ' || lease_s || ' s ended',"
+		      " 'allocation.lease_end')"
 		      " FROM alloc_requests WHERE state = 'allocated' AND lease_s IS NOT NULL"
 		      " AND allocated_at < now() - make_interval(secs => lease_s)",
 		      1, p, done_generic);
@@ -689,10 +693,18 @@ static void next(void)
 	case S_WRITE:
 		step = S_VICTIMS;
 		p[0] = victims_doc;
-		query("UPDATE alloc_requests SET preempt_requested_at = now()"
+		/* asking work to make way is the system's action: audited */
+		query("WITH u AS (UPDATE alloc_requests SET preempt_requested_at = now()"
 		      " WHERE id IN (SELECT x::bigint FROM jsonb_array_elements_text($1::jsonb) AS "
 		      "x)"
-		      " AND state = 'allocated' AND preempt_requested_at IS NULL",
+		      " AND state = 'allocated' AND preempt_requested_at IS NULL"
+		      " RETURNING id, owner_kind, owner_id, class_id)"
+		      " INSERT INTO audit_log (actor_name, action, target, details, class_id)"
+		      " SELECT 'system', 'allocation.preempt_request',"
+		      "  CASE WHEN owner_kind <> 'api' AND owner_id <> ''"
+		      "  THEN owner_kind || ':' || owner_id ELSE 'allocation:' || id END,"
+		      "  jsonb_build_object('reason', 'asked to make way for higher-priority work',"
+		      "  'allocation_id', id), class_id FROM u",
 		      1, p, done_generic);
 		return;
 	case S_VICTIMS:

@@ -701,6 +701,11 @@ static void deadline(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	snprintf(why, sizeof(why), "exceeded its maximum runtime of %lld s", o->max_runtime);
+	if (o->rank == 0) { /* one entry for a distributed job */
+		char target[32];
+		snprintf(target, sizeof(target), "job:%lld", o->id);
+		workload_audit("job.max_runtime", target, why);
+	}
 	watch_stop(o, WL_FAILED, why, "runtime_exceeded", cfg.instance_stop_grace);
 }
 

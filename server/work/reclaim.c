@@ -99,7 +99,7 @@ static void apply(PGresult *res, enum rc rc, void *arg)
 	         "  p.warn_seconds || ' s after the warning)'"
 	         "  FROM p WHERE instances.id = p.id AND p.warned IS NOT NULL AND p.act <= p.warned"
 	         "  AND p.warned < now() - make_interval(secs => p.warn_seconds)"
-	         "  RETURNING instances.id),"
+	         "  RETURNING instances.id, instances.reason),"
 	         " l AS (UPDATE instances SET desired = 'stopped',"
 	         "  reason = 'reached the maximum lifetime of ' || p.max_lifetime_seconds || ' s'"
 	         "  FROM p WHERE instances.id = p.id AND p.max_lifetime_seconds IS NOT NULL"
@@ -107,10 +107,16 @@ static void apply(PGresult *res, enum rc rc, void *arg)
 	         "  AND (p.ext IS NULL OR p.ext < now())"
 	         "  AND NOT (p.warned IS NOT NULL AND p.act > p.warned)"
 	         "  AND p.id NOT IN (SELECT id FROM w) AND p.id NOT IN (SELECT id FROM s)"
-	         "  RETURNING instances.id)"
+	         "  RETURNING instances.id, instances.reason),"
+	         /* the system's own actions are audited (0035) */
+	         " a AS (SELECT gc_audit_system(x.act, 'instance:' || x.id,"
+	         "  jsonb_build_object('reason', x.reason)) FROM (SELECT 'instance.idle_stop' AS "
+	         "act,"
+	         "  id, reason FROM s UNION ALL SELECT 'instance.lifetime_stop', id, reason FROM "
+	         "l) x)"
 	         " SELECT (SELECT count(*) FROM c), (SELECT count(*) FROM w), (SELECT count(*) "
 	         "FROM s),"
-	         " (SELECT count(*) FROM l)",
+	         " (SELECT count(*) FROM l), (SELECT count(*) FROM a)",
 	         0, NULL, applied, NULL);
 }
 

@@ -215,6 +215,20 @@ static void settle(PGresult *res, enum rc rc, void *arg)
 	free(k);
 }
 
+/* Audits the removal of one of our containers (c: {id, cid, name}) from
+ * node as the system's action. */
+static void removed(const char *node, json_t *c, const char *because)
+{
+	char target[160], why[400];
+	const char *name = json_string_value(json_object_get(c, "name"));
+
+	if (name && *name == '/') /* the engine's names start with '/' */
+		name++;
+	snprintf(target, sizeof(target), "container:%s", name ? name : "");
+	snprintf(why, sizeof(why), "removed from node '%s': %s", node, because);
+	workload_audit("reconcile.remove", target, why);
+}
+
 /* The listing is older than the records read after it: before settling a
  * running record, the container is inspected now (by its deterministic
  * name) — gone: lost; exited: stopped or failed with its code. */
@@ -224,7 +238,7 @@ static void verified(struct docker_call *call, enum rc rc, int status, const cha
 	struct check *k = arg;
 	json_t *j = NULL, *st;
 	const char *status_s;
-	char why[300], ids[24];
+	char why[300], ids[32];
 	const char *p[1] = { ids };
 	int x;
 
@@ -234,6 +248,8 @@ static void verified(struct docker_call *call, enum rc rc, int status, const cha
 		goto out;
 	if (status == 404) {
 		snprintf(why, sizeof(why), "the container vanished from node '%s'", k->node);
+		snprintf(ids, sizeof(ids), "instance:%lld", k->id);
+		workload_audit("instance.lost", ids, why);
 		struct workload_change c = {
 			.id = k->id,
 			.from = WL_BIT(WL_RUNNING),
@@ -333,6 +349,11 @@ static void compare(PGresult *res, enum rc rc, void *arg)
 			         json_string_value(json_object_get(c, "cid")));
 			docker_request(e, "DELETE", path, NULL, NULL, 0, NULL, 60000, ignore_call,
 			               NULL);
+			removed(n->name, c,
+			        row < 0 ? "no such instance"
+			        : strcmp(db_val(res, row, 1), "deleted") == 0
+			                ? "the instance was deleted"
+			                : "the instance lives on another node");
 			continue;
 		}
 		if (strcmp(cstate, "running") == 0 &&
@@ -405,6 +426,7 @@ static void jobs_compared(PGresult *res, enum rc rc, void *arg)
 			         json_string_value(json_object_get(c, "cid")));
 			docker_request(e, "DELETE", path, NULL, NULL, 0, NULL, 60000, ignore_call,
 			               NULL);
+			removed(k->node, c, "its job has ended or is not on this node");
 		}
 	json_decref(k->containers);
 	free(k);

@@ -215,3 +215,11 @@ void workload_set_state(const struct workload_change *ch, workload_set_cb cb, vo
 	if (ch->flags & WL_RELEASE)
 		events_publish(EV_ALLOC_CHANGED);
 }
+
+void workload_audit(const char *action, const char *target, const char *reason)
+{
+	const char *p[3] = { action, target, reason ? reason : "" };
+
+	db_query("SELECT gc_audit_system($1, $2, jsonb_build_object('reason', $3::text))", 3, p,
+	         db_ignore, NULL);
+}

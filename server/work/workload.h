@@ -81,4 +81,9 @@ typedef void (*workload_set_cb)(int changed, void *arg);
  * WL_STOPPED_AT and WL_DELETED_AT mean nothing for them. */
 void workload_set_state(const struct workload_change *c, workload_set_cb cb, void *arg);
 
+/* Records an action the system took by itself in the audit log (actor
+ * "system", gc_audit_system: 0035): action like "instance.lost", target
+ * like "instance:12", the reason shown with it.  Fire and forget. */
+void workload_audit(const char *action, const char *target, const char *reason);
+
 #endif

@@ -13,6 +13,8 @@ const TABS = [
   { route: '/class/sessions', key: 'class.tab.sessions', tab: 'sessions', staff: false },
   { route: '/class/assignments', key: 'class.tab.assignments', tab: 'assignments', staff: false },
   { route: '/class/dashboard', key: 'class.tab.dashboard', tab: 'dashboard', staff: true },
+  // the class's audit log: its owner and co-teachers, and admins (not TAs)
+  { route: '/class/audit', key: 'class.tab.audit', tab: 'audit', staff: true, teach: true },
 ];
 
 // Whether the caller teaches the class: its owner, a co-teacher, a
@@ -21,11 +23,17 @@ export function isStaff(cls, user) {
   return user?.role === 'admin' || ['owner', 'teacher', 'ta'].includes(cls?.my_role);
 }
 
+// Whether the caller may read the class's audit log: its owner, a
+// co-teacher, or an admin.
+function teaches(cls, user) {
+  return user?.role === 'admin' || (user?.role === 'teacher' && ['owner', 'teacher'].includes(cls?.my_role));
+}
+
 // The tab bar for class cls (GET /classes/{id}) with `current` marked.
 export function classTabs(cls, user, current) {
   const staff = isStaff(cls, user);
   return h('nav', { class: 'tabs class-tabs', 'aria-label': t('nav.classes') },
-    ...TABS.filter((x) => staff || !x.staff).map((x) => h('a', {
+    ...TABS.filter((x) => (staff || !x.staff) && (!x.teach || teaches(cls, user))).map((x) => h('a', {
       href: `#${x.route}?id=${cls.id}`,
       class: x.tab === current ? 'tab active' : 'tab',
       'data-tab': x.tab,
