@@ -106,10 +106,12 @@ LANGUAGE sql AS $$
     LEFT JOIN pools p ON p.id = r.pool_id
     LEFT JOIN slices s ON s.id = a.slice_id
     LEFT JOIN gpus g ON g.id = s.gpu_id
-    LEFT JOIN instances i ON r.owner_kind IN ('instance', 'tensorboard') AND r.owner_id ~ '^[0-9]+$'
-                         AND i.id = r.owner_id::bigint
-    LEFT JOIN jobs j ON r.owner_kind = 'job' AND r.owner_id ~ '^[0-9]+$'
-                    AND j.id = r.owner_id::bigint
+    -- (a CASE: the planner may test a join's conditions in any order)
+    LEFT JOIN instances i ON i.id = CASE WHEN r.owner_kind IN ('instance', 'tensorboard')
+                                          AND r.owner_id ~ '^[0-9]{1,18}$'
+                                         THEN r.owner_id::bigint END
+    LEFT JOIN jobs j ON j.id = CASE WHEN r.owner_kind = 'job' AND r.owner_id ~ '^[0-9]{1,18}$'
+                                    THEN r.owner_id::bigint END
     LEFT JOIN images im ON im.id = COALESCE(i.image_id, j.image_id)
     WHERE r.id = a.request_id
     ON CONFLICT (allocation_id) DO NOTHING
