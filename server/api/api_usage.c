@@ -255,6 +255,8 @@ static void bind_query(const struct http_req *r, const struct usage_q *q, struct
 	              "  sum(cpu_h) AS cpu_h, sum(mem_h) AS mem_h, sum(sd) AS sd FROM al"         \
 	              "  GROUP BY key_id, key, b_start)"
 
+/* A CSV field that may be NULL: empty (concat_ws() would drop it). */
+#define CSVN(x) "COALESCE((" x ")::text, '')"
 /* A rounded figure (NULL stays NULL). */
 #define R3(x) "round((" x ")::numeric, 3)"
 #define R6(x) "round((" x ")::numeric, 6)"
@@ -264,52 +266,33 @@ static void bind_query(const struct http_req *r, const struct usage_q *q, struct
 	"CASE WHEN " GM " <= 0 THEN 'not measurable' WHEN " GM " >= " GS " * (1 - 1e-9) THEN " \
 	"'measured' ELSE 'partly measured' END"
 
-static const char usage_json_sql[] = USAGE_ROWS
-        " SELECT (SELECT st FROM chk), json_build_object('group_by', $1, 'period', $2,"
-        " 'from', gc_ts(to_timestamp($3::float8)), 'to', gc_ts(to_timestamp($4::float8)),"
-        " 'rows', COALESCE(json_agg(json_build_object('key', key, 'key_id', key_id,"
-        "  'period_start', gc_ts(b_start), 'gpu_seconds', " R3(
-                "gs") ","
-                      "  'gpu_used_seconds', " R3("used") ", 'gpu_measured', " MEASURED(
-                              "gs", "gm") ","
-                                          "  'cpu_hours', " R6("cpu_h") ", 'memory_gib_hours', " R6(
-                                                  "mem_h") ","
-                                                           "  'storage_gib_days', " R6(
-                                                                   "sd") ") ORDER BY b_start, key, "
-                                                                         "key_id), '[]'),"
-                                                                         " 'totals', "
-                                                                         "json_build_object('gpu_"
-                                                                         "seconds', " R3(
-                                                                                 "COALESCE(sum(gs),"
-                                                                                 " 0)") ","
-                                                                                        "  "
-                                                                                        "'gpu_used_"
-                                                                                        "seconds',"
-                                                                                        " " R3("sum"
-                                                                                               "(us"
-                                                                                               "ed"
-                                                                                               ")") ","
-                                                                                                    "  'gpu_measured', " MEASURED(
-                                                                                                            "COALESCE(sum(gs), 0)",
-                                                                                                            "COALESCE(sum(gm), 0)") ","
-                                                                                                                                    "  'cpu_hours', " R6(
-                                                                                                                                            "COALESCE(sum(cpu_h), 0)") ","
-                                                                                                                                                                       "  'memory_gib_hours', " R6(
-                                                                                                                                                                               "COALESCE(sum(mem_h), 0)") ","
-                                                                                                                                                                                                          "  'storage_gib_days', " R6(
-                                                                                                                                                                                                                  "CASE WHEN $1 = 'user' THEN sum(sd) END") "))::text"
-                                                                                                                                                                                                                                                            " FROM rw";
+/* clang-format off */
+static const char usage_json_sql[] =
+	USAGE_ROWS
+	" SELECT (SELECT st FROM chk), json_build_object('group_by', $1, 'period', $2,"
+	" 'from', gc_ts(to_timestamp($3::float8)), 'to', gc_ts(to_timestamp($4::float8)),"
+	" 'rows', COALESCE(json_agg(json_build_object('key', key, 'key_id', key_id,"
+	"  'period_start', gc_ts(b_start), 'gpu_seconds', " R3("gs") ","
+	"  'gpu_used_seconds', " R3("used") ", 'gpu_measured', " MEASURED("gs", "gm") ","
+	"  'cpu_hours', " R6("cpu_h") ", 'memory_gib_hours', " R6("mem_h") ","
+	"  'storage_gib_days', " R6("sd") ") ORDER BY b_start, key, key_id), '[]'),"
+	" 'totals', json_build_object('gpu_seconds', " R3("COALESCE(sum(gs), 0)") ","
+	"  'gpu_used_seconds', " R3("sum(used)") ","
+	"  'gpu_measured', " MEASURED("COALESCE(sum(gs), 0)", "COALESCE(sum(gm), 0)") ","
+	"  'cpu_hours', " R6("COALESCE(sum(cpu_h), 0)") ","
+	"  'memory_gib_hours', " R6("COALESCE(sum(mem_h), 0)") ","
+	"  'storage_gib_days', " R6("CASE WHEN $1 = 'user' THEN sum(sd) END") "))::text"
+	" FROM rw";
 
 static const char usage_csv_sql[] =
-        USAGE_ROWS " SELECT (SELECT st FROM chk), 'key,period_start,gpu_seconds,gpu_used_seconds,"
-                   "gpu_measured,cpu_hours,memory_gib_hours,storage_gib_days' || E'\\r\\n' ||"
-                   " COALESCE(string_agg(concat_ws(',', gc_csv(key), gc_ts(b_start), " R3(
-                           "gs") ","
-                                 "  " R3("used") ", " MEASURED("gs", "gm") ", " R6("cpu_h") ", " R6(
-                                         "mem_h") ","
-                                                  "  " R6("sd") ") || E'\\r\\n', '' ORDER BY "
-                                                                "b_start, key, key_id), '')"
-                                                                " FROM rw";
+	USAGE_ROWS
+	" SELECT (SELECT st FROM chk), 'key,period_start,gpu_seconds,gpu_used_seconds,"
+	"gpu_measured,cpu_hours,memory_gib_hours,storage_gib_days' || E'\\r\\n' ||"
+	" COALESCE(string_agg(concat_ws(',', gc_csv(key), gc_ts(b_start), " R3("gs") ","
+	"  " CSVN(R3("used")) ", " MEASURED("gs", "gm") ", " R6("cpu_h") ", " R6("mem_h") ","
+	"  " CSVN(R6("sd")) ") || E'\\r\\n', '' ORDER BY b_start, key, key_id), '')"
+	" FROM rw";
+/* clang-format on */
 
 /* wp: the idle periods the caller sees, clipped to [from, to), with the
  * GPU-equivalents their instance held and the GPU-seconds allocated while
@@ -342,30 +325,31 @@ static const char usage_csv_sql[] =
 	" gc_ts(ended_at), 'end_reason', end_reason, 'gpus', " R6("gpus") ", 'seconds', " R3(   \
 	        "secs") ", 'gpu_seconds', " R3("gsec") ")"
 
-static const char waste_json_sql[] = WASTE_ROWS
-        ","
-        " g AS (SELECT key_id, key, sum(gsec) AS gsec,"
-        "  json_agg(" WASTE_PERIOD " ORDER BY started_at, instance_id) AS periods"
-        "  FROM wp GROUP BY key_id, key)"
-        " SELECT (SELECT st FROM chk), json_build_object('group_by', $1,"
-        " 'from', gc_ts(to_timestamp($3::float8)), 'to', gc_ts(to_timestamp($4::float8)),"
-        " 'rows', COALESCE(json_agg(json_build_object('key', key, 'key_id', key_id,"
-        "  'allocated_idle_seconds', " R3(
-                "gsec") ", 'periods', periods)"
-                        "  ORDER BY gsec DESC, key), '[]'),"
-                        " 'totals', json_build_object('allocated_idle_seconds', " R3(
-                                "COALESCE(sum(gsec), 0)") "))::text"
-                                                          " FROM g";
+/* clang-format off */
+static const char waste_json_sql[] =
+	WASTE_ROWS ","
+	" g AS (SELECT key_id, key, sum(gsec) AS gsec,"
+	"  json_agg(" WASTE_PERIOD " ORDER BY started_at, instance_id) AS periods"
+	"  FROM wp GROUP BY key_id, key)"
+	" SELECT (SELECT st FROM chk), json_build_object('group_by', $1,"
+	" 'from', gc_ts(to_timestamp($3::float8)), 'to', gc_ts(to_timestamp($4::float8)),"
+	" 'rows', COALESCE(json_agg(json_build_object('key', key, 'key_id', key_id,"
+	"  'allocated_idle_seconds', " R3("gsec") ", 'periods', periods)"
+	"  ORDER BY gsec DESC, key), '[]'),"
+	" 'totals', json_build_object('allocated_idle_seconds', "
+	R3("COALESCE(sum(gsec), 0)") "))::text"
+	" FROM g";
 
 static const char waste_csv_sql[] =
-        WASTE_ROWS " SELECT (SELECT st FROM chk), 'key,kind,id,name,started_at,warned_at,ended_at,"
-                   "end_reason,gpus,seconds,allocated_idle_seconds' || E'\\r\\n' ||"
-                   " COALESCE(string_agg(concat_ws(',', gc_csv(key), 'instance', instance_id,"
-                   "  gc_csv(instance_name), gc_ts(started_at), gc_ts(warned_at), gc_ts(ended_at),"
-                   "  end_reason, " R6("gpus") ", " R3("secs") ", " R3(
-                           "gsec") ") || E'\\r\\n', ''"
-                                   "  ORDER BY key, started_at, instance_id), '')"
-                                   " FROM wp";
+	WASTE_ROWS
+	" SELECT (SELECT st FROM chk), 'key,kind,id,name,started_at,warned_at,ended_at,"
+	"end_reason,gpus,seconds,allocated_idle_seconds' || E'\\r\\n' ||"
+	" COALESCE(string_agg(concat_ws(',', gc_csv(key), 'instance', instance_id,"
+	"  gc_csv(instance_name), gc_ts(started_at), gc_ts(warned_at), "
+	CSVN("gc_ts(ended_at)") ", " CSVN("end_reason") ", " R6("gpus") ", " R3("secs") ","
+	"  " R3("gsec") ") || E'\\r\\n', '' ORDER BY key, started_at, instance_id), '')"
+	" FROM wp";
+/* clang-format on */
 
 static void report_done(PGresult *res, enum rc rc, void *arg)
 {

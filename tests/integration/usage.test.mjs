@@ -188,4 +188,175 @@ describe('accounting (usage, waste, CSV, history kept)', () => {
     // 90000; March: A3 until 02:00 = 2 × 0.5 × 7200
     assert.deepEqual(months, [['2026-01-01T00:00:00Z', 7200], ['2026-02-01T00:00:00Z', 181830], ['2026-03-01T00:00:00Z', 7200]]);
   });
+
+  it('groups by class, pool and image', async () => {
+    const keys = (j) => Object.fromEntries(j.rows.map((r) => [r.key, [r.key_id, r.gpu_seconds]]));
+    assert.deepEqual(keys(await q(w.admin, `group_by=class&period=total&${FEB}`)),
+      { 'Deep Learning': [Number(dl), 91830], '(no class)': [null, 90000 + 7200 + 3600] });
+    assert.deepEqual(keys(await q(w.admin, `group_by=pool&period=total&${FEB}`)),
+      { px: [Number(px), 91800 + 7200 + 30 + 3600], ps: [Number(ps), 90000] });
+    const img = await q(w.admin, `group_by=image&period=total&${FEB}`);
+    assert.deepEqual(keys(img), { [w.image.reference]: [w.image.id, 91800], '(no image)': [null, 90000 + 7200 + 30 + 3600] });
+    assert.equal(img.totals.storage_gib_days, null, 'storage is per user');
+    assert.equal(img.rows[0].storage_gib_days, null);
+  });
+
+  it('reports idle GPU time (waste) by user and class, with the idle periods', async () => {
+    const r = await w.admin.get(`/api/v1/usage/waste?group_by=user&${FEB}`);
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.json.group_by, 'user');
+    const a = r.json.rows.find((x) => x.key === 'alice');
+    assert.equal(a.key_id, alice.id);
+    assert.equal(a.allocated_idle_seconds, 10800 + 23400);
+    assert.deepEqual(a.periods.map((p) => [p.kind, p.id, p.name, p.started_at, p.ended_at, p.end_reason, p.gpus, p.seconds, p.gpu_seconds]), [
+      ['instance', String(inst1), 'acct1', '2026-02-01T10:00:00Z', '2026-02-01T13:00:00Z', 'active', 1, 10800, 10800],
+      ['instance', String(inst1), 'acct1', '2026-02-01T19:00:00Z', '2026-02-02T01:30:00Z', 'reclaimed', 1, 23400, 23400],
+    ]);
+    assert.equal(r.json.totals.allocated_idle_seconds, 34200);
+    const c = await w.admin.get(`/api/v1/usage/waste?group_by=class&${FEB}`);
+    assert.deepEqual(c.json.rows.map((x) => [x.key, x.key_id, x.allocated_idle_seconds]), [['Deep Learning', Number(dl), 34200]]);
+    const clip = await w.admin.get('/api/v1/usage/waste?from=2026-02-01T12:00:00Z&to=2026-02-02T01:00:00Z');
+    assert.equal(clip.json.rows[0].allocated_idle_seconds, 3600 + 21600);
+    assert.deepEqual(clip.json.rows[0].periods.map((p) => p.seconds), [3600, 21600]);
+    const csv = await w.admin.get(`/api/v1/usage/waste?format=csv&${FEB}`);
+    assert.equal(csv.status, 200);
+    assert.match(csv.headers.get('content-type'), /^text\/csv/);
+    const lines = csv.text.trim().split('\r\n');
+    assert.equal(lines[0], 'key,kind,id,name,started_at,warned_at,ended_at,end_reason,gpus,seconds,allocated_idle_seconds');
+    assert.equal(lines[2], `"alice",instance,${inst1},"acct1",2026-02-01T19:00:00Z,2026-02-01T20:00:00Z,2026-02-02T01:30:00Z,reclaimed,1.000000,23400.000,23400.000`);
+  });
+
+  it('exports CSV', async () => {
+    const r = await w.admin.get(`/api/v1/usage?group_by=user&period=total&format=csv&${FEB}`);
+    assert.equal(r.status, 200);
+    assert.match(r.headers.get('content-type'), /^text\/csv/);
+    assert.match(r.headers.get('content-disposition'), /attachment/);
+    const lines = r.text.trim().split('\r\n');
+    assert.equal(lines[0], 'key,period_start,gpu_seconds,gpu_used_seconds,gpu_measured,cpu_hours,memory_gib_hours,storage_gib_days');
+    assert.deepEqual(lines.slice(1), [
+      '"alice",2026-02-01T00:00:00Z,181830.000,88020.000,partly measured,126.004167,175.246354,6.000000',
+      '"bob",2026-02-01T00:00:00Z,7200.000,,not measurable,2.000000,4.000000,',
+      '"carl",2026-02-01T00:00:00Z,3600.000,,not measurable,1.000000,1.000000,',
+    ]);
+  });
+
+  it('shows each caller only what they may see', async () => {
+    // a teacher: the class-context work of the classes they teach
+    const t = await q(tina.c, `group_by=user&period=total&${FEB}`);
+    assert.deepEqual(t.rows.map((r) => [r.key, r.gpu_seconds, r.gpu_used_seconds, r.gpu_measured, r.storage_gib_days]),
+      [['alice', 91830, 52020, 'partly measured', null]]);
+    assert.deepEqual((await q(tina.c, `group_by=user&period=total&class=${dl}&${FEB}`)).rows.map((r) => r.gpu_seconds), [91830]);
+    assert.deepEqual((await q(tina.c, `group_by=pool&period=total&${FEB}`)).rows.map((r) => [r.key, r.gpu_seconds]), [['px', 91830]]);
+    const tw = await tina.c.get(`/api/v1/usage/waste?group_by=user&${FEB}`);
+    assert.equal(tw.json.rows[0].allocated_idle_seconds, 34200);
+    for (const [c, cls, code] of [[tina.c, ot, 403], [otto.c, dl, 403], [alice.c, dl, 403], [tina.c, 999999, 404]]) {
+      for (const p of ['/api/v1/usage', '/api/v1/usage/waste']) {
+        const r = await c.get(`${p}?class=${cls}&${FEB}`);
+        assert.equal(r.status, code, `${p} class=${cls}: ${r.text}`);
+        assertErrorShape(r.json, code === 403 ? 'forbidden' : 'not_found');
+      }
+    }
+    assert.deepEqual((await q(otto.c, `group_by=user&period=total&${FEB}`)).rows, [], 'another class\'s teacher sees none of it');
+    assert.deepEqual((await otto.c.get(`/api/v1/usage/waste?${FEB}`)).json.rows, []);
+    // a student: their own rows only, whatever the grouping
+    const s = await q(alice.c, `group_by=user&period=total&${FEB}`);
+    assert.deepEqual(s.rows.map((r) => [r.key, r.gpu_seconds, r.storage_gib_days]), [['alice', 181830, 6]]);
+    assert.deepEqual((await q(alice.c, `group_by=pool&period=total&${FEB}`)).rows.map((r) => [r.key, r.gpu_seconds]),
+      [['ps', 90000], ['px', 91830]]);
+    assert.deepEqual((await q(bob.c, `group_by=user&period=total&${FEB}`)).rows.map((r) => [r.key, r.gpu_seconds]), [['bob', 7200]]);
+    assert.deepEqual((await bob.c.get(`/api/v1/usage/waste?${FEB}`)).json.rows, [], 'another user\'s idle periods stay hidden');
+    assert.deepEqual((await q(ivy.c, `group_by=class&period=total&${FEB}`)).rows, []);
+    // a read-only token reads; no session, an expired one: 401
+    const tok = await alice.c.post('/api/v1/tokens', { name: 'ro', scopes: ['read'] });
+    assert.equal(tok.status, 201, tok.text);
+    const ro = new Client(w.srv.base);
+    ro.token = tok.json.token;
+    assert.equal((await q(ro, `group_by=user&period=total&${FEB}`)).rows[0].gpu_seconds, 181830);
+    assert.equal((await ro.get(`/api/v1/usage/waste?${FEB}`)).status, 200);
+    assert.equal((await new Client(w.srv.base).get('/api/v1/usage')).status, 401);
+    const tmp = await mkUser(w, 'tmpuser');
+    sql(w.srv, `UPDATE sessions SET created_at = now() - interval '2 days', last_seen_at = now() - interval '2 days',
+      expires_at = now() - interval '1 second' WHERE user_id = ${tmp.id}`);
+    for (const p of ['/api/v1/usage', '/api/v1/usage/waste', '/api/v1/usage?format=csv'])
+      assert.equal((await tmp.c.get(p)).status, 401, p);
+  });
+
+  it('refuses bad input with 400', async () => {
+    const bad = ['group_by=node', 'period=year', 'format=xml', 'from=2026-13-01', 'from=2026-02-30', 'to=yesterday',
+      'from=2026-02-01T00:00:00+08:00', `from=2026-02-01&to=2026-02-01`, 'from=2026-03-01&to=2026-02-01',
+      'period=day&from=2022-01-01&to=2026-01-02', 'period=total&from=2010-01-01&to=2026-01-01', 'class=abc', 'class=0',
+      'class=-1', 'from=%ZZ'];
+    for (const b of bad) {
+      const r = await w.admin.get(`/api/v1/usage?${b}`);
+      assert.equal(r.status, 400, `${b}: ${r.text}`);
+      assertErrorShape(r.json, 'invalid');
+    }
+    for (const b of ['group_by=pool', 'group_by=image', 'period=day', 'from=nope']) {
+      const r = await w.admin.get(`/api/v1/usage/waste?${b}`);
+      assert.equal(r.status, 400, `waste ${b}: ${r.text}`);
+      assertErrorShape(r.json, 'invalid');
+    }
+    // what is fine: dates alone, fractions of a second, a long total, defaults
+    for (const ok of ['from=2026-02-01&to=2026-03-01', 'from=2026-02-01T00:00:00.000Z&to=2026-03-01T00:00:00.000Z',
+      'period=total&from=2026-01-01T00:00:00Z&to=2031-01-01T00:00:00Z', ''])
+      assert.equal((await w.admin.get(`/api/v1/usage?${ok}`)).status, 200, ok);
+    const d = await q(w.admin, '');
+    assert.equal(d.group_by, 'user');
+    assert.equal(d.period, 'day');
+    assert.equal(Date.parse(d.to) - Date.parse(d.from), 30 * 86400000);
+  });
+
+  it('keeps the history and its names when a pool and users are deleted', async () => {
+    const before = await q(w.admin, `group_by=pool&period=total&${FEB}`);
+    const del = await w.admin.del(`/api/v1/pools/${px}`);
+    assert.equal(del.status, 204, del.text);
+    assert.equal(sql(w.srv, `SELECT count(*) FROM alloc_requests WHERE pool_id = ${px}`), '0', 'the pool\'s requests went with it');
+    assert.equal(sql(w.srv, `SELECT count(*) FROM usage_intervals WHERE node_id = ${node}`), '6');
+    const after = await q(w.admin, `group_by=pool&period=total&${FEB}`);
+    assert.deepEqual(after.rows.map((r) => [r.key, r.key_id, r.gpu_seconds]),
+      [['ps', Number(ps), 90000], ['px', null, 102630]]);
+    assert.equal(after.totals.gpu_seconds, before.totals.gpu_seconds);
+    // a deleted user (the API's soft delete) and one removed outright
+    assert.equal((await w.admin.del(`/api/v1/users/${bob.id}`)).status, 200);
+    assert.notEqual(sql(w.srv, `SELECT deleted_at FROM users WHERE id = ${bob.id}`), '');
+    sql(w.srv, `DELETE FROM sessions WHERE user_id = ${carl.id}; DELETE FROM storage_areas WHERE user_id = ${carl.id};
+      DELETE FROM users WHERE id = ${carl.id}`);
+    const u = await q(w.admin, `group_by=user&period=total&${FEB}`);
+    assert.deepEqual(u.rows.map((r) => [r.key, r.key_id, r.gpu_seconds]),
+      [['alice', alice.id, 181830], ['bob', bob.id, 7200], ['carl', null, 3600]]);
+    assert.equal(u.totals.gpu_seconds, 181830 + 7200 + 3600);
+  });
+
+  it('reconciles a real instance reclaimed for idleness with its allocation', async () => {
+    const pol = await w.admin.req('PUT', '/api/v1/idle-policies/researcher', { idle_seconds: 3, warn_seconds: 3 });
+    assert.equal(pol.status, 200, pol.text);
+    const t0 = new Date(Date.now() - 60000).toISOString();
+    const inst = await create(ivy.c, w, { name: 'idler', pool: 'a100', slices: 1 });
+    await waitState(ivy.c, inst.id, 'running', 60000);
+    await waitState(ivy.c, inst.id, 'stopped', 60000);
+    assert.ok(await eventually(() => sql(w.srv, `SELECT count(*) FROM usage_idle_periods WHERE instance_id = ${inst.id}
+      AND ended_at IS NOT NULL`) === '1', 15000), 'the idle period closed with the release');
+    const t1 = new Date(Date.now() + 60000).toISOString();
+    const span = `from=${t0}&to=${t1}`;
+    // the allocation row and the idle period, as the database holds them
+    const [alloc, idle, reason] = sql(w.srv, `SELECT round(extract(epoch FROM a.released_at - a.allocated_at), 3),
+      round(extract(epoch FROM p.ended_at - p.started_at), 3), p.end_reason
+      FROM allocations a JOIN usage_idle_periods p ON p.request_id = a.request_id WHERE p.instance_id = ${inst.id}`).split('|');
+    assert.equal(reason, 'reclaimed');
+    assert.ok(Number(idle) >= 3, `idle ${idle} s`);
+    const u = await q(ivy.c, `group_by=user&period=total&${span}`);
+    assert.equal(u.rows.length, 1);
+    assert.equal(u.rows[0].gpu_seconds, Number(alloc), 'GPU-seconds are the allocation\'s interval');
+    assert.equal(u.rows[0].gpu_measured, 'not measurable', 'the world\'s GPUs are declared');
+    assert.equal(u.rows[0].gpu_used_seconds, null);
+    assert.ok(Math.abs(u.rows[0].cpu_hours - 0.2 * Number(alloc) / 3600) <= 1e-6, `${u.rows[0].cpu_hours} CPU-hours`);
+    const ws = await ivy.c.get(`/api/v1/usage/waste?${span}`);
+    assert.equal(ws.status, 200, ws.text);
+    const p = ws.json.rows[0].periods[0];
+    assert.equal(p.name, 'idler');
+    assert.equal(p.end_reason, 'reclaimed');
+    assert.equal(p.gpu_seconds, Number(idle));
+    assert.equal(ws.json.rows[0].allocated_idle_seconds, Number(idle));
+    assert.ok(Number(idle) < Number(alloc));
+  });
 });
