@@ -240,3 +240,15 @@ LANGUAGE sql STABLE AS $$
                          ('1 ' || per)::interval) x
     WHERE per <> 'total' AND hi > lo
 $$;
+
+-- Runs report q (api_usage.c's SQL; $1..$7 = grp, per, from, to in epoch
+-- seconds, the caller, admin, class) without JIT: compiling a report's plan
+-- takes longer than running it (most of a second on a year of history), and
+-- EXECUTE plans it for these very values.  Returns its two columns.
+CREATE FUNCTION gc_usage_exec(q text, grp text, per text, f text, t text, me bigint, adm boolean,
+                              cls bigint, OUT st text, OUT body text)
+LANGUAGE plpgsql STABLE SET jit = off AS $$
+BEGIN
+    EXECUTE q INTO st, body USING grp, per, f, t, me, adm, cls;
+END
+$$;
