@@ -206,34 +206,56 @@ static void bind_query(const struct http_req *r, const struct usage_q *q, struct
 	" WHEN 'pool' THEN COALESCE((SELECT name FROM pools WHERE id = key_id), snap, '(no pool)')" \
 	" ELSE COALESCE((SELECT reference FROM images WHERE id = key_id), snap, '(no image)') END"
 
+/* The days wholly inside [from, to): FD (the first) up to TD (excluded);
+ * FD_TS, TD_TS: their starts.  BK(ts): the bucket of the day starting at ts. */
+#define FD "((" F " AT TIME ZONE 'UTC')::date + CASE WHEN " F " = date_trunc('day', " F ", 'UTC') THEN 0 ELSE 1 END)"
+#define TD "((" T " AT TIME ZONE 'UTC')::date)"
+#define FD_TS "(" FD "::timestamp AT TIME ZONE 'UTC')"
+#define TD_TS "(" TD "::timestamp AT TIME ZONE 'UTC')"
+#define BK(ts) "CASE WHEN $2 = 'total' THEN " F " ELSE date_trunc($2, (" ts ") AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' END"
+#define SEES(x) \
+	"($6::boolean OR " x ".user_id = $5::bigint OR " x ".class_id = ANY ((SELECT ids FROM vis)::bigint[]))" \
+	"  AND ($7::bigint IS NULL OR " x ".class_id = $7::bigint) AND (SELECT st FROM chk) = 'ok'"
+
 /* rw: one row per key and bucket with the raw sums: gs allocated
  * GPU-seconds, used utilisation-weighted GPU-seconds (NULL: nothing
  * measured), gm the allocated GPU-seconds that were measured, cpu_h, mem_h,
- * sd GiB-days (user rows).  pc: each interval's part in each bucket, with
- * the mean utilisation of its GPU's samples in that part (NULL: declared,
- * CPU-only, or no sample). */
+ * sd GiB-days (user rows).  Every interval is cut into UTC day parts; the
+ * parts of ended intervals on the days wholly inside [from, to) are read
+ * from usage_days (worked out when they ended), the rest (live intervals,
+ * the partial days at from and to) clipped here (pc), each part weighted by
+ * the mean utilisation of its GPU's samples in it (NULL: declared, CPU-only,
+ * or no sample). */
 #define USAGE_ROWS \
 	USAGE_CHK \
 	" pc AS (SELECT u.user_id, u.username, u.class_id, u.class_name, u.pool_id, u.pool_name," \
-	"  u.image_id, u.image_ref, u.gpus, u.cpu_millis, u.mem_mib, b.b_start," \
-	"  extract(epoch FROM b.b_hi - b.b_lo)::float8 AS secs, sm.util" \
+	"  u.image_id, u.image_ref, " BK("b.b_start") " AS b_start, u.gpus * x.secs AS gs," \
+	"  u.gpus * x.secs * sm.util / 100 AS used," \
+	"  CASE WHEN sm.util IS NULL THEN 0 ELSE u.gpus * x.secs END AS gm," \
+	"  u.cpu_millis * x.secs / 3600000 AS cpu_h, u.mem_mib * x.secs / (1024 * 3600.0) AS mem_h" \
 	"  FROM usage_intervals u" \
-	"  CROSS JOIN LATERAL gc_usage_buckets($2, " F ", greatest(u.started_at, " F ")," \
+	"  CROSS JOIN LATERAL gc_usage_buckets('day', " F ", greatest(u.started_at, " F ")," \
 	"   least(COALESCE(u.ended_at, now()), now(), " T ")) b" \
+	"  CROSS JOIN LATERAL (SELECT extract(epoch FROM b.b_hi - b.b_lo)::float8 AS secs) x" \
 	"  CROSS JOIN LATERAL (SELECT avg(s.util_pct)::float8 AS util FROM gpu_samples s" \
 	"   WHERE u.gpus > 0 AND NOT u.gpu_declared AND s.gpu_uuid = u.gpu_uuid" \
 	"   AND s.at >= b.b_lo AND s.at < b.b_hi) sm" \
-	"  WHERE tstzrange(u.started_at, u.ended_at) && tstzrange(" F ", " T ")" \
-	"  AND ($6::boolean OR u.user_id = $5::bigint OR u.class_id = ANY ((SELECT ids FROM vis)::bigint[]))" \
-	"  AND ($7::bigint IS NULL OR u.class_id = $7::bigint)" \
-	"  AND (SELECT st FROM chk) = 'ok')," \
+	"  WHERE (tstzrange(u.started_at, u.ended_at) && tstzrange(" F ", " FD_TS ")" \
+	"   OR tstzrange(u.started_at, u.ended_at) && tstzrange(" TD_TS ", " T ")" \
+	"   OR u.ended_at IS NULL)" \
+	"  AND tstzrange(u.started_at, u.ended_at) && tstzrange(" F ", " T ")" \
+	"  AND (u.ended_at IS NULL OR b.b_start < " FD_TS " OR b.b_start >= " TD_TS ")" \
+	"  AND " SEES("u") \
+	"  UNION ALL SELECT d.user_id, d.username, d.class_id, d.class_name, d.pool_id, d.pool_name," \
+	"  d.image_id, d.image_ref, " BK("d.day::timestamp AT TIME ZONE 'UTC'") ", d.gpu_seconds," \
+	"  d.gpu_used_seconds, d.gpu_measured_seconds, d.cpu_milli_seconds / 3600000," \
+	"  d.mem_mib_seconds / (1024 * 3600.0)" \
+	"  FROM usage_days d WHERE d.day >= " FD " AND d.day < " TD " AND " SEES("d") ")," \
 	" k AS (SELECT CASE $1 WHEN 'user' THEN user_id WHEN 'class' THEN class_id" \
 	"  WHEN 'pool' THEN pool_id ELSE image_id END AS key_id," \
 	"  CASE $1 WHEN 'user' THEN username WHEN 'class' THEN class_name" \
 	"  WHEN 'pool' THEN pool_name ELSE image_ref END AS snap, b_start," \
-	"  sum(gpus * secs) AS gs, sum(gpus * secs * util / 100) AS used," \
-	"  sum(CASE WHEN util IS NULL THEN 0 ELSE gpus * secs END) AS gm," \
-	"  sum(cpu_millis * secs / 3600000) AS cpu_h, sum(mem_mib * secs / (1024 * 3600.0)) AS mem_h" \
+	"  sum(gs) AS gs, sum(used) AS used, sum(gm) AS gm, sum(cpu_h) AS cpu_h, sum(mem_h) AS mem_h" \
 	"  FROM pc GROUP BY 1, 2, 3)," \
 	" st AS (SELECT d.user_id AS key_id, d.username AS snap, b.b_start," \
 	"  sum(d.bytes::float8 / 1073741824 * extract(epoch FROM b.b_hi - b.b_lo)::float8 / 86400) AS sd" \
