@@ -80,7 +80,7 @@ export function render(main, ctx) {
 
   function build(cls, picker) {
     const chart = usageChart();
-    const table = usageTable();
+    const table = usageTable({ withPeriod: false });
     const waste = wasteTable();
     const wasteMsg = messageBox();
     const csv = h('a', { class: 'btn btn-small', 'data-action': 'csv' }, t('usage.csv'));

@@ -64,7 +64,13 @@ export function periodStarts(from, to, period) {
   return out;
 }
 
-const sameInstant = (x, y) => Date.parse(x) === Date.parse(y);
+// The index of the period holding instant iso: the last start at or before it.
+function bucketOf(starts, iso) {
+  const at = Date.parse(iso);
+  let i = -1;
+  while (i + 1 < starts.length && Date.parse(starts[i + 1]) <= at) i++;
+  return i < 0 && starts.length ? 0 : i;
+}
 
 // The chart: allocated and used GPU-hours per period, summed over the rows.
 // update(reply) redraws it from a GET /usage reply.
@@ -77,16 +83,19 @@ export function usageChart() {
   function update(r) {
     period = r.period;
     starts = periodStarts(r.from, r.to, r.period);
-    const alloc = starts.map(() => 0), used = starts.map(() => null);
+    // a period without rows used nothing (0); one whose rows are all not
+    // measurable has no used figure (no point drawn)
+    const alloc = starts.map(() => 0), used = starts.map(() => 0), seen = starts.map(() => false), known = starts.map(() => false);
     for (const row of r.rows || []) {
-      const i = r.period === 'total' ? 0 : starts.findIndex((s) => sameInstant(s, row.period_start));
+      const i = bucketOf(starts, row.period_start);
       if (i < 0) continue;
       alloc[i] += row.gpu_seconds || 0;
-      if (row.gpu_used_seconds !== null && row.gpu_used_seconds !== undefined) used[i] = (used[i] || 0) + row.gpu_used_seconds;
+      seen[i] = true;
+      if (row.gpu_used_seconds !== null && row.gpu_used_seconds !== undefined) { used[i] += row.gpu_used_seconds; known[i] = true; }
     }
     chart.update((r.rows || []).length ? [
       { name: t('usage.chart.allocated'), points: alloc.map((v, i) => [i, v / 3600]) },
-      { name: t('usage.chart.used'), points: used.map((v, i) => [i, v]).filter(([, v]) => v !== null).map(([i, v]) => [i, v / 3600]) },
+      { name: t('usage.chart.used'), points: used.map((v, i) => [i, v / 3600]).filter(([i]) => known[i] || !seen[i]) },
     ] : []);
   }
   return { el: h('div', { class: 'usage-chart', 'data-chart': 'usage' }, chart.el), update };
@@ -112,28 +121,30 @@ const COLS = ['key', 'period', 'gpuHours', 'gpuUsed', 'measured', 'cpuHours', 'm
 
 // The table of a GET /usage reply: one row per key and period, every figure,
 // totals in the foot. keyLabel: the column's heading for the key.
-export function usageTable() {
+// withPeriod: false leaves the period column out (one period: the range).
+export function usageTable({ withPeriod = true } = {}) {
+  const cols = withPeriod ? COLS : COLS.filter((k) => k !== 'period');
   const head = h('tr');
-  const body = h('tbody', null, emptyRow(COLS.length, t('common.loading')));
+  const body = h('tbody', null, emptyRow(cols.length, t('common.loading')));
   const foot = h('tfoot');
   const table = h('table', { class: 'table usage-table', 'data-table': 'usage' }, h('thead', null, head), body, foot);
   function update(r, keyLabel) {
-    head.replaceChildren(...COLS.map((k) => h('th', { scope: 'col', class: k === 'key' || k === 'period' || k === 'measured' ? null : 'num' },
+    head.replaceChildren(...cols.map((k) => h('th', { scope: 'col', class: k === 'key' || k === 'period' || k === 'measured' ? null : 'num' },
       k === 'key' ? keyLabel : t(`usage.col.${k}`))));
     const rows = r.rows || [];
     body.replaceChildren(...(rows.length ? rows.map((x) => h('tr', { 'data-key': x.key, 'data-period': x.period_start },
       h('td', { 'data-field': 'key' }, x.key ?? '—'),
-      h('td', { class: 'nowrap', 'data-field': 'period' }, r.period === 'total' ? t('usage.wholeRange') : periodLabel(x.period_start, r.period)),
+      withPeriod ? h('td', { class: 'nowrap', 'data-field': 'period' }, r.period === 'total' ? t('usage.wholeRange') : periodLabel(x.period_start, r.period)) : null,
       h('td', { class: 'num', 'data-field': 'gpu', 'data-seconds': x.gpu_seconds }, gpuHours(x.gpu_seconds)),
       h('td', { class: 'num', 'data-field': 'gpu-used', 'data-seconds': x.gpu_used_seconds ?? '' }, usedCell(x.gpu_used_seconds)),
       h('td', { 'data-field': 'measured' }, measuredBadge(x.gpu_measured)),
       h('td', { class: 'num', 'data-field': 'cpu' }, maybe(x.cpu_hours, twoPlaces)),
       h('td', { class: 'num', 'data-field': 'mem' }, maybe(x.memory_gib_hours, twoPlaces)),
       h('td', { class: 'num', 'data-field': 'storage' }, maybe(x.storage_gib_days, twoPlaces))))
-      : [h('tr', { class: 'empty', 'data-empty': 'usage' }, h('td', { colspan: COLS.length }, t('usage.none')))]));
+      : [h('tr', { class: 'empty', 'data-empty': 'usage' }, h('td', { colspan: cols.length }, t('usage.none')))]));
     const tt = r.totals || {};
     foot.replaceChildren(h('tr', { 'data-totals': '' },
-      h('th', { scope: 'row', colspan: 2 }, t('usage.totals')),
+      h('th', { scope: 'row', colspan: withPeriod ? 2 : 1 }, t('usage.totals')),
       h('td', { class: 'num', 'data-total': 'gpu', 'data-seconds': tt.gpu_seconds ?? 0 }, gpuHours(tt.gpu_seconds ?? 0)),
       h('td', { class: 'num', 'data-total': 'gpu-used', 'data-seconds': tt.gpu_used_seconds ?? '' }, usedCell(tt.gpu_used_seconds)),
       h('td', { 'data-total': 'measured' }, tt.gpu_measured ? measuredBadge(tt.gpu_measured) : null),
