@@ -106,10 +106,12 @@ LANGUAGE sql AS $$
     LEFT JOIN pools p ON p.id = r.pool_id
     LEFT JOIN slices s ON s.id = a.slice_id
     LEFT JOIN gpus g ON g.id = s.gpu_id
-    LEFT JOIN instances i ON r.owner_kind IN ('instance', 'tensorboard') AND r.owner_id ~ '^[0-9]+$'
-                         AND i.id = r.owner_id::bigint
-    LEFT JOIN jobs j ON r.owner_kind = 'job' AND r.owner_id ~ '^[0-9]+$'
-                    AND j.id = r.owner_id::bigint
+    -- (a CASE: the planner may test a join's conditions in any order)
+    LEFT JOIN instances i ON i.id = CASE WHEN r.owner_kind IN ('instance', 'tensorboard')
+                                          AND r.owner_id ~ '^[0-9]{1,18}$'
+                                         THEN r.owner_id::bigint END
+    LEFT JOIN jobs j ON j.id = CASE WHEN r.owner_kind = 'job' AND r.owner_id ~ '^[0-9]{1,18}$'
+                                    THEN r.owner_id::bigint END
     LEFT JOIN images im ON im.id = COALESCE(i.image_id, j.image_id)
     WHERE r.id = a.request_id
     ON CONFLICT (allocation_id) DO NOTHING
@@ -221,3 +223,20 @@ SELECT i.id, i.name, i.request_id, i.user_id, u.username, i.class_id, c.name,
        i.idle_warning_at
 FROM instances i JOIN users u ON u.id = i.user_id LEFT JOIN classes c ON c.id = i.class_id
 WHERE i.idle_warning_at IS NOT NULL AND i.state = 'running';
+
+-- The calendar buckets of period per ('day' | 'week' | 'month', UTC; a week
+-- is ISO, from Monday) that [lo, hi) touches, each with the part of
+-- [lo, hi) inside it; per 'total': one bucket, starting at f.  Nothing when
+-- hi <= lo.  The accounting reports clip every interval with it.
+CREATE FUNCTION gc_usage_buckets(per text, f timestamptz, lo timestamptz, hi timestamptz)
+RETURNS TABLE (b_start timestamptz, b_lo timestamptz, b_hi timestamptz)
+LANGUAGE sql STABLE AS $$
+    SELECT f, lo, hi WHERE per = 'total' AND hi > lo
+    UNION ALL
+    SELECT x AT TIME ZONE 'UTC', greatest(lo, x AT TIME ZONE 'UTC'),
+           least(hi, (x + ('1 ' || per)::interval) AT TIME ZONE 'UTC')
+    FROM generate_series(date_trunc(per, lo AT TIME ZONE 'UTC'),
+                         (hi AT TIME ZONE 'UTC') - interval '1 microsecond',
+                         ('1 ' || per)::interval) x
+    WHERE per <> 'total' AND hi > lo
+$$;
