@@ -46,7 +46,7 @@ const WANT = {
 
 async function signIn(p, base, username, submit) {
   await p.goto(`${base}/#/login`);
-  await p.locator('input[name=username]').waitFor({ timeout: 10000 }).catch(() => p.reload());
+  await p.locator('input[name=username]').waitFor({ timeout: 10000 }).catch(async () => { await shot(p, `usage-signin-${username}`); await p.reload(); });
   await p.locator('input[name=username]').fill(username);
   await p.locator('input[type=password]').first().fill(username === 'admin' ? ADMIN_PASSWORD : pass(username));
   await p.getByRole('button', { name: submit }).click();
@@ -156,7 +156,7 @@ describe('usage pages in the browser', () => {
     assert.equal(await bob.locator('[data-field=gpu]').textContent(), '2');
     assert.equal(await bob.locator('[data-field=gpu-used]').textContent(), 'not measurable');
     assert.equal(await bob.locator('[data-measured]').getAttribute('data-measured'), 'none');
-    assert.equal(await bob.locator('[data-field=cpu]').textContent(), '8', '2 cores × 4 h + 2 cores × 2 h');
+    assert.equal(await bob.locator('[data-field=cpu]').textContent(), '12', '2 cores × 4 h + 2 cores × 2 h');
     assert.equal(await p.locator('[data-table=usage] tr[data-key=carol] [data-field=gpu-used]').textContent(), '6');
     assert.equal(await p.locator('[data-total=gpu]').textContent(), '29');
     assert.equal(await p.locator('[data-total=gpu-used]').textContent(), '8');
@@ -212,7 +212,8 @@ describe('usage pages in the browser', () => {
     assert.match(got.type, /^text\/csv/);
     const lines = got.text.trim().split(/\r?\n/);
     assert.equal(lines[0], 'key,period_start,gpu_seconds,gpu_used_seconds,gpu_measured,cpu_hours,memory_gib_hours,storage_gib_days');
-    const csv = Object.fromEntries(lines.slice(1).map((l) => l.split(',')).map((f) => [f[0], f]));
+    // quoted text fields ("alice"); none of these holds a comma
+    const csv = Object.fromEntries(lines.slice(1).map((l) => l.split(',').map((f) => f.replace(/^"(.*)"$/, '$1'))).map((f) => [f[0], f]));
     for (const [k, [gpu]] of Object.entries(WANT.user)) assert.equal(Number(csv[k]?.[2]), gpu, `CSV ${k}`);
     assert.equal(csv.bob[3], '', 'not measurable: an empty used figure');
     assert.equal(csv.bob[4], 'not measurable');
@@ -240,9 +241,10 @@ describe('usage pages in the browser', () => {
     const p = await newPage(browser, errors, 'zh-CN');
     await signIn(p, srv.base, 'admin', '登录');
     await p.goto(`${srv.base}/#/admin/usage?group_by=user&period=week&${RANGE}`);
-    await p.locator('[data-table=usage] tbody tr[data-key=bob]').waitFor();
+    const bob = p.locator('[data-table=usage] tr[data-key=bob][data-period="2026-11-02T00:00:00Z"]');
+    await bob.waitFor();
     assert.equal(await p.locator('h1').textContent(), '用量');
-    assert.equal(await p.locator('[data-table=usage] tr[data-key=bob] [data-field=gpu-used]').textContent(), '无法测量');
+    assert.equal(await bob.locator('[data-field=gpu-used]').textContent(), '无法测量');
     assert.match(await p.locator('[data-table=usage] tr[data-key=carol] [data-field=period]').textContent(), /2026年11月9日 起的一周/);
     assert.equal(await p.locator('[data-period=month]').textContent(), '按月');
     await p.locator('[data-table=waste] tbody tr[data-key=alice]').waitFor();
