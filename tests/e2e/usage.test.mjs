@@ -118,6 +118,9 @@ describe('usage pages in the browser', () => {
         started_at, warned_at, ended_at, end_reason)
        VALUES (41, 'notebook', 101, ${ids.alice}, 'alice', ${dl}, 'Deep Learning', '2026-11-02 11:00+00', '2026-11-02 11:30+00',
         '2026-11-02 12:00+00', 'reclaimed')`);
+    // alice's home held 2 GiB on Nov 5 (a day of scans)
+    q(`INSERT INTO usage_storage_days (area, day, user_id, username, bytes)
+       VALUES ('home:${ids.alice}', '2026-11-05', ${ids.alice}, 'alice', ${2 * 2 ** 30})`);
     browser = await launch();
   });
 
@@ -152,6 +155,7 @@ describe('usage pages in the browser', () => {
     assert.equal(await alice.locator('[data-field=gpu-used]').textContent(), '2');
     assert.equal(await alice.locator('[data-field=cpu]').textContent(), '10', '4 cores × 2 h + 2 cores × 1 h');
     assert.equal(await alice.locator('[data-field=mem]').textContent(), '36', '16 GiB × 2 h + 4 GiB × 1 h');
+    assert.equal(await alice.locator('[data-field=storage]').textContent(), '2', '2 GiB for a day');
     const bob = p.locator('[data-table=usage] tr[data-key=bob]');
     assert.equal(await bob.locator('[data-field=gpu]').textContent(), '2');
     assert.equal(await bob.locator('[data-field=gpu-used]').textContent(), 'not measurable');

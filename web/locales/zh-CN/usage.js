@@ -27,7 +27,7 @@ export default {
   'usage.col.period': '时段',
   'usage.col.gpuHours': '已分配 GPU 小时',
   'usage.col.gpuUsed': '已使用 GPU 小时',
-  'usage.col.measured': '利用率',
+  'usage.col.measured': '测量情况',
   'usage.col.cpuHours': 'CPU 核小时',
   'usage.col.memHours': '内存 GiB 小时',
   'usage.col.storageDays': '存储 GiB 天',
