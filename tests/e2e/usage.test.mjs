@@ -187,7 +187,8 @@ describe('usage pages in the browser', () => {
     rows = await tableRows(p);
     assert.deepEqual(rows.carol.map((r) => [r.period.slice(0, 10), r.gpu]), [['2026-11-09', 12 * H], ['2026-11-10', 12 * H]]);
     assert.match(rows.carol[0].text, /Nov 9, 2026/);
-    assert.deepEqual(rows.alice.map((r) => r.period.slice(0, 10)), ['2026-11-02', '2026-11-16']);
+    // Nov 5: her storage only
+    assert.deepEqual(rows.alice.map((r) => [r.period.slice(0, 10), r.gpu]), [['2026-11-02', 2 * H], ['2026-11-05', 0], ['2026-11-16', H]]);
     assert.equal(await p.locator('[data-chart=usage] polyline').first().getAttribute('data-points'), '30', 'a point per day of November');
     await shot(p, 'usage-admin-day-en');
     await p.locator('[data-period=week]').click();
