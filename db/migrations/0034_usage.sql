@@ -208,6 +208,79 @@ CREATE TRIGGER storage_areas_usage AFTER INSERT OR UPDATE OF bytes, scanned_at O
     FOR EACH ROW WHEN (NEW.area LIKE 'home:%' AND NEW.scanned_at IS NOT NULL)
     EXECUTE FUNCTION gc_usage_storage_trigger();
 
+-- The calendar buckets of period per ('day' | 'week' | 'month', UTC; a week
+-- is ISO, from Monday) that [lo, hi) touches, each with the part of
+-- [lo, hi) inside it; per 'total': one bucket, starting at f.  Nothing when
+-- hi <= lo.  The accounting reports clip every interval with it.
+CREATE FUNCTION gc_usage_buckets(per text, f timestamptz, lo timestamptz, hi timestamptz)
+RETURNS TABLE (b_start timestamptz, b_lo timestamptz, b_hi timestamptz)
+LANGUAGE sql STABLE AS $$
+    SELECT f, lo, hi WHERE per = 'total' AND hi > lo
+    UNION ALL
+    SELECT x AT TIME ZONE 'UTC', greatest(lo, x AT TIME ZONE 'UTC'),
+           least(hi, (x + ('1 ' || per)::interval) AT TIME ZONE 'UTC')
+    FROM generate_series(date_trunc(per, lo AT TIME ZONE 'UTC'),
+                         (hi AT TIME ZONE 'UTC') - interval '1 microsecond',
+                         ('1 ' || per)::interval) x
+    WHERE per <> 'total' AND hi > lo
+$$;
+
+-- usage_days: the day parts of every ended interval (UTC days), worked out
+-- once when it ends, so that a report over many days sums rows instead of
+-- clipping every interval and reading its GPU's samples again: gpu_seconds,
+-- gpu_used_seconds (the day part weighted by the mean utilisation of its
+-- GPU's samples in it; NULL: declared GPU, CPU-only, or no sample),
+-- gpu_measured_seconds (the part of gpu_seconds that was sampled),
+-- cpu_milli_seconds and mem_mib_seconds.  Keys and names as the interval's.
+CREATE TABLE usage_days (
+    day                  date NOT NULL,
+    allocation_id        bigint NOT NULL,
+    user_id              bigint REFERENCES users (id) ON DELETE SET NULL,
+    username             text NOT NULL,
+    class_id             bigint REFERENCES classes (id) ON DELETE SET NULL,
+    class_name           text,
+    pool_id              bigint REFERENCES pools (id) ON DELETE SET NULL,
+    pool_name            text,
+    image_id             bigint REFERENCES images (id) ON DELETE SET NULL,
+    image_ref            text,
+    gpu_seconds          double precision NOT NULL,
+    gpu_used_seconds     double precision,
+    gpu_measured_seconds double precision NOT NULL,
+    cpu_milli_seconds    double precision NOT NULL,
+    mem_mib_seconds      double precision NOT NULL,
+    PRIMARY KEY (allocation_id, day)
+);
+CREATE INDEX usage_days_day ON usage_days (day);
+CREATE INDEX usage_days_user ON usage_days (user_id, day);
+CREATE INDEX usage_days_class ON usage_days (class_id, day) WHERE class_id IS NOT NULL;
+
+CREATE FUNCTION gc_usage_days_trigger() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO usage_days (day, allocation_id, user_id, username, class_id, class_name, pool_id,
+                            pool_name, image_id, image_ref, gpu_seconds, gpu_used_seconds,
+                            gpu_measured_seconds, cpu_milli_seconds, mem_mib_seconds)
+    SELECT (b.b_start AT TIME ZONE 'UTC')::date, NEW.allocation_id, NEW.user_id, NEW.username,
+           NEW.class_id, NEW.class_name, NEW.pool_id, NEW.pool_name, NEW.image_id, NEW.image_ref,
+           NEW.gpus * x.secs, NEW.gpus * x.secs * sm.util / 100,
+           CASE WHEN sm.util IS NULL THEN 0 ELSE NEW.gpus * x.secs END,
+           NEW.cpu_millis * x.secs, NEW.mem_mib * x.secs
+    FROM gc_usage_buckets('day', NEW.started_at, NEW.started_at, NEW.ended_at) b
+    CROSS JOIN LATERAL (SELECT extract(epoch FROM b.b_hi - b.b_lo)::float8 AS secs) x
+    CROSS JOIN LATERAL (SELECT avg(s.util_pct)::float8 AS util FROM gpu_samples s
+                        WHERE NEW.gpus > 0 AND NOT NEW.gpu_declared AND s.gpu_uuid = NEW.gpu_uuid
+                          AND s.at >= b.b_lo AND s.at < b.b_hi) sm
+    ON CONFLICT DO NOTHING;
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER usage_intervals_days_insert AFTER INSERT ON usage_intervals
+    FOR EACH ROW WHEN (NEW.ended_at IS NOT NULL) EXECUTE FUNCTION gc_usage_days_trigger();
+CREATE TRIGGER usage_intervals_days_end AFTER UPDATE OF ended_at ON usage_intervals
+    FOR EACH ROW WHEN (OLD.ended_at IS NULL AND NEW.ended_at IS NOT NULL)
+    EXECUTE FUNCTION gc_usage_days_trigger();
+
 -- The history so far: every allocation still on record.
 SELECT gc_usage_interval_insert(a) FROM allocations a ORDER BY a.id;
 INSERT INTO usage_storage_days (area, day, user_id, username, bytes)
@@ -224,19 +297,15 @@ SELECT i.id, i.name, i.request_id, i.user_id, u.username, i.class_id, c.name,
 FROM instances i JOIN users u ON u.id = i.user_id LEFT JOIN classes c ON c.id = i.class_id
 WHERE i.idle_warning_at IS NOT NULL AND i.state = 'running';
 
--- The calendar buckets of period per ('day' | 'week' | 'month', UTC; a week
--- is ISO, from Monday) that [lo, hi) touches, each with the part of
--- [lo, hi) inside it; per 'total': one bucket, starting at f.  Nothing when
--- hi <= lo.  The accounting reports clip every interval with it.
-CREATE FUNCTION gc_usage_buckets(per text, f timestamptz, lo timestamptz, hi timestamptz)
-RETURNS TABLE (b_start timestamptz, b_lo timestamptz, b_hi timestamptz)
-LANGUAGE sql STABLE AS $$
-    SELECT f, lo, hi WHERE per = 'total' AND hi > lo
-    UNION ALL
-    SELECT x AT TIME ZONE 'UTC', greatest(lo, x AT TIME ZONE 'UTC'),
-           least(hi, (x + ('1 ' || per)::interval) AT TIME ZONE 'UTC')
-    FROM generate_series(date_trunc(per, lo AT TIME ZONE 'UTC'),
-                         (hi AT TIME ZONE 'UTC') - interval '1 microsecond',
-                         ('1 ' || per)::interval) x
-    WHERE per <> 'total' AND hi > lo
+
+-- Runs report q (api_usage.c's SQL; $1..$7 = grp, per, from, to in epoch
+-- seconds, the caller, admin, class) without JIT: compiling a report's plan
+-- takes longer than running it (most of a second on a year of history), and
+-- EXECUTE plans it for these very values.  Returns its two columns.
+CREATE FUNCTION gc_usage_exec(q text, grp text, per text, f text, t text, me bigint, adm boolean,
+                              cls bigint, OUT st text, OUT body text)
+LANGUAGE plpgsql STABLE SET jit = off AS $$
+BEGIN
+    EXECUTE q INTO st, body USING grp, per, f, t, me, adm, cls;
+END
 $$;

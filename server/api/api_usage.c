@@ -168,7 +168,8 @@ static int read_query(struct http_req *r, int waste, struct usage_q *q)
 	return 0;
 }
 
-/* The parameters every report reads: $1 group_by, $2 period, $3 from, $4
+/* The parameters every report reads (after the SQL, in gc_usage_exec()'s
+ * call; inside the report they are): $1 group_by, $2 period, $3 from, $4
  * to, $5 the caller, $6 admin, $7 class (NULL: all). */
 static void bind_query(const struct http_req *r, const struct usage_q *q, struct db_args *a)
 {
@@ -181,79 +182,95 @@ static void bind_query(const struct http_req *r, const struct usage_q *q, struct
 	db_arg_ll_opt(a, q->class_id, q->class_id != 0);
 }
 
+/* clang-format off */
 /* chk: 'ok', 'nf' (no such class) or 'no' (the caller does not teach it);
- * vis: the classes whose class-context work the caller sees beyond their own. */
-#define USAGE_CHK                                                                                  \
-	"WITH chk AS (SELECT CASE WHEN $7::bigint IS NULL THEN 'ok'"                               \
-	"  WHEN NOT EXISTS (SELECT 1 FROM classes WHERE id = $7::bigint) THEN 'nf'"                \
-	"  WHEN $6::boolean OR gc_class_role($5::bigint, $7::bigint) IN ('owner', 'teacher', "     \
-	"'ta')"                                                                                    \
-	"  THEN 'ok' ELSE 'no' END AS st),"                                                        \
-	" vis AS (SELECT c.id FROM classes c WHERE NOT $6::boolean"                                \
-	"  AND gc_class_role($5::bigint, c.id) IN ('owner', 'teacher', 'ta')),"                    \
-	" f AS (SELECT to_timestamp($3::float8) AS f, to_timestamp($4::float8) AS t, $2::text AS " \
-	"per),"
+ * vis: the classes whose class-context work the caller sees beyond their
+ * own (an array, so "mine or my classes'" can use both indexes); F and T:
+ * from and to (immutable expressions: the planner sees the span). */
+#define F "to_timestamp($3::float8)"
+#define T "to_timestamp($4::float8)"
+#define USAGE_CHK \
+	"WITH chk AS (SELECT CASE WHEN $7::bigint IS NULL THEN 'ok'" \
+	"  WHEN NOT EXISTS (SELECT 1 FROM classes WHERE id = $7::bigint) THEN 'nf'" \
+	"  WHEN $6::boolean OR gc_class_role($5::bigint, $7::bigint) IN ('owner', 'teacher', 'ta')" \
+	"  THEN 'ok' ELSE 'no' END AS st, $2::text AS per)," \
+	" vis AS (SELECT COALESCE(array_agg(c.id), '{}') AS ids FROM classes c WHERE NOT $6::boolean" \
+	"  AND gc_class_role($5::bigint, c.id) IN ('owner', 'teacher', 'ta')),"
 
-/* The key of a row: the current name of what is grouped by, else the name
- * it had (it was deleted), else "(no ...)". */
-#define USAGE_KEY(U)                                                                           \
-	" CASE $1 WHEN 'user' THEN " U ".user_id WHEN 'class' THEN " U ".class_id"             \
-	" WHEN 'pool' THEN " U ".pool_id ELSE " U ".image_id END AS key_id,"                   \
-	" CASE $1 WHEN 'user' THEN COALESCE((SELECT username FROM users WHERE id = " U         \
-	".user_id), " U ".username)"                                                           \
-	" WHEN 'class' THEN COALESCE((SELECT name FROM classes WHERE id = " U ".class_id), " U \
-	".class_name, '(no class)')"                                                           \
-	" WHEN 'pool' THEN COALESCE((SELECT name FROM pools WHERE id = " U ".pool_id), " U     \
-	".pool_name, '(no pool)')"                                                             \
-	" ELSE COALESCE((SELECT reference FROM images WHERE id = " U ".image_id), " U          \
-	".image_ref, '(no image)') END AS key,"
+/* The key of a row grouped by key_id and snap (the name it had when
+ * recorded): the current name of what is grouped by, else the name it had
+ * (it was deleted), else "(no ...)". */
+#define USAGE_KEY \
+	" CASE $1 WHEN 'user' THEN COALESCE((SELECT username FROM users WHERE id = key_id), snap)" \
+	" WHEN 'class' THEN COALESCE((SELECT name FROM classes WHERE id = key_id), snap, '(no class)')" \
+	" WHEN 'pool' THEN COALESCE((SELECT name FROM pools WHERE id = key_id), snap, '(no pool)')" \
+	" ELSE COALESCE((SELECT reference FROM images WHERE id = key_id), snap, '(no image)') END"
+
+/* The days wholly inside [from, to): FD (the first) up to TD (excluded);
+ * FD_TS, TD_TS: their starts.  BK(ts): the bucket of the day starting at ts. */
+#define FD "((" F " AT TIME ZONE 'UTC')::date + CASE WHEN " F " = date_trunc('day', " F ", 'UTC') THEN 0 ELSE 1 END)"
+#define TD "((" T " AT TIME ZONE 'UTC')::date)"
+#define FD_TS "(" FD "::timestamp AT TIME ZONE 'UTC')"
+#define TD_TS "(" TD "::timestamp AT TIME ZONE 'UTC')"
+#define BK(ts) "CASE WHEN $2 = 'total' THEN " F " ELSE date_trunc($2, (" ts ") AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' END"
+#define SEES(x) \
+	"($6::boolean OR " x ".user_id = $5::bigint OR " x ".class_id = ANY ((SELECT ids FROM vis)::bigint[]))" \
+	"  AND ($7::bigint IS NULL OR " x ".class_id = $7::bigint) AND (SELECT st FROM chk) = 'ok'"
 
 /* rw: one row per key and bucket with the raw sums: gs allocated
  * GPU-seconds, used utilisation-weighted GPU-seconds (NULL: nothing
  * measured), gm the allocated GPU-seconds that were measured, cpu_h, mem_h,
- * sd GiB-days (user rows). */
-#define USAGE_ROWS                                                                                \
-	USAGE_CHK                                                                                 \
-	" pc AS (SELECT u.*, b.b_start, b.b_lo, b.b_hi,"                                          \
-	"  extract(epoch FROM b.b_hi - b.b_lo)::float8 AS secs"                                   \
-	"  FROM f, usage_intervals u CROSS JOIN LATERAL gc_usage_buckets($2, to_timestamp("       \
-	"$3::float8),"                                                                            \
-	"  greatest(u.started_at, to_timestamp($3::float8)),"                                     \
-	"  least(COALESCE(u.ended_at, now()), now(), to_timestamp($4::float8))) b"                \
-	"  WHERE tstzrange(u.started_at, u.ended_at) && tstzrange(f.f, f.t)"                      \
-	"  AND ($6::boolean OR u.user_id = $5::bigint OR u.class_id IN (SELECT id FROM vis))"     \
-	"  AND ($7::bigint IS NULL OR u.class_id = $7::bigint)"                                   \
-	"  AND (SELECT st FROM chk) = 'ok'),"                                                     \
-	" ms AS (SELECT pc.*, CASE WHEN pc.gpus > 0 AND NOT pc.gpu_declared THEN"                 \
-	"  (SELECT avg(s.util_pct)::float8 FROM gpu_samples s WHERE s.gpu_uuid = pc.gpu_uuid"     \
-	"  AND s.at >= pc.b_lo AND s.at < pc.b_hi) END AS util FROM pc),"                         \
-	" k AS (SELECT" USAGE_KEY(                                                                \
-	        "ms") " ms.b_start, ms.gpus * ms.secs AS gs,"                                     \
-	              "  ms.gpus * ms.secs * ms.util / 100 AS used,"                              \
-	              "  CASE WHEN ms.util IS NULL THEN 0 ELSE ms.gpus * ms.secs END AS gm,"      \
-	              "  ms.cpu_millis * ms.secs / 3600000 AS cpu_h,"                             \
-	              "  ms.mem_mib * ms.secs / (1024 * 3600.0) AS mem_h FROM ms),"               \
-	              " st AS (SELECT d.user_id AS key_id, COALESCE((SELECT username FROM users " \
-	              "WHERE id ="                                                                \
-	              "  d.user_id), d.username) AS key, b.b_start,"                              \
-	              "  d.bytes::float8 / 1073741824 * extract(epoch FROM b.b_hi - "             \
-	              "b.b_lo)::float8 / 86400 "                                                  \
-	              "AS sd"                                                                     \
-	              "  FROM f, usage_storage_days d CROSS JOIN LATERAL gc_usage_buckets($2, "   \
-	              "f.f,"                                                                      \
-	              "  greatest(d.day::timestamp AT TIME ZONE 'UTC', f.f),"                     \
-	              "  least((d.day + 1)::timestamp AT TIME ZONE 'UTC', f.t, now())) b"         \
-	              "  WHERE $1 = 'user' AND $7::bigint IS NULL AND ($6::boolean OR d.user_id " \
-	              "= $5::bigint)"                                                             \
-	              "  AND d.day >= (f.f AT TIME ZONE 'UTC')::date AND d.day <= (f.t AT TIME "  \
-	              "ZONE 'UTC')::date),"                                                       \
-	              " al AS (SELECT key_id, key, b_start, gs, used, gm, cpu_h, mem_h, "         \
-	              "NULL::float8 AS sd FROM k"                                                 \
-	              "  UNION ALL SELECT key_id, key, b_start, 0, NULL, 0, 0, 0, sd FROM st),"   \
-	              " rw AS (SELECT key_id, key, b_start, sum(gs) AS gs, sum(used) AS used, "   \
-	              "sum(gm) AS gm,"                                                            \
-	              "  sum(cpu_h) AS cpu_h, sum(mem_h) AS mem_h, sum(sd) AS sd FROM al"         \
-	              "  GROUP BY key_id, key, b_start)"
+ * sd GiB-days (user rows).  Every interval is cut into UTC day parts; the
+ * parts of ended intervals on the days wholly inside [from, to) are read
+ * from usage_days (worked out when they ended), the rest (live intervals,
+ * the partial days at from and to) clipped here (pc), each part weighted by
+ * the mean utilisation of its GPU's samples in it (NULL: declared, CPU-only,
+ * or no sample). */
+#define USAGE_ROWS \
+	USAGE_CHK \
+	" pc AS (SELECT u.user_id, u.username, u.class_id, u.class_name, u.pool_id, u.pool_name," \
+	"  u.image_id, u.image_ref, " BK("b.b_start") " AS b_start, u.gpus * x.secs AS gs," \
+	"  u.gpus * x.secs * sm.util / 100 AS used," \
+	"  CASE WHEN sm.util IS NULL THEN 0 ELSE u.gpus * x.secs END AS gm," \
+	"  u.cpu_millis * x.secs / 3600000 AS cpu_h, u.mem_mib * x.secs / (1024 * 3600.0) AS mem_h" \
+	"  FROM usage_intervals u" \
+	"  CROSS JOIN LATERAL gc_usage_buckets('day', " F ", greatest(u.started_at, " F ")," \
+	"   least(COALESCE(u.ended_at, now()), now(), " T ")) b" \
+	"  CROSS JOIN LATERAL (SELECT extract(epoch FROM b.b_hi - b.b_lo)::float8 AS secs) x" \
+	"  CROSS JOIN LATERAL (SELECT avg(s.util_pct)::float8 AS util FROM gpu_samples s" \
+	"   WHERE u.gpus > 0 AND NOT u.gpu_declared AND s.gpu_uuid = u.gpu_uuid" \
+	"   AND s.at >= b.b_lo AND s.at < b.b_hi) sm" \
+	"  WHERE (tstzrange(u.started_at, u.ended_at) && tstzrange(" F ", " FD_TS ")" \
+	"   OR tstzrange(u.started_at, u.ended_at) && tstzrange(" TD_TS ", " T ")" \
+	"   OR u.ended_at IS NULL)" \
+	"  AND tstzrange(u.started_at, u.ended_at) && tstzrange(" F ", " T ")" \
+	"  AND (u.ended_at IS NULL OR b.b_start < " FD_TS " OR b.b_start >= " TD_TS ")" \
+	"  AND " SEES("u") \
+	"  UNION ALL SELECT d.user_id, d.username, d.class_id, d.class_name, d.pool_id, d.pool_name," \
+	"  d.image_id, d.image_ref, " BK("d.day::timestamp AT TIME ZONE 'UTC'") ", d.gpu_seconds," \
+	"  d.gpu_used_seconds, d.gpu_measured_seconds, d.cpu_milli_seconds / 3600000," \
+	"  d.mem_mib_seconds / (1024 * 3600.0)" \
+	"  FROM usage_days d WHERE d.day >= " FD " AND d.day < " TD " AND " SEES("d") ")," \
+	" k AS (SELECT CASE $1 WHEN 'user' THEN user_id WHEN 'class' THEN class_id" \
+	"  WHEN 'pool' THEN pool_id ELSE image_id END AS key_id," \
+	"  CASE $1 WHEN 'user' THEN username WHEN 'class' THEN class_name" \
+	"  WHEN 'pool' THEN pool_name ELSE image_ref END AS snap, b_start," \
+	"  sum(gs) AS gs, sum(used) AS used, sum(gm) AS gm, sum(cpu_h) AS cpu_h, sum(mem_h) AS mem_h" \
+	"  FROM pc GROUP BY 1, 2, 3)," \
+	" st AS (SELECT d.user_id AS key_id, d.username AS snap, b.b_start," \
+	"  sum(d.bytes::float8 / 1073741824 * extract(epoch FROM b.b_hi - b.b_lo)::float8 / 86400) AS sd" \
+	"  FROM usage_storage_days d CROSS JOIN LATERAL gc_usage_buckets($2, " F "," \
+	"   greatest(d.day::timestamp AT TIME ZONE 'UTC', " F ")," \
+	"   least((d.day + 1)::timestamp AT TIME ZONE 'UTC', " T ", now())) b" \
+	"  WHERE $1 = 'user' AND $7::bigint IS NULL AND ($6::boolean OR d.user_id = $5::bigint)" \
+	"  AND d.day >= (" F " AT TIME ZONE 'UTC')::date AND d.day <= (" T " AT TIME ZONE 'UTC')::date" \
+	"  GROUP BY 1, 2, 3)," \
+	" al AS (SELECT key_id, snap, b_start, gs, used, gm, cpu_h, mem_h, NULL::float8 AS sd FROM k" \
+	"  UNION ALL SELECT key_id, snap, b_start, 0, NULL, 0, 0, 0, sd FROM st)," \
+	" rw AS (SELECT key_id, key, b_start, sum(gs) AS gs, sum(used) AS used, sum(gm) AS gm," \
+	"  sum(cpu_h) AS cpu_h, sum(mem_h) AS mem_h, sum(sd) AS sd" \
+	"  FROM (SELECT al.*," USAGE_KEY " AS key FROM al) x GROUP BY key_id, key, b_start)"
+/* clang-format on */
 
 /* A CSV field that may be NULL: empty (concat_ws() would drop it). */
 #define CSVN(x) "COALESCE((" x ")::text, '')"
@@ -297,27 +314,30 @@ static const char usage_csv_sql[] =
 /* wp: the idle periods the caller sees, clipped to [from, to), with the
  * GPU-equivalents their instance held and the GPU-seconds allocated while
  * idle (the overlap of the period with each of its allocation intervals). */
-#define WASTE_ROWS                                                                               \
-	USAGE_CHK                                                                                \
-	" p AS (SELECT ip.*, greatest(ip.started_at, f.f) AS lo,"                                \
-	"  least(COALESCE(ip.ended_at, now()), now(), f.t) AS hi"                                \
-	"  FROM f, usage_idle_periods ip"                                                        \
-	"  WHERE tstzrange(ip.started_at, ip.ended_at) && tstzrange(f.f, f.t)"                   \
-	"  AND ($6::boolean OR ip.user_id = $5::bigint OR ip.class_id IN (SELECT id FROM vis))"  \
-	"  AND ($7::bigint IS NULL OR ip.class_id = $7::bigint)"                                 \
-	"  AND (SELECT st FROM chk) = 'ok'),"                                                    \
-	" wp AS (SELECT CASE $1 WHEN 'user' THEN p.user_id ELSE p.class_id END AS key_id,"       \
-	"  CASE $1 WHEN 'user' THEN COALESCE((SELECT username FROM users WHERE id = p.user_id)," \
-	"  p.username) ELSE COALESCE((SELECT name FROM classes WHERE id = p.class_id),"          \
-	"  p.class_name, '(no class)') END AS key, p.*, sum(u.gpus) AS gpus,"                    \
-	"  extract(epoch FROM p.hi - p.lo)::float8 AS secs,"                                     \
-	"  sum(u.gpus * extract(epoch FROM least(p.hi, COALESCE(u.ended_at, now()))"             \
-	"  - greatest(p.lo, u.started_at))::float8) AS gsec"                                     \
-	"  FROM p JOIN usage_intervals u ON u.request_id = p.request_id AND u.gpus > 0"          \
-	"  AND u.started_at < p.hi AND COALESCE(u.ended_at, now()) > p.lo"                       \
-	"  WHERE p.hi > p.lo GROUP BY p.id, p.instance_id, p.instance_name, p.request_id,"       \
-	"  p.user_id, p.username, p.class_id, p.class_name, p.started_at, p.warned_at,"          \
-	"  p.ended_at, p.end_reason, p.lo, p.hi)"
+/* clang-format off */
+#define WASTE_ROWS \
+	USAGE_CHK \
+	" p AS (SELECT ip.*, greatest(ip.started_at, " F ") AS lo," \
+	"  least(COALESCE(ip.ended_at, now()), now(), " T ") AS hi," \
+	"  CASE $1 WHEN 'user' THEN ip.user_id ELSE ip.class_id END AS key_id," \
+	"  CASE $1 WHEN 'user' THEN COALESCE((SELECT username FROM users WHERE id = ip.user_id)," \
+	"  ip.username) ELSE COALESCE((SELECT name FROM classes WHERE id = ip.class_id)," \
+	"  ip.class_name, '(no class)') END AS key" \
+	"  FROM usage_idle_periods ip" \
+	"  WHERE tstzrange(ip.started_at, ip.ended_at) && tstzrange(" F ", " T ")" \
+	"  AND ($6::boolean OR ip.user_id = $5::bigint OR ip.class_id = ANY ((SELECT ids FROM vis)::bigint[]))" \
+	"  AND ($7::bigint IS NULL OR ip.class_id = $7::bigint)" \
+	"  AND (SELECT st FROM chk) = 'ok')," \
+	" wp AS (SELECT p.id, p.key_id, p.key, p.instance_id, p.instance_name, p.started_at," \
+	"  p.warned_at, p.ended_at, p.end_reason, sum(u.gpus) AS gpus," \
+	"  extract(epoch FROM p.hi - p.lo)::float8 AS secs," \
+	"  sum(u.gpus * extract(epoch FROM least(p.hi, COALESCE(u.ended_at, now()))" \
+	"  - greatest(p.lo, u.started_at))::float8) AS gsec" \
+	"  FROM p JOIN usage_intervals u ON u.request_id = p.request_id AND u.gpus > 0" \
+	"  AND u.started_at < p.hi AND COALESCE(u.ended_at, now()) > p.lo" \
+	"  WHERE p.hi > p.lo GROUP BY p.id, p.key_id, p.key, p.instance_id, p.instance_name," \
+	"  p.started_at, p.warned_at, p.ended_at, p.end_reason, p.lo, p.hi)"
+/* clang-format on */
 
 #define WASTE_PERIOD                                                                            \
 	"json_build_object('kind', 'instance', 'id', instance_id::text, 'name', instance_name," \
@@ -382,26 +402,34 @@ static void report_done(PGresult *res, enum rc rc, void *arg)
 	}
 }
 
+/* Runs report sql through gc_usage_exec() (0034: without JIT). */
+static void run_report(struct http_req *r, const struct usage_q *q, const char *sql)
+{
+	struct db_args a = DB_ARGS_INIT;
+
+	db_arg_str(&a, sql);
+	bind_query(r, q, &a);
+	db_query_args("SELECT st, body FROM gc_usage_exec($1, $2, $3, $4, $5, $6::bigint,"
+	              " $7::boolean, $8::bigint)",
+	              &a, report_done, r);
+}
+
 static void usage(struct http_req *r)
 {
 	struct usage_q q;
-	struct db_args a = DB_ARGS_INIT;
 
 	if (read_query(r, 0, &q) < 0)
 		return;
-	bind_query(r, &q, &a);
-	db_query_args(q.csv ? usage_csv_sql : usage_json_sql, &a, report_done, r);
+	run_report(r, &q, q.csv ? usage_csv_sql : usage_json_sql);
 }
 
 static void waste(struct http_req *r)
 {
 	struct usage_q q;
-	struct db_args a = DB_ARGS_INIT;
 
 	if (read_query(r, 1, &q) < 0)
 		return;
-	bind_query(r, &q, &a);
-	db_query_args(q.csv ? waste_csv_sql : waste_json_sql, &a, report_done, r);
+	run_report(r, &q, q.csv ? waste_csv_sql : waste_json_sql);
 }
 
 const struct route api_usage_routes[] = {

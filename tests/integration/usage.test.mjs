@@ -63,6 +63,12 @@ describe('accounting (usage, waste, CSV, history kept)', () => {
     const r4 = sql(w.srv, reqSql(alice.id, px, dl, 'api', '', 1, 500, 512));
     const r5 = sql(w.srv, reqSql(carl.id, px, 'NULL', 'api', '', 1, 1000, 1024));
     sql(w.srv, `UPDATE instances SET request_id = ${r1} WHERE id = ${inst1}`);
+    // utilisation samples of the measured GPUs (one outside every interval),
+    // taken while the work ran (so before its release, as the sampler stamps them)
+    sql(w.srv, `INSERT INTO gpu_samples (at, node_id, gpu_uuid, util_pct) VALUES
+      ('2026-02-01T06:00:00Z', ${node}, 'GPU-acct-real', 50), ('2026-02-01T18:00:00Z', ${node}, 'GPU-acct-real', 100),
+      ('2026-02-02T01:00:00Z', ${node}, 'GPU-acct-real', 20), ('2026-02-05T00:00:00Z', ${node}, 'GPU-acct-real', 90),
+      ('2026-02-28T12:00:00Z', ${node}, 'GPU-acct-shr', 40)`);
     // A1 live from 2026-01-31 22:00 (released below, after its idle periods):
     // 27.5 h on the measured GPU
     // A2 bob 2 h on the declared GPU; A4 alice 30 s (class DL, declared);
@@ -90,11 +96,6 @@ describe('accounting (usage, waste, CSV, history kept)', () => {
       UPDATE instances SET desired = 'running' WHERE id = ${inst1};
       UPDATE instances SET desired = 'stopped', reason = 'stopped after being idle for 3600 s (and 900 s after the warning)' WHERE id = ${inst1};
       UPDATE allocations SET released_at = '2026-02-02T01:30:00Z' WHERE request_id = ${r1}`);
-    // utilisation samples of the measured GPUs (one outside every interval)
-    sql(w.srv, `INSERT INTO gpu_samples (at, node_id, gpu_uuid, util_pct) VALUES
-      ('2026-02-01T06:00:00Z', ${node}, 'GPU-acct-real', 50), ('2026-02-01T18:00:00Z', ${node}, 'GPU-acct-real', 100),
-      ('2026-02-02T01:00:00Z', ${node}, 'GPU-acct-real', 20), ('2026-02-05T00:00:00Z', ${node}, 'GPU-acct-real', 90),
-      ('2026-02-28T12:00:00Z', ${node}, 'GPU-acct-shr', 40)`);
     // alice's home as the quota scans saw it: 2 GiB on 02-10 (the most of
     // two scans), 4 GiB on 02-11
     sql(w.srv, `INSERT INTO storage_areas (area, user_id, bytes, scanned_at) VALUES ('home:${alice.id}', ${alice.id}, ${2 * GIB}, '2026-02-10T05:00:00Z')
@@ -111,6 +112,10 @@ describe('accounting (usage, waste, CSV, history kept)', () => {
     const a1 = sql(w.srv, `SELECT username, class_name, pool_name, image_ref, owner_kind, gpus, cpu_millis, mem_mib,
       gpu_uuid, gpu_declared, gc_ts(started_at), gc_ts(ended_at) FROM usage_intervals WHERE owner_id = '${inst1}'`);
     assert.equal(a1, `alice|Deep Learning|px|${w.image.reference}|instance|1|2000|4096|GPU-acct-real|f|2026-01-31T22:00:00Z|2026-02-02T01:30:00Z`);
+    // ended intervals are also cut into UTC days once (usage_days): A1's three
+    assert.equal(sql(w.srv, `SELECT string_agg(day || '=' || gpu_seconds || '/' || COALESCE(gpu_used_seconds::text, '-'), ',' ORDER BY day)
+      FROM usage_days d JOIN usage_intervals u USING (allocation_id) WHERE u.owner_id = '${inst1}'`),
+    '2026-01-31=7200/-,2026-02-01=86400/64800,2026-02-02=5400/1080');
     assert.equal(sql(w.srv, `SELECT string_agg(gpus || '/' || cpu_millis || '/' || mem_mib, ',') FROM usage_intervals WHERE pool_name = 'ps'`),
       '0.5/1500/1500,0.5/1500/1500', 'a node\'s rows share the request\'s CPU and memory');
     assert.equal(sql(w.srv, `SELECT string_agg(gc_ts(started_at) || '>' || gc_ts(ended_at) || ':' || end_reason, ',' ORDER BY started_at)
@@ -133,9 +138,10 @@ describe('accounting (usage, waste, CSV, history kept)', () => {
     // A1 clipped at from: 02-01 00:00 → 02-02 01:30 = 91800 s; A3 clipped
     // at to: 2 × 0.5 GPU × (02-27 23:00 → 03-01 00:00 = 90000 s); A4 30 s
     assert.equal(a.gpu_seconds, 91800 + 90000 + 30);
-    // A1: mean of its 3 samples in range (50, 100, 20) × 91800; A3: 40 % ×
-    // 90000; A4 is on a declared GPU: partly measured
-    assert.equal(a.gpu_used_seconds, 52020 + 36000);
+    // utilisation per UTC day part: A1 on 02-01 the mean of 50 and 100 ×
+    // 86400, on 02-02 20 % × 5400; A3 40 % × 86400 on 02-28, its hour of
+    // 02-27 unsampled; A4 on a declared GPU: partly measured
+    assert.equal(a.gpu_used_seconds, 64800 + 1080 + 34560);
     assert.equal(a.gpu_measured, 'partly measured');
     assert.equal(a.cpu_hours, 126.004167); // 2 × 25.5 + 3 × 25 + 0.5 × 30/3600
     assert.equal(a.memory_gib_hours, 175.246354); // 4 × 25.5 + 3000/1024 × 25 + 0.5 × 30/3600
@@ -149,7 +155,7 @@ describe('accounting (usage, waste, CSV, history kept)', () => {
     assert.equal(b.storage_gib_days, null);
     assert.equal(row(j, 'carl').gpu_seconds, 3600);
     assert.equal(j.totals.gpu_seconds, 181830 + 7200 + 3600);
-    assert.equal(j.totals.gpu_used_seconds, 88020);
+    assert.equal(j.totals.gpu_used_seconds, 100440);
     assert.equal(j.totals.gpu_measured, 'partly measured');
     assert.equal(j.totals.storage_gib_days, 6);
     // the clip: from 02-01 12:00 to 02-27 23:30; storage day 02-10 counts half
@@ -234,7 +240,7 @@ describe('accounting (usage, waste, CSV, history kept)', () => {
     const lines = r.text.trim().split('\r\n');
     assert.equal(lines[0], 'key,period_start,gpu_seconds,gpu_used_seconds,gpu_measured,cpu_hours,memory_gib_hours,storage_gib_days');
     assert.deepEqual(lines.slice(1), [
-      '"alice",2026-02-01T00:00:00Z,181830.000,88020.000,partly measured,126.004167,175.246354,6.000000',
+      '"alice",2026-02-01T00:00:00Z,181830.000,100440.000,partly measured,126.004167,175.246354,6.000000',
       '"bob",2026-02-01T00:00:00Z,7200.000,,not measurable,2.000000,4.000000,',
       '"carl",2026-02-01T00:00:00Z,3600.000,,not measurable,1.000000,1.000000,',
     ]);
@@ -244,7 +250,7 @@ describe('accounting (usage, waste, CSV, history kept)', () => {
     // a teacher: the class-context work of the classes they teach
     const t = await q(tina.c, `group_by=user&period=total&${FEB}`);
     assert.deepEqual(t.rows.map((r) => [r.key, r.gpu_seconds, r.gpu_used_seconds, r.gpu_measured, r.storage_gib_days]),
-      [['alice', 91830, 52020, 'partly measured', null]]);
+      [['alice', 91830, 65880, 'partly measured', null]]);
     assert.deepEqual((await q(tina.c, `group_by=user&period=total&class=${dl}&${FEB}`)).rows.map((r) => r.gpu_seconds), [91830]);
     assert.deepEqual((await q(tina.c, `group_by=pool&period=total&${FEB}`)).rows.map((r) => [r.key, r.gpu_seconds]), [['px', 91830]]);
     const tw = await tina.c.get(`/api/v1/usage/waste?group_by=user&${FEB}`);
