@@ -8,7 +8,8 @@
 # over 365 days (1 to 8 hours; whole GPUs, half GPUs of a shared pool,
 # declared GPUs that are never sampled, CPU-only work), 4 pools, 20 images,
 # 100 classes (about 40 % of the work in a class's context), utilisation
-# samples every SAMPLE_MIN minutes for the measured GPUs, idle periods on
+# samples every SAMPLE_MIN minutes for the measured GPUs (written first:
+# usage_days' trigger reads them when an ended interval is written), idle periods on
 # about one instance in eight, a storage figure per home per day.
 # gpucloudd runs as a replica without the scheduler lead (the bench holds the
 # leader's advisory lock), so nothing else writes.
@@ -101,7 +102,7 @@ SELECT (SELECT array_agg(id ORDER BY id) FROM users WHERE username LIKE 'u%') AS
 -- the indexes are made again after the rows (from their own definitions):
 -- a bulk insert through a GiST index row by row is slow
 CREATE TEMP TABLE idx AS SELECT indexname, indexdef FROM pg_indexes i
- WHERE tablename IN ('usage_intervals', 'gpu_samples', 'usage_idle_periods', 'usage_storage_days')
+ WHERE tablename IN ('usage_intervals', 'gpu_samples', 'usage_idle_periods', 'usage_storage_days', 'usage_days')
    AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conname = i.indexname);
 DO \$\$ DECLARE n text; BEGIN
   FOR n IN SELECT indexname FROM idx LOOP EXECUTE 'DROP INDEX ' || quote_ident(n); END LOOP; END \$\$;
@@ -109,6 +110,13 @@ DO \$\$ DECLARE n text; BEGIN
 INSERT INTO class_members (class_id, user_id, role)
 SELECT c[1 + (k % 100)], u[k + 1], 'student' FROM ids, generate_series(0, $USERS - 1) k
 WHERE (k + 1) % 50 <> 0;
+-- utilisation of the measured GPUs every SAMPLE_MIN minutes over the year
+-- (before the intervals: usage_days works out an ended interval's day parts
+-- from its GPU's samples when the interval is written)
+INSERT INTO gpu_samples (at, node_id, gpu_uuid, util_pct, mem_used_mib)
+SELECT t, 1 + g % 8, 'GPU-M' || g, (g * 37 + extract(epoch FROM t)::bigint / 60) % 101, 1000
+FROM generate_series(0, $MEASURED - 1) g,
+     generate_series(date_trunc('hour', now() - interval '366 days'), now(), interval '$SAMPLE_MIN minutes') t;
 -- the intervals: n = users × weeks × per-week, spread evenly over the year
 -- with a per-row jitter; kinds by i % 10: 0-5 a measured whole GPU, 6-7 a
 -- declared GPU, 8 half a GPU of the shared pool (declared), 9 CPU only
@@ -127,19 +135,13 @@ SELECT i, i, u[1 + k], 'u' || (1 + k),
        CASE WHEN i % 10 = 8 THEN 2 ELSE 1 END,
        CASE WHEN i % 10 = 9 THEN 0 WHEN i % 10 = 8 THEN 0.5 ELSE 1 END,
        1000 * (1 + i % 8), 4096 * (1 + i % 4),
-       s.t, s.t + (1 + (i * 7) % 8) * interval '1 hour' - (i % 60) * interval '1 minute'
+       s.t, CASE WHEN i < $USERS * 52 * $PER_WEEK - 300 -- the last few hundred still running
+                 THEN s.t + (1 + (i * 7) % 8) * interval '1 hour' - (i % 60) * interval '1 minute' END
 FROM ids, generate_series(0::bigint, $USERS * 52 * $PER_WEEK - 1) i,
      LATERAL (SELECT (i % $USERS)::int AS k) kk,
      LATERAL (SELECT now() - interval '365 days'
                      + (i::float8 / ($USERS * 52 * $PER_WEEK)) * interval '364 days'
                      + ((i * 7919) % 1440) * interval '1 minute' AS t) s;
--- the last few hundred still running
-UPDATE usage_intervals SET ended_at = NULL WHERE allocation_id >= $USERS * 52 * $PER_WEEK - 300;
--- utilisation of the measured GPUs every SAMPLE_MIN minutes over the year
-INSERT INTO gpu_samples (at, node_id, gpu_uuid, util_pct, mem_used_mib)
-SELECT t, 1 + g % 8, 'GPU-M' || g, (g * 37 + extract(epoch FROM t)::bigint / 60) % 101, 1000
-FROM generate_series(0, $MEASURED - 1) g,
-     generate_series(date_trunc('hour', now() - interval '366 days'), now(), interval '$SAMPLE_MIN minutes') t;
 -- idle periods: the second half of about one instance interval in eight
 INSERT INTO usage_idle_periods (instance_id, instance_name, request_id, user_id, username, class_id,
        class_name, started_at, warned_at, ended_at, end_reason)
@@ -162,10 +164,11 @@ VACUUM ANALYZE usage_intervals;
 VACUUM ANALYZE gpu_samples;
 VACUUM ANALYZE usage_idle_periods;
 VACUUM ANALYZE usage_storage_days;
+VACUUM ANALYZE usage_days;
 EOF
 say "made in $(($(date +%s) - t0)) s: $(sql -c "SELECT (SELECT count(*) FROM usage_intervals) || ' intervals, '
 	|| (SELECT count(*) FROM gpu_samples) || ' samples, ' || (SELECT count(*) FROM usage_idle_periods) || ' idle periods, '
-	|| (SELECT count(*) FROM usage_storage_days) || ' storage days; '
+	|| (SELECT count(*) FROM usage_storage_days) || ' storage days, ' || (SELECT count(*) FROM usage_days) || ' interval days; '
 	|| pg_size_pretty(pg_database_size(current_database()))")"
 
 FROM=$(python3 -c 'import datetime as d; n = d.datetime.now(d.timezone.utc); print((n - d.timedelta(days=365)).strftime("%Y-%m-%dT%H:%M:%SZ"))')

@@ -101,6 +101,12 @@ describe('usage pages in the browser', () => {
       // bob, CPU only (no GPU): 2 cores and 4 GiB for 2 h
       [5, 105, 'bob', null, null, 'reg.local/pytorch:24', 'job', '9', null, null, 1, 0, 2000, 4096, '2026-11-20 10:00', '2026-11-20 12:00'],
     ];
+    // utilisation samples every 30 s, from before to after each measured
+    // interval — first: usage_days reads them when an ended interval is written
+    for (const [uuid, pct, from, to] of [['GPU-A1', 50, '2026-11-02 09:59', '2026-11-02 12:01'],
+      ['GPU-A2', 25, '2026-11-09 11:59', '2026-11-10 12:01'], ['GPU-A1', 100, '2026-11-16 07:59', '2026-11-16 09:01']])
+      q(`INSERT INTO gpu_samples (at, node_id, gpu_uuid, util_pct)
+         SELECT g, 1, '${uuid}', ${pct} FROM generate_series('${from}+00'::timestamptz, '${to}+00', interval '30 seconds') g`);
     const lit = (v) => (v === null ? 'NULL' : typeof v === 'string' ? `'${v}'` : String(v));
     q(`INSERT INTO usage_intervals (allocation_id, request_id, user_id, username, class_id, class_name, pool_id, pool_name,
         image_id, image_ref, owner_kind, owner_id, node_id, gpu_uuid, gpu_declared, slots_per_gpu, gpus, cpu_millis, mem_mib,
@@ -108,11 +114,6 @@ describe('usage pages in the browser', () => {
       `(${a}, ${r}, ${ids[u]}, '${u}', ${c ?? 'NULL'}, ${c === dl ? "'Deep Learning'" : c === rob ? "'Robotics'" : 'NULL'},
         ${p ? pool(p) : 'NULL'}, ${lit(p)}, NULL, '${im}', '${ok}', '${oid}', 1, ${lit(g)}, ${lit(d)}, ${slots}, ${gpus}, ${cpu}, ${mem},
         '${from}+00', '${to}+00')`).join(',\n')}`);
-    // utilisation samples every 30 s, from before to after each measured interval
-    for (const [uuid, pct, from, to] of [['GPU-A1', 50, '2026-11-02 09:59', '2026-11-02 12:01'],
-      ['GPU-A2', 25, '2026-11-09 11:59', '2026-11-10 12:01'], ['GPU-A1', 100, '2026-11-16 07:59', '2026-11-16 09:01']])
-      q(`INSERT INTO gpu_samples (at, node_id, gpu_uuid, util_pct)
-         SELECT g, 1, '${uuid}', ${pct} FROM generate_series('${from}+00'::timestamptz, '${to}+00', interval '30 seconds') g`);
     // alice's notebook sat idle for its second hour (then was reclaimed)
     q(`INSERT INTO usage_idle_periods (instance_id, instance_name, request_id, user_id, username, class_id, class_name,
         started_at, warned_at, ended_at, end_reason)
