@@ -190,6 +190,9 @@ describe('usage pages in the browser', () => {
     assert.match(rows.carol[0].text, /Nov 9, 2026/);
     // Nov 5: her storage only
     assert.deepEqual(rows.alice.map((r) => [r.period.slice(0, 10), r.gpu]), [['2026-11-02', 2 * H], ['2026-11-05', 0], ['2026-11-16', H]]);
+    const storageOnly = p.locator('[data-table=usage] tr[data-key=alice][data-period="2026-11-05T00:00:00Z"]');
+    assert.equal(await storageOnly.locator('[data-field=gpu-used]').textContent(), '—', 'no GPU time: nothing to measure');
+    assert.equal(await storageOnly.locator('[data-field=storage]').textContent(), '2');
     assert.equal(await p.locator('[data-chart=usage] polyline').first().getAttribute('data-points'), '30', 'a point per day of November');
     await shot(p, 'usage-admin-day-en');
     await p.locator('[data-period=week]').click();

@@ -92,6 +92,7 @@ export function usageChart() {
       alloc[i] += row.gpu_seconds || 0;
       seen[i] = true;
       if (row.gpu_used_seconds !== null && row.gpu_used_seconds !== undefined) { used[i] += row.gpu_used_seconds; known[i] = true; }
+      else if (!row.gpu_seconds) known[i] = true;   // no GPU time (CPU or storage only): nothing unused
     }
     chart.update((r.rows || []).length ? [
       { name: t('usage.chart.allocated'), points: alloc.map((v, i) => [i, v / 3600]) },
@@ -110,8 +111,10 @@ export function measuredBadge(m) {
 
 const maybe = (v, fmt) => (v === null || v === undefined ? '—' : fmt(v));
 
-// The used figure: GPU-hours, or "not measurable" where nothing was sampled.
-function usedCell(v) {
+// The used figure: GPU-hours, or "not measurable" where nothing was sampled;
+// a dash for a row without GPU time (CPU or storage only).
+function usedCell(v, gpuSeconds) {
+  if ((v === null || v === undefined) && gpuSeconds === 0) return '—';
   return v === null || v === undefined
     ? h('span', { class: 'muted', 'data-not-measurable': '' }, t('usage.notMeasurable'))
     : gpuHours(v);
@@ -136,8 +139,8 @@ export function usageTable({ withPeriod = true } = {}) {
       h('td', { 'data-field': 'key' }, x.key ?? '—'),
       withPeriod ? h('td', { class: 'nowrap', 'data-field': 'period' }, r.period === 'total' ? t('usage.wholeRange') : periodLabel(x.period_start, r.period)) : null,
       h('td', { class: 'num', 'data-field': 'gpu', 'data-seconds': x.gpu_seconds }, gpuHours(x.gpu_seconds)),
-      h('td', { class: 'num', 'data-field': 'gpu-used', 'data-seconds': x.gpu_used_seconds ?? '' }, usedCell(x.gpu_used_seconds)),
-      h('td', { 'data-field': 'measured' }, measuredBadge(x.gpu_measured)),
+      h('td', { class: 'num', 'data-field': 'gpu-used', 'data-seconds': x.gpu_used_seconds ?? '' }, usedCell(x.gpu_used_seconds, x.gpu_seconds)),
+      h('td', { 'data-field': 'measured' }, x.gpu_seconds === 0 ? null : measuredBadge(x.gpu_measured)),
       h('td', { class: 'num', 'data-field': 'cpu' }, maybe(x.cpu_hours, twoPlaces)),
       h('td', { class: 'num', 'data-field': 'mem' }, maybe(x.memory_gib_hours, twoPlaces)),
       h('td', { class: 'num', 'data-field': 'storage' }, maybe(x.storage_gib_days, twoPlaces))))
@@ -146,8 +149,8 @@ export function usageTable({ withPeriod = true } = {}) {
     foot.replaceChildren(h('tr', { 'data-totals': '' },
       h('th', { scope: 'row', colspan: withPeriod ? 2 : 1 }, t('usage.totals')),
       h('td', { class: 'num', 'data-total': 'gpu', 'data-seconds': tt.gpu_seconds ?? 0 }, gpuHours(tt.gpu_seconds ?? 0)),
-      h('td', { class: 'num', 'data-total': 'gpu-used', 'data-seconds': tt.gpu_used_seconds ?? '' }, usedCell(tt.gpu_used_seconds)),
-      h('td', { 'data-total': 'measured' }, tt.gpu_measured ? measuredBadge(tt.gpu_measured) : null),
+      h('td', { class: 'num', 'data-total': 'gpu-used', 'data-seconds': tt.gpu_used_seconds ?? '' }, usedCell(tt.gpu_used_seconds, tt.gpu_seconds ?? 0)),
+      h('td', { 'data-total': 'measured' }, tt.gpu_measured && tt.gpu_seconds ? measuredBadge(tt.gpu_measured) : null),
       h('td', { class: 'num', 'data-total': 'cpu' }, maybe(tt.cpu_hours, twoPlaces)),
       h('td', { class: 'num', 'data-total': 'mem' }, maybe(tt.memory_gib_hours, twoPlaces)),
       h('td', { class: 'num', 'data-total': 'storage' }, maybe(tt.storage_gib_days, twoPlaces))));
