@@ -254,23 +254,40 @@ CREATE INDEX usage_days_day ON usage_days (day);
 CREATE INDEX usage_days_user ON usage_days (user_id, day);
 CREATE INDEX usage_days_class ON usage_days (class_id, day) WHERE class_id IS NOT NULL;
 
+-- A loop, not one INSERT ... SELECT: PL/pgSQL's cached generic plan of the
+-- latter read every sample; this lookup always takes the primary key.
 CREATE FUNCTION gc_usage_days_trigger() RETURNS trigger
 LANGUAGE plpgsql AS $$
+DECLARE
+    d    timestamptz := date_trunc('day', NEW.started_at, 'UTC');
+    lo   timestamptz;
+    hi   timestamptz;
+    secs double precision;
+    util double precision;
 BEGIN
-    INSERT INTO usage_days (day, allocation_id, user_id, username, class_id, class_name, pool_id,
-                            pool_name, image_id, image_ref, gpu_seconds, gpu_used_seconds,
-                            gpu_measured_seconds, cpu_milli_seconds, mem_mib_seconds)
-    SELECT (b.b_start AT TIME ZONE 'UTC')::date, NEW.allocation_id, NEW.user_id, NEW.username,
-           NEW.class_id, NEW.class_name, NEW.pool_id, NEW.pool_name, NEW.image_id, NEW.image_ref,
-           NEW.gpus * x.secs, NEW.gpus * x.secs * sm.util / 100,
-           CASE WHEN sm.util IS NULL THEN 0 ELSE NEW.gpus * x.secs END,
-           NEW.cpu_millis * x.secs, NEW.mem_mib * x.secs
-    FROM gc_usage_buckets('day', NEW.started_at, NEW.started_at, NEW.ended_at) b
-    CROSS JOIN LATERAL (SELECT extract(epoch FROM b.b_hi - b.b_lo)::float8 AS secs) x
-    CROSS JOIN LATERAL (SELECT avg(s.util_pct)::float8 AS util FROM gpu_samples s
-                        WHERE NEW.gpus > 0 AND NOT NEW.gpu_declared AND s.gpu_uuid = NEW.gpu_uuid
-                          AND s.at >= b.b_lo AND s.at < b.b_hi) sm
-    ON CONFLICT DO NOTHING;
+    WHILE d < NEW.ended_at LOOP
+        lo := greatest(d, NEW.started_at);
+        hi := least(d + interval '24 hours', NEW.ended_at);
+        IF hi > lo THEN
+            secs := extract(epoch FROM hi - lo);
+            util := NULL;
+            IF NEW.gpus > 0 AND NOT NEW.gpu_declared THEN
+                SELECT avg(s.util_pct) INTO util FROM gpu_samples s
+                 WHERE s.gpu_uuid = NEW.gpu_uuid AND s.at >= lo AND s.at < hi;
+            END IF;
+            INSERT INTO usage_days (day, allocation_id, user_id, username, class_id, class_name,
+                                    pool_id, pool_name, image_id, image_ref, gpu_seconds,
+                                    gpu_used_seconds, gpu_measured_seconds, cpu_milli_seconds,
+                                    mem_mib_seconds)
+            VALUES ((d AT TIME ZONE 'UTC')::date, NEW.allocation_id, NEW.user_id, NEW.username,
+                    NEW.class_id, NEW.class_name, NEW.pool_id, NEW.pool_name, NEW.image_id,
+                    NEW.image_ref, NEW.gpus * secs, NEW.gpus * secs * util / 100,
+                    CASE WHEN util IS NULL THEN 0 ELSE NEW.gpus * secs END,
+                    NEW.cpu_millis * secs, NEW.mem_mib * secs)
+            ON CONFLICT DO NOTHING;
+        END IF;
+        d := d + interval '24 hours';
+    END LOOP;
     RETURN NULL;
 END
 $$;
