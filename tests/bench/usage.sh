@@ -230,8 +230,6 @@ for i, e in enumerate(entries):
     if not m or m.group(1) not in pids:
         continue
     stmt = m.group(2).strip()
-    if not re.search(r"usage_(intervals|idle_periods|storage_days)", stmt):
-        continue
     params = {}
     for j in range(i + 1, min(i + 3, len(entries))):
         d = re.search(r"DETAIL:  parameters: (.*)", entries[j], re.S)
@@ -241,6 +239,9 @@ for i, e in enumerate(entries):
             break
     for n in sorted(params, reverse=True):
         stmt = re.sub(rf"\${n}(?!\d)", lambda _m: params[n], stmt)
+    # the report's own statement (it may come as a parameter of gc_usage_exec)
+    if not re.search(r"usage_(intervals|idle_periods|storage_days|days)", stmt):
+        continue
     out.append(stmt.rstrip().rstrip(";"))
 if not out:
     sys.exit(1)
