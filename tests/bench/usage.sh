@@ -299,7 +299,21 @@ for k in "${KINDS[@]}"; do
 		say "$k over ${GOAL_MS} ms; EXPLAIN ANALYZE of $(basename "$f"):"
 		head -c 2000 "$f" >&2
 		printf '\n' >&2
-		sql -c "EXPLAIN (ANALYZE, BUFFERS) $(sed 's/;[[:space:]]*$//' "$f")" >&2 || true
+		# a report run through gc_usage_exec(q, args...): explain q itself
+		python3 - "$f" >"$f.explain" <<'PY'
+import re, sys
+stmt = open(sys.argv[1]).read().strip().rstrip(";")
+m = re.match(r"SELECT st, body FROM gc_usage_exec\('((?:[^']|'')*)', (.*)\)$", stmt, re.S)
+if m:
+    q = m.group(1).replace("''", "'")
+    args = [a + c for a, c in re.findall(r"(NULL|'(?:[^']|'')*')(::\w+)?", m.group(2))]
+    for n in range(len(args), 0, -1):
+        q = re.sub(rf"\${n}(?!\d)", lambda _m: args[n - 1], q)
+    stmt = q
+print("SET jit = off;")
+print("EXPLAIN (ANALYZE, BUFFERS) " + stmt + ";")
+PY
+		sql -f "$f.explain" >&2 || true
 	done
 done
 
