@@ -1,6 +1,6 @@
 // parts/classnav.js — the head every class page shares: the class's name,
 // code and term, and one tab per class page (overview, roster, lab
-// sessions, assignments, dashboard), the current one marked. Tabs a caller
+// sessions, assignments, dashboard, usage), the current one marked. Tabs a caller
 // cannot use are left out: a student sees the overview, lab sessions and
 // assignments; teachers and assistants see all.
 import { t } from '../i18n.js';
@@ -13,6 +13,7 @@ const TABS = [
   { route: '/class/sessions', key: 'class.tab.sessions', tab: 'sessions', staff: false },
   { route: '/class/assignments', key: 'class.tab.assignments', tab: 'assignments', staff: false },
   { route: '/class/dashboard', key: 'class.tab.dashboard', tab: 'dashboard', staff: true },
+  { route: '/class/usage', key: 'usage.class.tab', tab: 'usage', staff: true },
   // the class's audit log: its owner and co-teachers, and admins (not TAs)
   { route: '/class/audit', key: 'class.tab.audit', tab: 'audit', staff: true, teach: true },
 ];
