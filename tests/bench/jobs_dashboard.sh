@@ -40,24 +40,12 @@ USERS=${BENCH_USERS:-5000}
 RATE=${BENCH_RATE:-50}
 CONNS=${BENCH_CONNS:-4}
 secs=${DURATION%s}
-LEADER_LOCK=1735553635 # server/db/leader.h LEADER_LOCK_SCHED
 
 db_new
 db=$DB_NAME
 sql() { "$PG_BIN/psql" -qAtX -v ON_ERROR_STOP=1 "$(db_url "$db")" "$@"; }
 
-# Hold the scheduler lead for the whole run (a psql waiting on its stdin).
-mkfifo "$TMP/lock.fifo"
-"$PG_BIN/psql" -qAtX "$(db_url "$db")" <"$TMP/lock.fifo" >/dev/null 2>&1 &
-PIDS+=($!)
-exec 7>"$TMP/lock.fifo"
-printf 'SELECT pg_advisory_lock(%s);\n' "$LEADER_LOCK" >&7
-for ((i = 0; i < 100; i++)); do
-	[[ $(sql -c "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'
-		AND objid = $LEADER_LOCK AND granted
-		AND database = (SELECT oid FROM pg_database WHERE datname = current_database())") == 1 ]] && break
-	sleep 0.1
-done
+hold_leader_lock "$db"
 
 gc_start "$db" "$TMP/gpucloudd.log" --log-level=warn --leader-takeover-ms=3600000
 BASE=http://127.0.0.1:$GC_PORT

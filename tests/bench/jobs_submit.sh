@@ -36,23 +36,12 @@ PG_LOG=${GPUCLOUD_TEST_PG_LOG:-}
 CONNS=${BENCH_CONNS:-16}
 POOL=${BENCH_POOL:-8}
 secs=${DURATION%s}
-LEADER_LOCK=1735553635 # server/db/leader.h LEADER_LOCK_SCHED
 
 db_new
 db=$DB_NAME
 sql() { "$PG_BIN/psql" -qAtX -v ON_ERROR_STOP=1 "$(db_url "$db")" "$@"; }
 
-mkfifo "$TMP/lock.fifo"
-"$PG_BIN/psql" -qAtX "$(db_url "$db")" <"$TMP/lock.fifo" >/dev/null 2>&1 &
-PIDS+=($!)
-exec 7>"$TMP/lock.fifo"
-printf 'SELECT pg_advisory_lock(%s);\n' "$LEADER_LOCK" >&7
-for ((i = 0; i < 100; i++)); do
-	[[ $(sql -c "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'
-		AND objid = $LEADER_LOCK AND granted
-		AND database = (SELECT oid FROM pg_database WHERE datname = current_database())") == 1 ]] && break
-	sleep 0.1
-done
+hold_leader_lock "$db"
 
 start() {
 	[[ -n ${GC_PID:-} ]] && stop "$GC_PID"

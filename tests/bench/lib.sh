@@ -128,6 +128,29 @@ db_new() {
 	DBS+=("$DB_NAME")
 }
 
+# hold_leader_lock DB: holds the scheduler lead in database DB for the rest
+# of the run (a psql waiting on its stdin, on fd 7), so a gpucloudd started
+# there serves requests but drives nothing.  Such a holder runs no
+# statements and so looks frozen: start gpucloudd with
+# --leader-takeover-ms=3600000 or it ends the holder and takes the lead.
+LEADER_LOCK=1735553635 # server/db/leader.h LEADER_LOCK_SCHED
+hold_leader_lock() {
+	local url i
+	url=$(db_url "$1")
+	mkfifo "$TMP/lock.fifo"
+	"$PG_BIN/psql" -qAtX "$url" <"$TMP/lock.fifo" >/dev/null 2>&1 &
+	PIDS+=($!)
+	exec 7>"$TMP/lock.fifo"
+	printf 'SELECT pg_advisory_lock(%s);\n' "$LEADER_LOCK" >&7
+	for ((i = 0; i < 100; i++)); do
+		[[ $("$PG_BIN/psql" -qAtX "$url" -c "SELECT count(*) FROM pg_locks
+			WHERE locktype = 'advisory' AND objid = $LEADER_LOCK AND granted
+			AND database = (SELECT oid FROM pg_database WHERE datname = current_database())") == 1 ]] && return 0
+		sleep 0.1
+	done
+	die "could not take the leader's lock in $1"
+}
+
 # ---------------------------------------------------------------------------
 # gpucloudd
 
