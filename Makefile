@@ -6,7 +6,7 @@
 #   make test     install what is missing, build, start the test world, run every test
 #   make check    formatting, static analysis, banned calls
 #   make fuzz     run each fuzz target for FUZZ_SECONDS (default 60)
-#   make bench    run benchmarks (one: make bench NAME=http)
+#   make bench    run benchmarks (one: make bench NAME=http; medians of 3 runs: RUNS=3)
 #   make world / make world-down   the test world on its own
 #
 # SANITIZER=address or SANITIZER=undefined builds with that sanitizer into
@@ -169,7 +169,7 @@ fuzz: $(FUZZ_BINS)
 
 bench: deps
 	@$(MAKE) --no-print-directory all
-	@bash deploy/with-world.sh bash tests/bench/run.sh $(NAME)
+	@BENCH_RUNS=$(or $(RUNS),1) bash deploy/with-world.sh bash tests/bench/run.sh $(NAME)
 
 world:
 	@bash deploy/world.sh up

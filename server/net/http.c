@@ -29,6 +29,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -56,6 +57,7 @@ enum phase {
 };
 
 #define READ_HIGH_WATERMARK  (256 * 1024)
+#define READ_CHUNK           (16 * 1024) /* bytes reserved per plain read */
 #define STREAM_LOW_WATERMARK (64 * 1024)
 /* Output queued beyond this stops parsing further pipelined requests. */
 #define OUT_HIGH_WATERMARK (256 * 1024)
@@ -88,6 +90,12 @@ struct http_conn {
 	int lingering;
 	int keep_alive;
 	int out_blocked;     /* parsing stopped until the output drains */
+	struct event *rd;    /* plain connections: reads the socket (raw_read) */
+	int reading;         /* plain: reading wanted (not after EOF) */
+	int rd_timeout;      /* plain: rd is added with this timeout; -1 not added */
+	int driving;         /* inside drive(): it goes on by itself, no kick */
+	int read_timeout;    /* the read timeout set on bev, seconds (0 none) */
+	int want_timeout;    /* the one drive() sets when it ends */
 	int eof;             /* the client half-closed: nothing more will arrive */
 	uint64_t chunk_left; /* chunked body: data bytes left in this chunk */
 	int chunk_crlf;      /* chunked body: the CRLF after a chunk's data is next */
@@ -168,15 +176,71 @@ const char *http_reason(int status)
 	}
 }
 
-static void set_read_timeout(struct http_conn *c, int seconds)
+/* Plain connections are read by c->rd straight into the bufferevent's
+ * input: libevent's own read asks FIONREAD before every read, a syscall
+ * per request.  c->rd is added while reading is wanted and the input is
+ * under READ_HIGH_WATERMARK (what the bufferevent's watermark did), with
+ * the read timeout as its inactivity timeout (a persistent event's timeout
+ * restarts whenever it fires).  TLS connections are read by their
+ * bufferevent. */
+static void read_update(struct http_conn *c)
 {
-	struct timeval rt = { seconds, 0 }, wt = { cfg.write_timeout, 0 };
-	bufferevent_set_timeouts(c->bev, seconds > 0 ? &rt : NULL, &wt);
+	int want;
+
+	if (!c->rd)
+		return;
+	want = c->reading &&
+	       evbuffer_get_length(bufferevent_get_input(c->bev)) < READ_HIGH_WATERMARK;
+	if (want && c->rd_timeout != c->read_timeout) {
+		struct timeval tv = { c->read_timeout, 0 };
+		event_add(c->rd, c->read_timeout > 0 ? &tv : NULL);
+		c->rd_timeout = c->read_timeout;
+	} else if (!want && c->rd_timeout >= 0) {
+		event_del(c->rd);
+		c->rd_timeout = -1;
+	}
 }
 
+static void read_stop(struct http_conn *c)
+{
+	if (c->rd) {
+		c->reading = 0;
+		read_update(c);
+	} else {
+		bufferevent_disable(c->bev, EV_READ);
+	}
+}
+
+static void apply_read_timeout(struct http_conn *c, int seconds)
+{
+	struct timeval rt = { seconds, 0 }, wt = { cfg.write_timeout, 0 };
+
+	if (seconds == c->read_timeout)
+		return;
+	c->read_timeout = seconds;
+	if (c->rd)
+		read_update(c);
+	else
+		bufferevent_set_timeouts(c->bev, seconds > 0 ? &rt : NULL, &wt);
+}
+
+/* The read timeout for what comes next.  Inside drive() only the last one
+ * asked for counts, set when drive() ends: a request answered at once goes
+ * keep-alive → handler (none) → keep-alive without touching the timers. */
+static void set_read_timeout(struct http_conn *c, int seconds)
+{
+	if (c->driving)
+		c->want_timeout = seconds;
+	else
+		apply_read_timeout(c, seconds);
+}
+
+/* drive() again from the loop; not needed from inside drive(), whose loop
+ * goes on once the parser is unpaused. */
 static void kick(struct http_conn *c)
 {
-	event_active(c->kick, EV_TIMEOUT, 0);
+	if (!c->driving)
+		event_active(c->kick, EV_TIMEOUT, 0);
 }
 
 /* Writes queued output now when the socket takes it, and asks the loop to
@@ -215,7 +279,9 @@ static void reqid_next(char out[17])
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
 	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
 	z ^= z >> 31;
-	snprintf(out, 17, "%016llx", (unsigned long long)z);
+	for (int i = 15; i >= 0; i--, z >>= 4)
+		out[i] = "0123456789abcdef"[z & 15];
+	out[16] = '\0';
 }
 
 static struct http_req *req_new(struct http_conn *c)
@@ -352,8 +418,9 @@ static int on_message_begin(http_parser *p)
 		return fail(c, RC_NOMEM);
 	c->chunk_left = 0;
 	c->chunk_crlf = 0;
+	/* the header deadline covers idle gaps inside the headers too: the
+	 * read timeout stays what it was (keep-alive's) */
 	evtimer_add(c->timer, &tv);
-	set_read_timeout(c, cfg.header_timeout);
 	return 0;
 }
 
@@ -501,6 +568,19 @@ static int on_message_complete(http_parser *p)
 
 void http_add_header(struct http_req *r, const char *name, const char *value)
 {
+	size_t nl = strlen(name), vl = strlen(value);
+
+	/* the first few hundred bytes live in the request: no allocation for
+	 * the usual handful of headers; the rest goes to an evbuffer */
+	if (!r->out_hdrs && nl + vl + 4 <= sizeof(r->out_inline) - r->out_inline_len) {
+		char *p = r->out_inline + r->out_inline_len;
+		memcpy(p, name, nl);
+		memcpy(p + nl, ": ", 2);
+		memcpy(p + nl + 2, value, vl);
+		memcpy(p + nl + 2 + vl, "\r\n", 2);
+		r->out_inline_len += nl + vl + 4;
+		return;
+	}
 	if (!r->out_hdrs)
 		r->out_hdrs = evbuffer_new();
 	if (r->out_hdrs)
@@ -516,6 +596,27 @@ static int wants_close(struct http_req *r)
 	       (c->eof && evbuffer_get_length(bufferevent_get_input(c->bev)) == 0);
 }
 
+static char *put(char *p, const char *s)
+{
+	size_t n = strlen(s);
+
+	memcpy(p, s, n);
+	return p + n;
+}
+
+static char *put_uint(char *p, unsigned long long v)
+{
+	char tmp[24];
+	int n = 0;
+
+	do
+		tmp[n++] = (char)('0' + v % 10);
+	while ((v /= 10) != 0);
+	while (n)
+		*p++ = tmp[--n];
+	return p;
+}
+
 /* Writes the status line and headers.  length < 0: chunked; length == -2:
  * no body framing (1xx/204/304). */
 static void write_head(struct http_req *r, int status, const char *ctype, int64_t length)
@@ -523,24 +624,60 @@ static void write_head(struct http_req *r, int status, const char *ctype, int64_
 	struct evbuffer *out = bufferevent_get_output(r->conn->bev);
 	int close = wants_close(r);
 
+	const char *reason = http_reason(status), *conn = "";
+	/* status line and Date, X-Request-Id ~120 bytes, Content-Type <= 272,
+	 * framing <= 38, HSTS 46, Connection 24, inline headers <= 640, end 2 */
+	char head[1280], *p = head;
+
 	r->status = status;
 	if (close)
 		r->close_after = 1;
-	evbuffer_add_printf(out, "HTTP/1.1 %d %s\r\nDate: %s\r\nX-Request-Id: %s\r\n", status,
-	                    http_reason(status), date_header(), r->reqid);
-	if (ctype)
+	if (close)
+		conn = "Connection: close\r\n";
+	else if (r->conn->parser.http_major == 1 && r->conn->parser.http_minor == 0)
+		conn = "Connection: keep-alive\r\n";
+	if (ctype && strlen(ctype) > 256) {
+		/* a content type too long for the stack (none of ours is) */
+		evbuffer_add_printf(out, "HTTP/1.1 %d %s\r\nDate: %s\r\nX-Request-Id: %s\r\n",
+		                    status, reason, date_header(), r->reqid);
 		evbuffer_add_printf(out, "Content-Type: %s\r\n", ctype);
-	if (length >= 0)
-		evbuffer_add_printf(out, "Content-Length: %lld\r\n", (long long)length);
-	else if (length == -1)
-		evbuffer_add_printf(out, "Transfer-Encoding: chunked\r\n");
+		ctype = NULL;
+	} else {
+		/* the whole head built in one stack buffer, copied once */
+		p = put(p, "HTTP/1.1 ");
+		p = put_uint(p, (unsigned long long)status);
+		*p++ = ' ';
+		p = put(p, reason);
+		p = put(p, "\r\nDate: ");
+		p = put(p, date_header());
+		p = put(p, "\r\nX-Request-Id: ");
+		p = put(p, r->reqid);
+		p = put(p, "\r\n");
+	}
+	if (ctype) {
+		p = put(p, "Content-Type: ");
+		p = put(p, ctype);
+		p = put(p, "\r\n");
+	}
+	if (length >= 0) {
+		p = put(p, "Content-Length: ");
+		p = put_uint(p, (unsigned long long)length);
+		p = put(p, "\r\n");
+	} else if (length == -1) {
+		p = put(p, "Transfer-Encoding: chunked\r\n");
+	}
 	if (r->tls)
 		/* a browser that once came over TLS never falls back to http */
-		evbuffer_add_printf(out, "Strict-Transport-Security: max-age=31536000\r\n");
-	if (close)
-		evbuffer_add_printf(out, "Connection: close\r\n");
-	else if (r->conn->parser.http_major == 1 && r->conn->parser.http_minor == 0)
-		evbuffer_add_printf(out, "Connection: keep-alive\r\n");
+		p = put(p, "Strict-Transport-Security: max-age=31536000\r\n");
+	p = put(p, conn);
+	memcpy(p, r->out_inline, r->out_inline_len); /* <= sizeof(out_inline) */
+	p += r->out_inline_len;
+	if (!r->out_hdrs) {
+		p = put(p, "\r\n");
+		evbuffer_add(out, head, (size_t)(p - head));
+		return;
+	}
+	evbuffer_add(out, head, (size_t)(p - head));
 	if (r->out_hdrs)
 		evbuffer_add_buffer(out, r->out_hdrs);
 	evbuffer_add(out, "\r\n", 2);
@@ -757,9 +894,20 @@ static int http_header_out_has(const struct http_req *r, const char *name)
 	size_t n = strlen(name);
 	char line[128];
 
-	if (!r->out_hdrs || n + 2 >= sizeof(line))
+	if (n + 2 >= sizeof(line))
 		return 0;
 	snprintf(line, sizeof(line), "%s:", name);
+	/* header lines start the inline part or follow a CRLF in it */
+	for (size_t i = 0; i + n + 1 <= r->out_inline_len;) {
+		if (memcmp(r->out_inline + i, line, n + 1) == 0)
+			return 1;
+		const char *nl = memchr(r->out_inline + i, '\n', r->out_inline_len - i);
+		if (!nl)
+			break;
+		i = (size_t)(nl - r->out_inline) + 1;
+	}
+	if (!r->out_hdrs)
+		return 0;
 	p = evbuffer_search(r->out_hdrs, line, n + 1, NULL);
 	return p.pos >= 0;
 }
@@ -919,6 +1067,11 @@ struct bufferevent *http_upgrade_take(struct http_req *r)
 		return NULL;
 	}
 	bev = c->bev;
+	if (c->rd) {
+		/* the new owner reads bev itself (same descriptor) */
+		event_free(c->rd);
+		c->rd = NULL;
+	}
 	request_done(r); /* r is gone; c closes from its kick event */
 	bufferevent_setcb(bev, NULL, NULL, NULL, NULL);
 	bufferevent_setwatermark(bev, EV_READ | EV_WRITE, 0, 0);
@@ -1234,7 +1387,8 @@ static void body_open(struct http_req *r)
 	}
 	r->continued = 1;
 	r->held = 0;
-	set_read_timeout(c, cfg.body_timeout);
+	if (r->content_length > 0 || (c->parser.flags & F_CHUNKED))
+		set_read_timeout(c, cfg.body_timeout);
 	c->paused = 0;
 	http_parser_pause(&c->parser, 0);
 	kick(c);
@@ -1333,7 +1487,28 @@ static long feed_limit(struct http_conn *c, const char *buf, size_t len)
 	return n;
 }
 
+static void drive_loop(struct http_conn *c);
+
+/* Parses and acts on what the client sent, as far as it can go now.  A
+ * reply made inside (a handler that answers at once) needs no kick and
+ * changes the read timeout once, at the end. */
 static void drive(struct http_conn *c)
+{
+	if (c->driving) {
+		drive_loop(c);
+		return;
+	}
+	c->driving = 1;
+	c->want_timeout = c->read_timeout;
+	drive_loop(c);
+	c->driving = 0;
+	if (c->bev) {
+		apply_read_timeout(c, c->want_timeout);
+		read_update(c); /* the parser drained the input below the mark */
+	}
+}
+
+static void drive_loop(struct http_conn *c)
 {
 	struct evbuffer *in = bufferevent_get_input(c->bev);
 
@@ -1448,6 +1623,8 @@ static void conn_free(struct http_conn *c)
 	conn_unlink(c);
 	event_free(c->timer);
 	event_free(c->kick);
+	if (c->rd)
+		event_free(c->rd); /* before the descriptor closes with bev */
 	if (c->bev)
 		bufferevent_free(c->bev);
 	free(c);
@@ -1477,8 +1654,14 @@ static void maybe_close(struct http_conn *c)
 
 		c->lingering = 1;
 		shutdown(bufferevent_getfd(c->bev), SHUT_WR);
-		bufferevent_set_timeouts(c->bev, &idle, NULL);
-		bufferevent_enable(c->bev, EV_READ);
+		if (c->rd) {
+			c->read_timeout = (int)idle.tv_sec;
+			c->reading = 1;
+			read_update(c);
+		} else {
+			bufferevent_set_timeouts(c->bev, &idle, NULL);
+			bufferevent_enable(c->bev, EV_READ);
+		}
 		evtimer_add(c->timer, &most);
 		return;
 	}
@@ -1513,6 +1696,50 @@ static void on_read(struct bufferevent *bev, void *arg)
 	drive(c);
 	if (c->closing)
 		maybe_close(c);
+}
+
+static void on_event(struct bufferevent *bev, short what, void *arg);
+
+/* A plain connection is readable (or its read timeout passed): read
+ * into the input as the bufferevent would, then the same as on_read. */
+static void on_raw_read(evutil_socket_t fd, short what, void *arg)
+{
+	struct http_conn *c = arg;
+	struct evbuffer *in = bufferevent_get_input(c->bev);
+	struct evbuffer_iovec v[2];
+	ssize_t n;
+	size_t left;
+	int nv;
+
+	if (what & EV_TIMEOUT) {
+		read_stop(c); /* as libevent does before it reports a timeout */
+		on_event(c->bev, BEV_EVENT_READING | BEV_EVENT_TIMEOUT, c);
+		return;
+	}
+	/* a socket bufferevent keeps its input's end frozen outside its own
+	 * reads (as conn_flush does for the output's start) */
+	evbuffer_unfreeze(in, 0);
+	nv = evbuffer_reserve_space(in, READ_CHUNK, v, 2);
+	n = nv > 0 ? readv(fd, (struct iovec *)v, nv) : -1;
+	if (n > 0) {
+		left = (size_t)n;
+		for (int i = 0; i < nv; i++) {
+			if (v[i].iov_len > left)
+				v[i].iov_len = left;
+			left -= v[i].iov_len;
+		}
+		evbuffer_commit_space(in, v, nv);
+	}
+	evbuffer_freeze(in, 0);
+	if (n < 0 && nv > 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+		return;
+	if (n <= 0) {
+		read_stop(c);
+		on_event(c->bev, BEV_EVENT_READING | (n == 0 ? BEV_EVENT_EOF : BEV_EVENT_ERROR), c);
+		return;
+	}
+	read_update(c); /* over the high mark: stop until drive() drains it */
+	on_read(c->bev, c);
 }
 
 static void on_write(struct bufferevent *bev, void *arg)
@@ -1560,7 +1787,7 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
 		 * all of it and answer, then close (drive() decides when). */
 		c->eof = 1;
 		c->linger = 0;
-		bufferevent_disable(c->bev, EV_READ);
+		read_stop(c);
 		if (r && (r->phase == PH_HANDLER || r->phase == PH_AUTH))
 			r->close_after = 1;
 		if (!c->closing)
@@ -1647,10 +1874,27 @@ static void conn_start(struct http_server *s, evutil_socket_t fd, const struct s
 	stats.connections_total++;
 	bufferevent_setcb(bev, on_read, on_write, on_event, c);
 	bufferevent_setwatermark(bev, EV_READ, 0, READ_HIGH_WATERMARK);
+	c->rd_timeout = -1;
+	if (c->tls) {
+		set_read_timeout(c, cfg.header_timeout); /* a first request is due at once */
+		bufferevent_enable(bev, EV_READ | EV_WRITE);
+		return;
+	}
+	/* plain connections read with c->rd (read_update), write directly
+	 * (conn_flush) and enable EV_WRITE only for what the socket did not take */
+	{
+		struct timeval wt = { cfg.write_timeout, 0 };
+		bufferevent_set_timeouts(bev, NULL, &wt);
+	}
+	c->rd = event_new(s->base, fd, EV_READ | EV_PERSIST, on_raw_read, c);
+	if (!c->rd) {
+		conn_unlink(c);
+		stats.connections_open--;
+		stats.connections_total--;
+		goto fail_bev;
+	}
+	c->reading = 1;
 	set_read_timeout(c, cfg.header_timeout); /* a first request is due at once */
-	/* plain connections write directly (conn_flush) and enable EV_WRITE only
-	 * for what the socket did not take */
-	bufferevent_enable(bev, c->tls ? EV_READ | EV_WRITE : EV_READ);
 	return;
 fail_bev:
 	if (c->timer)

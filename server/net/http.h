@@ -61,7 +61,9 @@ struct http_req {
 	/* Internal below. */
 	struct http_server *srv;
 	int status;
-	struct evbuffer *out_hdrs; /* extra response header lines */
+	char out_inline[640]; /* extra response header lines, first part */
+	size_t out_inline_len;
+	struct evbuffer *out_hdrs; /* extra response header lines beyond */
 	int phase;
 	int closed;
 	int close_after;

@@ -156,6 +156,12 @@ static struct entry *load(const char *rel)
 		errno = ENAMETOOLONG;
 		return NULL;
 	}
+	/* a cached file is revalidated with one lstat (no symlink is followed,
+	 * as O_NOFOLLOW below): unchanged, it is served without opening it */
+	if (e->path && strcmp(e->path, rel) == 0 && lstat(full, &st) == 0 && S_ISREG(st.st_mode) &&
+	    e->mtime == st.st_mtim.tv_sec && e->mtime_ns == st.st_mtim.tv_nsec &&
+	    e->len == (size_t)st.st_size)
+		return e;
 	fd = open(full, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
 		return NULL;

@@ -59,8 +59,8 @@ cost() { awk -v a="${BEST_RPS[$1]}" -v b="${BEST_RPS[$2]}" 'BEGIN { printf "%.0f
 say "logging every request costs gpucloudd $(cost gc_static_info gc_static) of its static" \
 	"throughput at info (nginx's access log costs it $(cost ng_static_log ng_static))"
 
-bench_line healthz_rps "${BEST_RPS[gc_healthz]}" "${BEST_RPS[ng_healthz]}" '>=0.7'
+bench_line healthz_rps "${BEST_RPS[gc_healthz]}" "${BEST_RPS[ng_healthz]}" '>=0.9'
 bench_line healthz_p99_ms "${BEST_P99[gc_healthz]}" "${BEST_P99[ng_healthz]}" '<=1.5'
-bench_line static_rps "${BEST_RPS[gc_static]}" "${BEST_RPS[ng_static]}" '>=0.7'
+bench_line static_rps "${BEST_RPS[gc_static]}" "${BEST_RPS[ng_static]}" '>=1.0'
 bench_line static_p99_ms "${BEST_P99[gc_static]}" "${BEST_P99[ng_static]}" '<=1.5'
 bench_line static_loginfo_rps "${BEST_RPS[gc_static_info]}" "${BEST_RPS[ng_static_log]}" '>=0.7'
