@@ -52,6 +52,7 @@
 #define UP_HIGH        (256 * 1024) /* request bytes queued upstream before the client is paused */
 #define UP_LOW         (64 * 1024)
 #define CLIENT_HIGH    (1024 * 1024) /* response bytes queued to a client before the app is paused */
+#define UP_READ_MAX    (256 * 1024)  /* most bytes libevent reads from an app at once */
 #define STEP           (64 * 1024)   /* upstream bytes parsed between backpressure checks */
 #define MAX_RESP_HDRS  100
 #define MAX_RESP_BYTES (64 * 1024)
@@ -451,7 +452,13 @@ static void up_read(struct bufferevent *bev, void *arg)
 
 	if (!p)
 		return;
-	if (p->msg_done && !u->eof && (!p->head_sent || http_stream_backlog(p->r) < CLIENT_HIGH)) {
+	/* libevent read all the socket had (FIONREAD told it how much) unless
+	 * its single-read or watermark limit, UP_READ_MAX, cut it short: only
+	 * then is there more to take now (else one more readv, EAGAIN, per
+	 * response) */
+	if (p->msg_done && !u->eof &&
+	    evbuffer_get_length(bufferevent_get_input(bev)) >= UP_READ_MAX &&
+	    (!p->head_sent || http_stream_backlog(p->r) < CLIENT_HIGH)) {
 		int rc = upstream_fill(u, CLIENT_HIGH);
 		if (rc == 1) {
 			u->eof = 1;
@@ -525,9 +532,9 @@ static void attach(struct preq *p, struct upstream *u)
 	http_parser_init(&u->parser, HTTP_RESPONSE);
 	u->parser.data = u;
 	bufferevent_setcb(u->bev, up_read, up_write, up_event, u);
-	bufferevent_setwatermark(u->bev, EV_READ, 0, 256 * 1024);
+	bufferevent_setwatermark(u->bev, EV_READ, 0, UP_READ_MAX);
 	bufferevent_setwatermark(u->bev, EV_WRITE, UP_LOW, 0);
-	bufferevent_set_max_single_read(u->bev, 256 * 1024);
+	bufferevent_set_max_single_read(u->bev, UP_READ_MAX);
 	evbuffer_add(bufferevent_get_output(u->bev), evbuffer_pullup(p->head, -1),
 	             evbuffer_get_length(p->head));
 	if (u->reused)

@@ -82,6 +82,7 @@ struct http_conn {
 	struct http_req *req;
 	struct event *timer; /* header deadline */
 	struct event *kick;  /* deferred drive() / close */
+	struct event *flush; /* deferred conn_flush() of a streamed head */
 	char peer[64];
 	int tls;
 	int paused;  /* parser paused, waiting for hook/handler/reply */
@@ -921,7 +922,10 @@ void http_stream_begin(struct http_req *r, int status, const char *ctype, int64_
 		return;
 	write_head(r, status, ctype, length < -1 ? -2 : length);
 	bufferevent_setwatermark(r->conn->bev, EV_WRITE, STREAM_LOW_WATERMARK, 0);
-	conn_flush(r->conn);
+	/* the head goes out with the first body bytes when they follow in
+	 * this callback (a proxied response: one write, not two), else once
+	 * the loop comes round (a stream that waits for its events) */
+	event_active(r->conn->flush, EV_TIMEOUT, 0);
 	/* big responses: fewer, larger writes than libevent's 16 KiB default */
 	bufferevent_set_max_single_write(r->conn->bev, 256 * 1024);
 }
@@ -1623,6 +1627,7 @@ static void conn_free(struct http_conn *c)
 	conn_unlink(c);
 	event_free(c->timer);
 	event_free(c->kick);
+	event_free(c->flush);
 	if (c->rd)
 		event_free(c->rd); /* before the descriptor closes with bev */
 	if (c->bev)
@@ -1666,6 +1671,16 @@ static void maybe_close(struct http_conn *c)
 		return;
 	}
 	conn_free(c);
+}
+
+static void on_flush(evutil_socket_t fd, short what, void *arg)
+{
+	struct http_conn *c = arg;
+
+	(void)fd;
+	(void)what;
+	if (c->bev)
+		conn_flush(c);
 }
 
 static void on_kick(evutil_socket_t fd, short what, void *arg)
@@ -1854,7 +1869,8 @@ static void conn_start(struct http_server *s, evutil_socket_t fd, const struct s
 	c->bev = bev;
 	c->timer = evtimer_new(s->base, on_header_deadline, c);
 	c->kick = event_new(s->base, -1, 0, on_kick, c);
-	if (!c->timer || !c->kick)
+	c->flush = event_new(s->base, -1, 0, on_flush, c);
+	if (!c->timer || !c->kick || !c->flush)
 		goto fail_bev;
 	if (sa && sa->sa_family == AF_INET)
 		inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, c->peer,
@@ -1901,6 +1917,8 @@ fail_bev:
 		event_free(c->timer);
 	if (c->kick)
 		event_free(c->kick);
+	if (c->flush)
+		event_free(c->flush);
 	bufferevent_free(bev);
 	free(c);
 	return;
