@@ -93,6 +93,7 @@ struct http_conn {
 	int out_blocked;     /* parsing stopped until the output drains */
 	struct event *rd;    /* plain connections: reads the socket (raw_read) */
 	int reading;         /* plain: reading wanted (not after EOF) */
+	size_t read_max;     /* plain: bytes reserved per read (READ_CHUNK) */
 	int rd_timeout;      /* plain: rd is added with this timeout; -1 not added */
 	int driving;         /* inside drive(): it goes on by itself, no kick */
 	int read_timeout;    /* the read timeout set on bev, seconds (0 none) */
@@ -1023,8 +1024,11 @@ void http_body_resume(struct http_req *r)
 
 void http_body_read_max(struct http_req *r, size_t bytes)
 {
-	if (r->conn && !r->closed)
+	if (r->conn && !r->closed) {
+		/* the raw read of a plain connection, the bufferevent's of TLS */
+		r->conn->read_max = bytes > READ_CHUNK ? bytes : READ_CHUNK;
 		bufferevent_set_max_single_read(r->conn->bev, (ev_ssize_t)bytes);
+	}
 }
 
 int http_stream_file(struct http_req *r, int fd, int64_t off, int64_t len)
@@ -1734,7 +1738,7 @@ static void on_raw_read(evutil_socket_t fd, short what, void *arg)
 	/* a socket bufferevent keeps its input's end frozen outside its own
 	 * reads (as conn_flush does for the output's start) */
 	evbuffer_unfreeze(in, 0);
-	nv = evbuffer_reserve_space(in, READ_CHUNK, v, 2);
+	nv = evbuffer_reserve_space(in, (ev_ssize_t)c->read_max, v, 2);
 	n = nv > 0 ? readv(fd, (struct iovec *)v, nv) : -1;
 	if (n > 0) {
 		left = (size_t)n;
@@ -1891,6 +1895,7 @@ static void conn_start(struct http_server *s, evutil_socket_t fd, const struct s
 	bufferevent_setcb(bev, on_read, on_write, on_event, c);
 	bufferevent_setwatermark(bev, EV_READ, 0, READ_HIGH_WATERMARK);
 	c->rd_timeout = -1;
+	c->read_max = READ_CHUNK;
 	if (c->tls) {
 		set_read_timeout(c, cfg.header_timeout); /* a first request is due at once */
 		bufferevent_enable(bev, EV_READ | EV_WRITE);
