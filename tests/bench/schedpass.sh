@@ -95,13 +95,18 @@ third=$(pass_line 3)
 say "$third"
 steady_ms=$(sed -E 's/.*waiting, ([0-9.]+) ms.*/\1/' <<<"$third")
 
-# the floor: the same writes (as many allocation rows, every request's
-# reason and position) as plain statements, rolled back
+# the floor: the same writes (as many allocation rows, each naming a slice
+# and its node as the pass's do, so the same foreign keys are checked;
+# every request's reason and position) as plain statements, rolled back.
+# The rows are born released: the pool's slices are all held by now.
 floor_ms=$(PSQL <<SQL | awk '/^Time:/ { t += $2 } END { printf "%.1f", t }'
 \\timing on
 BEGIN;
 INSERT INTO allocations (request_id, slice_id, node_id, released_at)
-SELECT r.id, NULL, NULL, now() FROM alloc_requests r LIMIT $grants;
+SELECT r.id, s.id, s.node_id, now()
+FROM (SELECT id, row_number() OVER (ORDER BY id) AS n FROM alloc_requests LIMIT $grants) r
+JOIN (SELECT s.id, g.node_id, row_number() OVER (ORDER BY s.id) AS n
+      FROM slices s JOIN gpus g ON g.id = s.gpu_id) s ON s.n = r.n;
 UPDATE alloc_requests SET reason_code = 'capacity', reason = 'waiting', position = id;
 ROLLBACK;
 SQL
