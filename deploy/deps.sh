@@ -22,6 +22,8 @@ PACKAGES=(
 	debootstrap jq
 	# end-to-end tests and benchmarks
 	chromium fonts-wqy-microhei nginx-light wrk
+	# the benchmarks' counting tools (system calls, instructions)
+	strace valgrind
 	# the proxy benchmark's baseline (JupyterHub's proxy)
 	node-configurable-http-proxy
 	# operations: promtool checks /metrics, systemd-analyze the unit, an SMTP

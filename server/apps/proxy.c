@@ -25,6 +25,7 @@
  */
 #include "apps/proxy.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -52,7 +53,7 @@
 #define UP_HIGH        (256 * 1024) /* request bytes queued upstream before the client is paused */
 #define UP_LOW         (64 * 1024)
 #define CLIENT_HIGH    (1024 * 1024) /* response bytes queued to a client before the app is paused */
-#define UP_READ_MAX    (256 * 1024)  /* most bytes libevent reads from an app at once */
+#define UP_READ_MAX    (256 * 1024)  /* app bytes read before the request is complete */
 #define STEP           (64 * 1024)   /* upstream bytes parsed between backpressure checks */
 #define MAX_RESP_HDRS  100
 #define MAX_RESP_BYTES (64 * 1024)
@@ -363,8 +364,8 @@ static void client_drained(struct http_req *r, void *arg)
 
 	(void)r;
 	http_stream_on_drain(p->r, NULL, NULL);
-	if (p->u)
-		bufferevent_enable(p->u->bev, EV_READ);
+	if (p->u && !p->u->eof)
+		upstream_read(p->u, 1);
 	up_drive(p);
 }
 
@@ -380,7 +381,7 @@ static void up_drive(struct preq *p)
 
 		if (p->head_sent && http_stream_backlog(p->r) > CLIENT_HIGH) {
 			/* the client is slower than the app: stop reading the app */
-			bufferevent_disable(u->bev, EV_READ);
+			upstream_read(u, 0);
 			http_stream_on_drain(p->r, client_drained, p);
 			return;
 		}
@@ -445,26 +446,42 @@ static void up_drive(struct preq *p)
 	}
 }
 
-static void up_read(struct bufferevent *bev, void *arg)
+/* The app's socket is readable, or said nothing for proxy_timeout: read
+ * what the request may take now (upstream.h), then parse it. */
+static void up_readable(struct upstream *u, int timeout)
 {
-	struct upstream *u = arg;
 	struct preq *p = u->p;
+	size_t have = evbuffer_get_length(bufferevent_get_input(u->bev)), max;
+	int rc;
 
-	if (!p)
+	if (timeout) {
+		up_failed(p, "timed out", 1);
 		return;
-	/* more than libevent's one read per wakeup: a big response arrives in
-	 * ~64 KiB pieces, and reading on until the socket is empty (up to what
-	 * the client may have queued) takes it in a few wakeups, not one per
-	 * piece (skipping this when libevent's read looked complete made 1 MiB
-	 * responses 5x slower) */
-	if (p->msg_done && !u->eof && (!p->head_sent || http_stream_backlog(p->r) < CLIENT_HIGH)) {
-		int rc = upstream_fill(u, CLIENT_HIGH);
-		if (rc == 1) {
-			u->eof = 1;
-			bufferevent_disable(bev, EV_READ);
-		} else if (rc < 0) {
-			up_failed(p, "read failed", 0);
+	}
+	if (!p->msg_done)
+		/* the request is still coming: an early answer waits, up to a
+		 * cap (proxy_handler reads on) */
+		max = have < UP_READ_MAX ? UP_READ_MAX - have : 0;
+	else if (p->head_sent && http_stream_backlog(p->r) >= CLIENT_HIGH)
+		max = 0; /* the client is behind: client_drained reads on */
+	else
+		/* a big response arrives in ~64 KiB pieces: reading on until
+		 * the socket is empty takes it in a few wake-ups, not one per
+		 * piece */
+		max = CLIENT_HIGH;
+	if (max == 0) {
+		upstream_read(u, 0);
+	} else {
+		rc = upstream_fill(u, max);
+		if (rc < 0) {
+			up_failed(p, evutil_socket_error_to_string(errno), 0);
 			return;
+		}
+		if (rc == 1) {
+			/* (the app hung up while the request was still coming:
+			 * what it answered is read once the request is done) */
+			u->eof = 1;
+			upstream_read(u, 0);
 		}
 	}
 	up_drive(p);
@@ -493,24 +510,17 @@ static void up_event(struct bufferevent *bev, short what, void *arg)
 		int one = 1;
 		u->connected = 1;
 		setsockopt(bufferevent_getfd(bev), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		bufferevent_set_timeouts(bev, &rt, &rt);
+		bufferevent_set_timeouts(bev, NULL, &rt);
+		if (p && upstream_read(u, 1) < 0) {
+			up_failed(p, "out of memory", 0);
+			return;
+		}
 		if (p && !p->msg_done)
 			http_resume(p->r); /* now the body may flow */
 		return;
 	}
 	if (!p) {
 		upstream_free(u);
-		return;
-	}
-	if ((what & BEV_EVENT_EOF) && !(what & BEV_EVENT_ERROR)) {
-		u->eof = 1;
-		bufferevent_disable(bev, EV_READ);
-		if (p->msg_done) {
-			up_drive(p);
-		} else if (!p->msg_done && http_req_alive(p->r)) {
-			/* the app hung up while the request was still coming: the
-			 * answer it may have sent is read once the request is done */
-		}
 		return;
 	}
 	if (what & BEV_EVENT_TIMEOUT) {
@@ -530,19 +540,19 @@ static void attach(struct preq *p, struct upstream *u)
 	u->eof = 0;
 	http_parser_init(&u->parser, HTTP_RESPONSE);
 	u->parser.data = u;
-	bufferevent_setcb(u->bev, up_read, up_write, up_event, u);
-	bufferevent_setwatermark(u->bev, EV_READ, 0, UP_READ_MAX);
+	u->on_read = up_readable;
+	u->read_timeout = cfg.proxy_timeout;
+	bufferevent_setcb(u->bev, NULL, up_write, up_event, u);
 	bufferevent_setwatermark(u->bev, EV_WRITE, UP_LOW, 0);
-	bufferevent_set_max_single_read(u->bev, UP_READ_MAX);
 	evbuffer_add(bufferevent_get_output(u->bev), evbuffer_pullup(p->head, -1),
 	             evbuffer_get_length(p->head));
 	if (u->reused)
-		bufferevent_set_timeouts(u->bev, &rt, &rt);
+		bufferevent_set_timeouts(u->bev, NULL, &rt);
 	if (u->connected) {
-		bufferevent_enable(u->bev, EV_READ);
+		upstream_read(u, 1); /* (a connected one has its event: no allocation) */
 		upstream_flush(u);
 	} else {
-		bufferevent_enable(u->bev, EV_READ | EV_WRITE); /* connecting */
+		bufferevent_enable(u->bev, EV_WRITE); /* connecting */
 	}
 }
 
@@ -860,6 +870,8 @@ static void proxy_handler(struct http_req *r)
 		finish_gone(p);
 		return;
 	}
+	if (!p->u->eof)
+		upstream_read(p->u, 1); /* an early answer may have filled its cap */
 	if (p->chunked) {
 		evbuffer_add(bufferevent_get_output(p->u->bev), "0\r\n\r\n", 5);
 		upstream_flush(p->u);

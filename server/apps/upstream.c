@@ -2,9 +2,9 @@
  *
  * Owns: making a connection's bufferevent, the idle pool (per host:port,
  * at most IDLE_MAX kept for IDLE_TIMEOUT seconds, dropped as soon as the
- * app says anything or hangs up), reading and writing a connection's
- * socket directly when libevent's own pace would cost syscalls, and the
- * connection counters.
+ * app says anything or hangs up), reading a connection's socket with its
+ * own event (and writing it directly) where libevent's bufferevent would
+ * cost syscalls, and the connection counters.
  * Does not own: what travels on a connection (proxy.c writes the request
  * and parses the response; tunnel.c takes a connection over after a 101),
  * connect timeouts (the user sets them).
@@ -53,6 +53,8 @@ void upstream_free(struct upstream *u)
 {
 	if (!u)
 		return;
+	if (u->rd)
+		event_free(u->rd);
 	if (u->bev)
 		bufferevent_free(u->bev);
 	free(u);
@@ -74,16 +76,6 @@ static void pool_unlink(struct upstream *u)
 		}
 }
 
-static void idle_read(struct bufferevent *bev, void *arg)
-{
-	struct upstream *u = arg;
-
-	(void)bev;
-	/* an idle connection has nothing to say: anything is a protocol error */
-	pool_unlink(u);
-	upstream_free(u);
-}
-
 static void idle_event(struct bufferevent *bev, short what, void *arg)
 {
 	struct upstream *u = arg;
@@ -97,7 +89,6 @@ static void idle_event(struct bufferevent *bev, short what, void *arg)
 void upstream_put(struct upstream *u)
 {
 	struct pool *pl = pool_get(u->key, 1);
-	struct timeval tv = { IDLE_TIMEOUT, 0 };
 
 	if (!pl || pl->nidle >= IDLE_MAX || evbuffer_get_length(bufferevent_get_input(u->bev))) {
 		upstream_free(u);
@@ -108,11 +99,14 @@ void upstream_put(struct upstream *u)
 	pl->idle = u;
 	pl->nidle++;
 	stats.idle++;
-	bufferevent_setcb(u->bev, idle_read, NULL, idle_event, u);
-	bufferevent_setwatermark(u->bev, EV_READ | EV_WRITE, 0, 0);
-	bufferevent_set_timeouts(u->bev, &tv, NULL);
+	bufferevent_setcb(u->bev, NULL, NULL, idle_event, u);
+	bufferevent_setwatermark(u->bev, EV_WRITE, 0, 0);
+	bufferevent_set_timeouts(u->bev, NULL, NULL);
 	bufferevent_disable(u->bev, EV_WRITE);
-	bufferevent_enable(u->bev, EV_READ);
+	if (upstream_read(u, 1) < 0) {
+		pool_unlink(u);
+		upstream_free(u);
+	}
 }
 
 struct upstream *upstream_take(const char *key)
@@ -130,6 +124,43 @@ struct upstream *upstream_take(const char *key)
 	u->reused = 1;
 	stats.reused++;
 	return u;
+}
+
+static void on_readable(evutil_socket_t fd, short what, void *arg)
+{
+	struct upstream *u = arg;
+
+	(void)fd;
+	if (!u->p) {
+		/* idle: an idle connection has nothing to say, so anything (a
+		 * byte, its end, an error) or the idle time ends it */
+		pool_unlink(u);
+		upstream_free(u);
+		return;
+	}
+	u->on_read(u, (what & EV_TIMEOUT) != 0);
+}
+
+int upstream_read(struct upstream *u, int on)
+{
+	struct timeval tv = { u->p ? u->read_timeout : IDLE_TIMEOUT, 0 };
+
+	if (!on) {
+		if (u->rd)
+			event_del(u->rd);
+		return 0;
+	}
+	if (!u->connected)
+		return 0; /* the CONNECTED event calls again */
+	if (!u->rd) {
+		u->rd = event_new(bufferevent_get_base(u->bev), bufferevent_getfd(u->bev),
+		                  EV_READ | EV_PERSIST, on_readable, u);
+		if (!u->rd)
+			return -1;
+	}
+	/* (a persistent event's timeout restarts with each wake-up: it is
+	 * the time without a byte) */
+	return event_add(u->rd, tv.tv_sec > 0 ? &tv : NULL);
 }
 
 int upstream_fill(struct upstream *u, size_t max)
@@ -154,11 +185,13 @@ int upstream_fill(struct upstream *u, size_t max)
 		}
 		n = readv(fd, (struct iovec *)v, nv);
 		if (n <= 0) {
+			int err = errno;
 			evbuffer_commit_space(in, v, 0);
 			if (n == 0)
 				rc = 1;
-			else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+			else if (err != EAGAIN && err != EWOULDBLOCK && err != EINTR)
 				rc = -1;
+			errno = err;
 			break;
 		}
 		for (left = (size_t)n; used < nv && left; used++) {
@@ -171,7 +204,11 @@ int upstream_fill(struct upstream *u, size_t max)
 		if ((size_t)n < READ_STEP)
 			break; /* drained */
 	}
-	evbuffer_freeze(in, 0);
+	{
+		int err = errno;
+		evbuffer_freeze(in, 0);
+		errno = err;
+	}
 	return rc;
 }
 

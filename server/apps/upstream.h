@@ -15,7 +15,12 @@
 struct preq; /* the proxied request using a connection (proxy.c) */
 
 struct upstream {
-	struct bufferevent *bev;
+	struct bufferevent *bev; /* connects and writes; its own read stays off */
+	struct event *rd;        /* reads: see upstream_read() */
+	/* the user's: the socket is readable (or has been silent for
+	 * read_timeout seconds: timeout 1) */
+	void (*on_read)(struct upstream *u, int timeout);
+	int read_timeout;
 	http_parser parser; /* the response, parsed by its user */
 	struct preq *p;     /* the user; NULL while idle */
 	char key[96];       /* host:port */
@@ -42,9 +47,18 @@ void upstream_put(struct upstream *u);
 /* Closes and frees u.  upstream_free(NULL) is a no-op. */
 void upstream_free(struct upstream *u);
 
-/* Reads straight into u's input buffer, up to max bytes (libevent reads at
- * most 4 KiB per wakeup; a big response wants more).  Returns 0 (read, or
- * would block), 1 at the end of the stream, -1 on error. */
+/* Reading.  A connection's socket is read by its own event, not by its
+ * bufferevent: libevent's read asks FIONREAD before every read, and a read
+ * that came back short needs no second one that says EAGAIN.
+ * upstream_read(u, 1) watches the socket once u is connected (call it
+ * again from the CONNECTED event), 0 stops; each turn it is readable (data
+ * or its end) u->on_read(u, 0) runs and reads with upstream_fill(), and
+ * after u->read_timeout seconds without a byte u->on_read(u, 1).  While u
+ * is idle in the pool the pool watches it.  Returns -1 without memory. */
+int upstream_read(struct upstream *u, int on);
+/* Reads straight into u's input buffer, up to max bytes, until a read comes
+ * back short.  Returns 0 (read, or would block), 1 at the end of the
+ * stream, -1 on error (errno says which). */
 int upstream_fill(struct upstream *u, size_t max);
 
 /* Writes what is queued for the app now when its socket takes it; only the

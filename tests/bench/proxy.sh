@@ -15,6 +15,8 @@
 # Figures:
 #   small_rps / big_rps    requests/s for 1 KiB / 1 MiB, ratio ours/nginx (and
 #                          ours/chp on the *_vs_chp lines), higher is better
+#   small_syscalls_per_req system calls per 1 KiB request (strace -c over one
+#                          keep-alive connection), ours/nginx's worker
 #   added_p50_ms           p50 at one connection minus the upstream's own p50
 #   ws_msgs_per_s          1,000 websockets each echoing 1 KiB frames in a
 #                          closed loop, messages/s (best of ROUNDS, taken
@@ -161,6 +163,39 @@ for f in small.txt big.bin; do
 		die "chp does not proxy /$f"
 done
 
+# System calls per proxied 1 KiB request, gpucloudd's process against nginx's
+# worker: counted by strace over a few seconds of one keep-alive connection.
+# Counts do not swing with the machine's load as rates do.
+# BENCH_PROXY_SYSCALLS_ONLY=1 stops after this figure (a quick A/B of a
+# change with GPUCLOUD_BIN=).
+syscalls_per_req() {
+	local pid=$1 url=$2 out=$TMP/strace-$1.txt spid n calls
+	shift 2
+	strace -c -f -o "$out" -p "$pid" 2>/dev/null &
+	spid=$!
+	sleep 1 # attached
+	WRK_CONNS=1 DURATION=3s wrk_run "$TMP/wrk-strace-$pid.txt" "$url" "$@"
+	kill -INT "$spid"
+	wait "$spid" 2>/dev/null || true
+	n=$(awk '/requests in/ { print $1 }' "$TMP/wrk-strace-$pid.txt")
+	calls=$(awk '$NF == "total" { print $4 }' "$out")
+	awk -v c="$calls" -v n="$n" 'BEGIN { if (n > 0) printf "%.2f", c / n; else print 0 }'
+}
+if command -v strace >/dev/null 2>&1; then
+	ng_worker=$(pgrep -P "$NG_PID" | head -1)
+	gc_sys=$(syscalls_per_req "$GC_PID" "http://127.0.0.1:$gc/small.txt" "${H[@]}")
+	ng_sys=$(syscalls_per_req "$ng_worker" "http://127.0.0.1:$ngp/small.txt")
+	say "system calls per 1 KiB request: gpucloudd $gc_sys, nginx $ng_sys (strace -c)"
+	syscall_line() { bench_line small_syscalls_per_req "$gc_sys" "$ng_sys" '<=1.0'; }
+	if [[ ${BENCH_PROXY_SYSCALLS_ONLY:-0} == 1 ]]; then
+		syscall_line
+		exit 0
+	fi
+else
+	say "strace is not installed: no system call figure (apt-get install strace)"
+	syscall_line() { :; }
+fi
+
 for ((round = 1; round <= ROUNDS; round++)); do
 	wrk_best gc_small "http://127.0.0.1:$gc/small.txt" "${H[@]}"
 	wrk_best ng_small "http://127.0.0.1:$ngp/small.txt"
@@ -249,6 +284,7 @@ if [[ -n $chp ]]; then
 	bench_line small_rps_vs_chp "${BEST_RPS[gc_small]}" "${BEST_RPS[chp_small]}" '>=3'
 	bench_line big_rps_vs_chp "${BEST_RPS[gc_big]}" "${BEST_RPS[chp_big]}" '>=3'
 fi
+syscall_line
 bench_line added_p50_ms "$(added "$gc_lat")" "$(added "$ng_lat")" '<=0.2ms'
 bench_line ws_msgs_per_s "$best_gc_ws" "$best_ng_ws" '>=0.9'
 bench_line ws_cpu_us_per_msg "$gc_ws_us" "$ng_ws_us" '<=1.1'
