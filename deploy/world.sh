@@ -242,9 +242,29 @@ lock() {
 	flock -w 300 9 || die "another world.sh holds $W/.lock"
 }
 
+# Dies when another checkout's world is up: the worlds share fixed names
+# (exec roots, bridges, ports), and starting a second one would take them
+# from under the first one's tests.
+other_world_check() {
+	local pid arg prev data
+	for pid in $(pgrep -x dockerd || true); do
+		prev= data=
+		while IFS= read -r -d '' arg; do
+			[[ $prev == --data-root ]] && data=$arg
+			prev=$arg
+		done <"/proc/$pid/cmdline" 2>/dev/null || continue
+		if [[ $data == */var/world/docker/node* && $data != "$W/docker/"* ]]; then
+			die "another checkout's test world is up (dockerd pid $pid, data root $data):" \
+				"two worlds share ports and bridges; stop it first (make world-down in" \
+				"${data%/var/world/*})"
+		fi
+	done
+}
+
 cmd_up() {
 	local n
 	need_root "world.sh up"
+	other_world_check
 	lock
 	install -d -m 0711 "$W/docker"
 	pki_up
