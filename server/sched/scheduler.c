@@ -62,6 +62,7 @@ static double t_begin, t_engine; /* monotonic seconds: pass start, engine time *
 /* milliseconds each step's statement took (from its send to its result),
  * for the pass's debug line: where a slow pass spends its time */
 static double t_sent, t_step[S_ROLLBACK + 1];
+static double t_eta, t_doc; /* ms: the start estimates, the decisions' JSON */
 static int n_placed;
 /* what each queued request (in.queue order, by id) says now: a pass writes
  * only the decisions that change it */
@@ -673,6 +674,7 @@ static void next(void)
 		t_engine = clock_now_s();
 		res = place_run(&in);
 		t_engine = clock_now_s() - t_engine;
+		t_eta = clock_now_s();
 		etas = res ? calloc((size_t)in.nqueue + 1, sizeof(*etas)) : NULL;
 		if (etas) {
 			struct eta_input e = {
@@ -683,7 +685,10 @@ static void next(void)
 				etas = NULL;
 			}
 		}
+		t_doc = clock_now_s();
+		t_eta = (t_doc - t_eta) * 1000.0;
 		doc = res ? decisions_doc(res, &placed) : NULL;
+		t_doc = (clock_now_s() - t_doc) * 1000.0;
 		place_result_free(res);
 		n_placed = placed;
 		if (!doc || !victims_doc) {
@@ -753,14 +758,18 @@ static void next(void)
 			        "pass: %d placed, %d waiting, %.1f ms (placement %.1f ms)",
 			        n_placed, in.nqueue - n_placed, (clock_now_s() - t_begin) * 1000.0,
 			        t_engine * 1000.0);
-		log_msg(LOG_DEBUG, "sched", NULL,
-		        "pass steps (ms): release %.1f, nodes %.1f, slices %.1f, queue %.1f,"
-		        " running %.1f, classes %.1f, write %.1f, victims %.1f, analyze %.1f, "
-		        "commit %.1f",
-		        t_step[S_PREEMPT], t_step[S_NODES], t_step[S_SLICES], t_step[S_QUEUE],
-		        t_step[S_RUNNING], t_step[S_CLASSES], t_step[S_WRITE], t_step[S_VICTIMS],
-		        t_step[S_ANALYZE], t_step[S_COMMIT]);
+		if (in.nqueue)
+			log_msg(LOG_DEBUG, "sched", NULL,
+			        "pass steps (ms): release %.1f, nodes %.1f, slices %.1f, queue "
+			        "%.1f,"
+			        " running %.1f, classes %.1f, estimates %.1f, decisions %.1f,"
+			        " write %.1f, victims %.1f, analyze %.1f, commit %.1f",
+			        t_step[S_PREEMPT], t_step[S_NODES], t_step[S_SLICES],
+			        t_step[S_QUEUE], t_step[S_RUNNING], t_step[S_CLASSES], t_eta, t_doc,
+			        t_step[S_WRITE], t_step[S_VICTIMS], t_step[S_ANALYZE],
+			        t_step[S_COMMIT]);
 		memset(t_step, 0, sizeof(t_step));
+		t_eta = t_doc = 0;
 		if (n_placed)
 			events_publish(EV_ALLOC_GRANTED); /* their workloads start now */
 		pass_over();
