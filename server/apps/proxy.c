@@ -462,8 +462,10 @@ static void up_readable(struct upstream *u, int timeout)
 		/* the request is still coming: an early answer waits, up to a
 		 * cap (proxy_handler reads on) */
 		max = have < UP_READ_MAX ? UP_READ_MAX - have : 0;
-	else if (p->head_sent && http_stream_backlog(p->r) >= CLIENT_HIGH)
-		max = 0; /* the client is behind: client_drained reads on */
+	else if (p->head_sent && http_stream_backlog(p->r) > CLIENT_HIGH)
+		/* the client is behind: up_drive (the same test) waits for
+		 * client_drained, which reads on */
+		max = 0;
 	else
 		/* a big response arrives in ~64 KiB pieces: reading on until
 		 * the socket is empty takes it in a few wake-ups, not one per
