@@ -257,6 +257,7 @@ int main(int argc, char **argv)
 	worker_shutdown();
 	event_base_loop(base, EVLOOP_NONBLOCK);
 	http_server_free(server);
+	auth_cache_clear();
 	event_free(sigterm);
 	event_free(sigint);
 	event_base_free(base);

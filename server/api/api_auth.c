@@ -460,8 +460,11 @@ static void logout(struct http_req *r)
 /* ---- me ---- */
 
 /* Who I am, my quotas per pool, and what I use: slices held now,
- * allocated GPU-seconds over the last 7 days and my home's storage, all read
- * by the caller lookup (the route's caller extension): one query per /me. */
+ * allocated GPU-seconds over the last 7 days and my home's storage, read
+ * with the caller (the route's caller extension).  The extension is
+ * versioned (me_versions, 0041): while nothing it reads changed, /me is the
+ * caller lookup alone, and the rest is the copy auth kept; after a change,
+ * one more statement reads it. */
 
 /* Per pool the caller's quota, slices held and GPU-seconds of the last 7
  * days. */
@@ -529,11 +532,40 @@ static void *me_ext_decode(const PGresult *res, int col)
 	return m;
 }
 
+/* A copy for the next /me of the same credential (the storage object is
+ * shared: nobody changes it once decoded). */
+static void *me_ext_dup(const void *p)
+{
+	const struct me_ext *m = p;
+	struct me_ext *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	*c = *m;
+	c->usage_json = NULL;
+	if (m->usage_json && !(c->usage_json = strdup(m->usage_json))) {
+		free(c);
+		return NULL;
+	}
+	json_incref(c->storage);
+	return c;
+}
+
+/* What the columns read moves me_versions (0041): the caller's counter for
+ * their quotas, allocated requests and allocations, GPU-seconds and home;
+ * the site's for pools, storage defaults, settings and images.  The 7-day
+ * window moves with the date. */
+#define ME_VERSION                                                                           \
+	"u.id::text || ':' || COALESCE((SELECT v FROM me_versions WHERE user_id = u.id), 0)" \
+	" || ':' || (SELECT v FROM me_versions WHERE user_id = 0) || ':' || current_date"
+
 static struct auth_ext me_ext = {
 	.cols = ME_USAGE_COL AREAS_ME_COLS ME_FEATURES_COL,
 	.join = AREAS_ME_JOIN,
 	.decode = me_ext_decode,
 	.free_fn = me_ext_free,
+	.version = ME_VERSION,
+	.dup = me_ext_dup,
 };
 
 static void me(struct http_req *r)

@@ -354,15 +354,20 @@ static struct {
 } exts[MAX_EXTS];
 static int nexts;
 
-static char *paste(const char *select, const char *cols, const char *from, const char *join,
-                   const char *where)
+/* The lookup with ext pasted in.  A versioned extension's lookup reads only
+ * its version; its columns come from sql_ext, run when this server holds no
+ * copy under that version. */
+static char *paste(const char *select, const char *from, const char *where,
+                   const struct auth_ext *ext)
 {
-	size_t n = strlen(select) + strlen(cols) + strlen(from) + strlen(join) + strlen(where) + 1;
-	char *sql = malloc(n);
+	char *sql = NULL;
+	int n;
 
-	if (sql)
-		snprintf(sql, n, "%s%s%s%s%s", select, cols, from, join, where);
-	return sql;
+	if (ext->version)
+		n = asprintf(&sql, "%s, %s%s%s", select, ext->version, from, where);
+	else
+		n = asprintf(&sql, "%s%s%s%s%s", select, ext->cols, from, ext->join, where);
+	return n < 0 ? NULL : sql;
 }
 
 int auth_caller_ext(const struct route *rt, struct auth_ext *ext)
@@ -370,13 +375,17 @@ int auth_caller_ext(const struct route *rt, struct auth_ext *ext)
 	if (nexts == MAX_EXTS)
 		return -1;
 	if (!ext->sql_session) {
-		ext->sql_session =
-		        paste(SESSION_SELECT, ext->cols, SESSION_JOIN, ext->join, SESSION_WHERE);
-		ext->sql_token = paste(TOKEN_SELECT, ext->cols, TOKEN_JOIN, ext->join, TOKEN_WHERE);
-		if (!ext->sql_session || !ext->sql_token) {
+		ext->sql_session = paste(SESSION_SELECT, SESSION_JOIN, SESSION_WHERE, ext);
+		ext->sql_token = paste(TOKEN_SELECT, TOKEN_JOIN, TOKEN_WHERE, ext);
+		if (ext->version &&
+		    asprintf(&ext->sql_ext, "SELECT %s%s FROM users u%s WHERE u.id = $1",
+		             ext->version, ext->cols, ext->join) < 0)
+			ext->sql_ext = NULL;
+		if (!ext->sql_session || !ext->sql_token || (ext->version && !ext->sql_ext)) {
 			free(ext->sql_session);
 			free(ext->sql_token);
-			ext->sql_session = ext->sql_token = NULL;
+			free(ext->sql_ext);
+			ext->sql_session = ext->sql_token = ext->sql_ext = NULL;
 			return -1;
 		}
 	}
@@ -418,6 +427,79 @@ static int origin_ok(const struct http_req *r)
 	return 0;
 }
 
+/* ---- the versioned extensions' copies ----
+ *
+ * A versioned extension's decoded columns are kept per credential (the
+ * session's or token's hash) with the version read with them.  The lookup
+ * reads the caller's version; when it is the kept one, the request gets a
+ * copy of the kept columns (ext->dup), else one more statement reads them
+ * with their version in one snapshot, and they are kept.  The version moves
+ * in the transaction of any write to what the extension reads, so a copy is
+ * exactly what a fresh read would give, whichever replica wrote.  A slot
+ * holds one credential: another that lands on it replaces it. */
+#define EXT_CACHE_SLOTS 1024
+static struct ext_cached {
+	const struct auth_ext *ext;
+	char key[65];  /* the credential's hash; "" when the slot is free */
+	char *version; /* what ext->version read with data */
+	void *data;    /* owned: ext->free_fn frees it */
+} ext_cache[EXT_CACHE_SLOTS];
+
+static struct ext_cached *cache_slot(const char *key)
+{
+	/* the key is SHA-256 hex: its first digits are as good as any hash */
+	char head[9];
+
+	memcpy(head, key, 8);
+	head[8] = '\0';
+	return &ext_cache[strtoul(head, NULL, 16) % EXT_CACHE_SLOTS];
+}
+
+/* A copy of what is kept for key under version (new, for free_fn), or NULL
+ * when nothing is or when out of memory. */
+static void *cache_get(const struct auth_ext *ext, const char *key, const char *version)
+{
+	const struct ext_cached *c = cache_slot(key);
+
+	if (c->ext != ext || strcmp(c->key, key) != 0 || strcmp(c->version, version) != 0)
+		return NULL;
+	return ext->dup(c->data);
+}
+
+/* Keeps a copy of data under key and version (nothing when out of memory:
+ * the next lookup reads the columns again). */
+static void cache_put(const struct auth_ext *ext, const char *key, const char *version,
+                      const void *data)
+{
+	struct ext_cached *c = cache_slot(key);
+	char *v = strdup(version);
+	void *d = v ? ext->dup(data) : NULL;
+
+	if (!d) {
+		free(v);
+		return;
+	}
+	if (c->data)
+		c->ext->free_fn(c->data);
+	free(c->version);
+	c->ext = ext;
+	snprintf(c->key, sizeof(c->key), "%s", key);
+	c->version = v;
+	c->data = d;
+}
+
+void auth_cache_clear(void)
+{
+	for (size_t i = 0; i < EXT_CACHE_SLOTS; i++) {
+		struct ext_cached *c = &ext_cache[i];
+		if (c->data)
+			c->ext->free_fn(c->data);
+		free(c->version);
+		memset(c, 0, sizeof(*c));
+	}
+}
+
+/* The caller of the lookup's row; with an unversioned ext, its columns too. */
 static struct auth_info *info_from_row(PGresult *res, const struct auth_ext *ext)
 {
 	struct auth_info *a = calloc(1, sizeof(*a));
@@ -432,11 +514,11 @@ static struct auth_info *info_from_row(PGresult *res, const struct auth_ext *ext
 	a->role = auth_role_parse(db_val(res, 0, 7));
 	snprintf(a->created_at, sizeof(a->created_at), "%s", (v = db_val(res, 0, 8)) ? v : "");
 	a->must_change_password = (v = db_val(res, 0, 9)) && strcmp(v, "t") == 0;
-	if (ext) {
+	if (ext && !ext->version) {
 		a->ext = ext->decode(res, LOOKUP_NCOLS);
 		a->ext_kind = ext;
 	}
-	if (!a->display_name || !a->email || a->role < 0 || (ext && !a->ext)) {
+	if (!a->display_name || !a->email || a->role < 0 || (ext && !ext->version && !a->ext)) {
 		auth_info_free(a);
 		return NULL;
 	}
@@ -487,116 +569,164 @@ static void authorize(struct http_req *r)
 	http_resume(r);
 }
 
-static void session_done(PGresult *res, enum rc rc, void *arg)
-{
-	struct http_req *r = arg;
+/* One caller lookup in flight: the request, the credential's hash and,
+ * while a versioned extension's columns are read, the caller. */
+struct lookup {
+	struct http_req *r;
+	int token; /* Bearer token, else session cookie */
+	char key[65];
 	struct auth_info *a;
+};
 
-	if (rc != RC_OK) {
-		http_reply_error(r, rc == RC_UNAVAILABLE ? RC_UNAVAILABLE : RC_DB,
-		                 "retry in a few seconds", "cannot check the session now");
-		return;
-	}
-	if (PQntuples(res) != 1) {
-		http_reply_error(r, RC_UNAUTHORIZED, "log in again", "session expired or revoked");
-		return;
-	}
-	a = info_from_row(res, ext_of(r->route));
-	if (!a) {
-		http_reply_error(r, RC_NOMEM, NULL, "out of memory");
-		return;
-	}
-	a->session_id = strtoll(db_val(res, 0, 0), NULL, 10);
-	snprintf(a->csrf, sizeof(a->csrf), "%s", db_val(res, 0, 1));
-	a->scopes = SCOPE_READ | SCOPE_WRITE;
-	r->auth = a;
-	if (strcmp(db_val(res, 0, 2), "t") == 0) {
-		const char *p[1] = { db_val(res, 0, 0) };
-		db_query("UPDATE sessions SET last_seen_at = now() WHERE id = $1", 1, p, db_ignore,
-		         NULL);
-	}
-	if (!http_req_alive(r)) {
+static void lookup_finish(struct lookup *l)
+{
+	struct http_req *r = l->r;
+
+	r->auth = l->a;
+	free(l);
+	if (!http_req_alive(r))
 		http_resume(r); /* frees it */
-		return;
-	}
-	authorize(r);
+	else
+		authorize(r);
 }
 
-static void token_done(PGresult *res, enum rc rc, void *arg)
+static void ext_done(PGresult *res, enum rc rc, void *arg)
 {
-	struct http_req *r = arg;
+	struct lookup *l = arg;
+	const struct auth_ext *ext = l->a->ext_kind;
+	const char *version;
+
+	if (rc != RC_OK || PQntuples(res) != 1) {
+		/* the caller was found a moment ago: a failure here is the database's */
+		http_reply_error(l->r, rc == RC_UNAVAILABLE ? RC_UNAVAILABLE : RC_DB,
+		                 "retry in a few seconds", "cannot read the caller's data now");
+		goto fail;
+	}
+	if (!(l->a->ext = ext->decode(res, 1))) {
+		http_reply_error(l->r, RC_NOMEM, NULL, "out of memory");
+		goto fail;
+	}
+	if ((version = db_val(res, 0, 0)))
+		cache_put(ext, l->key, version, l->a->ext);
+	lookup_finish(l);
+	return;
+fail:
+	auth_info_free(l->a);
+	free(l);
+}
+
+static void lookup_done(PGresult *res, enum rc rc, void *arg)
+{
+	struct lookup *l = arg;
+	struct http_req *r = l->r;
+	const struct auth_ext *ext = ext_of(r->route);
 	struct auth_info *a;
-	const char *scopes;
+	const char *p[1];
 
 	if (rc != RC_OK) {
-		http_reply_error(r, rc == RC_UNAVAILABLE ? RC_UNAVAILABLE : RC_DB,
-		                 "retry in a few seconds", "cannot check the token now");
-		return;
+		http_reply_error(
+		        r, rc == RC_UNAVAILABLE ? RC_UNAVAILABLE : RC_DB, "retry in a few seconds",
+		        l->token ? "cannot check the token now" : "cannot check the session now");
+		goto fail;
 	}
 	if (PQntuples(res) != 1) {
-		http_reply_error(r, RC_UNAUTHORIZED, "create a new API token",
-		                 "API token unknown, expired or revoked");
-		return;
+		if (l->token)
+			http_reply_error(r, RC_UNAUTHORIZED, "create a new API token",
+			                 "API token unknown, expired or revoked");
+		else
+			http_reply_error(r, RC_UNAUTHORIZED, "log in again",
+			                 "session expired or revoked");
+		goto fail;
 	}
-	a = info_from_row(res, ext_of(r->route));
-	if (!a) {
+	if (!(a = info_from_row(res, ext))) {
 		http_reply_error(r, RC_NOMEM, NULL, "out of memory");
-		return;
+		goto fail;
 	}
-	a->token_id = strtoll(db_val(res, 0, 0), NULL, 10);
-	scopes = db_val(res, 0, 1);
-	if (strstr(scopes, "read"))
-		a->scopes |= SCOPE_READ;
-	if (strstr(scopes, "write"))
-		a->scopes |= SCOPE_WRITE | SCOPE_READ;
-	r->auth = a;
-	if (strcmp(db_val(res, 0, 2), "t") == 0) {
-		const char *p[1] = { db_val(res, 0, 0) };
-		db_query("UPDATE api_tokens SET last_used_at = now() WHERE id = $1", 1, p,
-		         db_ignore, NULL);
+	l->a = a;
+	p[0] = db_val(res, 0, 0);
+	if (l->token) {
+		const char *scopes = db_val(res, 0, 1);
+		a->token_id = strtoll(p[0], NULL, 10);
+		if (strstr(scopes, "read"))
+			a->scopes |= SCOPE_READ;
+		if (strstr(scopes, "write"))
+			a->scopes |= SCOPE_WRITE | SCOPE_READ;
+	} else {
+		a->session_id = strtoll(p[0], NULL, 10);
+		snprintf(a->csrf, sizeof(a->csrf), "%s", db_val(res, 0, 1));
+		a->scopes = SCOPE_READ | SCOPE_WRITE;
 	}
-	if (!http_req_alive(r)) {
-		http_resume(r);
-		return;
+	/* last seen / last used, at most once a minute */
+	if (strcmp(db_val(res, 0, 2), "t") == 0)
+		db_query(l->token ? "UPDATE api_tokens SET last_used_at = now() WHERE id = $1"
+		                  : "UPDATE sessions SET last_seen_at = now() WHERE id = $1",
+		         1, p, db_ignore, NULL);
+	if (ext && ext->version) {
+		const char *version = db_val(res, 0, LOOKUP_NCOLS);
+		a->ext_kind = ext;
+		if (!version || !(a->ext = cache_get(ext, l->key, version))) {
+			char id[24];
+			const char *q[1] = { id };
+			if (!http_req_alive(r)) {
+				lookup_finish(l); /* frees it */
+				return;
+			}
+			snprintf(id, sizeof(id), "%lld", (long long)a->user_id);
+			db_query(ext->sql_ext, 1, q, ext_done, l);
+			return; /* l handed on */
+		}
 	}
-	authorize(r);
+	lookup_finish(l);
+	return;
+fail:
+	free(l);
 }
 
 void auth_request(struct http_req *r)
 {
 	const char *authz = http_header(r, "Authorization");
-	char cookie[128], hash[65], idle[24];
+	char cookie[128], idle[24];
 	const char *params[2];
 	const struct auth_ext *ext = ext_of(r->route);
+	struct lookup *l = calloc(1, sizeof(*l));
 
+	if (!l) {
+		http_reply_error(r, RC_NOMEM, NULL, "out of memory");
+		return;
+	}
+	l->r = r;
 	if (authz) {
 		const char *tok;
 		if (strncasecmp(authz, "Bearer ", 7) != 0) {
 			http_reply_error(r, RC_UNAUTHORIZED, "send 'Authorization: Bearer <token>'",
 			                 "unsupported authorization scheme");
-			return;
+			goto fail;
 		}
 		tok = authz + 7;
 		while (*tok == ' ')
 			tok++;
 		if (strncmp(tok, TOKEN_PREFIX, strlen(TOKEN_PREFIX)) != 0 || strlen(tok) > 100) {
 			http_reply_error(r, RC_UNAUTHORIZED, NULL, "malformed API token");
-			return;
+			goto fail;
 		}
-		crypto_sha256_hex(tok, strlen(tok), hash);
-		params[0] = hash;
-		db_query(ext ? ext->sql_token : lookup_token_sql, 1, params, token_done, r);
+		l->token = 1;
+		crypto_sha256_hex(tok, strlen(tok), l->key);
+		params[0] = l->key;
+		db_query(ext ? ext->sql_token : lookup_token_sql, 1, params, lookup_done, l);
 		return;
 	}
 	if (auth_cookie_value(r, cookie, sizeof(cookie)) < 0 || !*cookie) {
 		http_reply_error(r, RC_UNAUTHORIZED, "log in first", "authentication required");
-		return;
+		goto fail;
 	}
-	crypto_sha256_hex(cookie, strlen(cookie), hash);
+	crypto_sha256_hex(cookie, strlen(cookie), l->key);
 	snprintf(idle, sizeof(idle), "%d", cfg.session_idle_timeout);
-	params[0] = hash;
+	params[0] = l->key;
 	params[1] = idle;
-	db_query(ext ? ext->sql_session : lookup_session_sql, 2, params, session_done, r);
+	db_query(ext ? ext->sql_session : lookup_session_sql, 2, params, lookup_done, l);
+	return;
+fail:
+	free(l);
 }
 
 /* ---- passwords, off the loop ---- */

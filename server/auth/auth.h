@@ -41,14 +41,25 @@ struct auth_info {
  * users table (alias u) without knowing what they are; decode(res, col) gets
  * the lookup's row 0 with its first column at col and returns what hangs on
  * auth_info.ext until free_fn (NULL when it fails: the request gets 500 out of memory).
- * cols starts with a comma; join may be "". */
+ * cols starts with a comma; join may be "".
+ *
+ * With version, an SQL expression over the caller (alias u) that changes in
+ * the same transaction as anything cols read, the lookup reads only the
+ * version, and auth keeps what decode gave per credential: while the
+ * caller's version is the kept one, the request gets dup(kept), a copy that
+ * free_fn frees like decode's (NULL when out of memory); else cols are read
+ * by a second statement, "SELECT version cols FROM users u join WHERE u.id =
+ * caller" (so join may name only u).  What decode returns must depend on
+ * nothing but what cols read. */
 struct auth_ext {
 	const char *cols;
 	const char *join;
 	void *(*decode)(const PGresult *res, int col);
 	void (*free_fn)(void *ext);
+	const char *version;
+	void *(*dup)(const void *ext);
 	/* auth's own: the lookups with the extension pasted in */
-	char *sql_session, *sql_token;
+	char *sql_session, *sql_token, *sql_ext;
 };
 
 /* Gives route rt (an entry of a table passed to router_add) the caller
@@ -58,6 +69,8 @@ int auth_caller_ext(const struct route *rt, struct auth_ext *ext);
 
 /* The http auth hook. */
 void auth_request(struct http_req *r);
+/* Drops the versioned extensions' kept copies (at shutdown). */
+void auth_cache_clear(void);
 void auth_info_free(struct auth_info *a);
 
 /* "admin" etc. <-> ROLE_* bit; -1 / NULL when unknown. */

@@ -1,7 +1,7 @@
 /* areas.c — storage areas as callers see them, on the loop: resolving an
  * area name ("home", "home:<user>", "shared", "class:<id>", "job:<id>") for a
  * caller with its access, the usage and limits of an area as JSON, and /me's storage
- * columns, which the caller lookup reads in its own round trip.
+ * columns, which /me's caller extension reads (auth.h).
  * Does not own: the file work itself (files.c, on workers), scans (quota.c),
  * who the caller is (auth/): callers hand in a struct areas_caller.
  */

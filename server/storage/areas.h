@@ -43,9 +43,9 @@ void areas_resolve(const struct areas_caller *caller, const char *name, int want
  * scanned_at}.  A new reference. */
 json_t *areas_usage_json(const struct pg_result *res, int i, int c);
 
-/* /me's "storage" object (the caller's home area), read by the caller
- * lookup itself so /me costs one round trip: AREAS_ME_JOIN goes into its
- * FROM after the users table (alias u), and AREAS_ME_COLS (AREAS_ME_NCOLS
+/* /me's "storage" object (the caller's home area), read with /me's caller
+ * extension (auth.h): AREAS_ME_JOIN goes into its FROM after the users
+ * table (alias u), and AREAS_ME_COLS (AREAS_ME_NCOLS
  * columns) into its select list.  The block reason is only computed when
  * the home is over a hard limit.  (The LIMIT keeps the planner's row
  * estimate at one: a plain join to the never-analysed one-row

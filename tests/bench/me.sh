@@ -23,8 +23,11 @@
 # Also said (not a BENCH line): PostgreSQL transactions per /me over the pool
 # sweep, from pg_stat_database (backends flush their counters when they exit,
 # and each sweep step restarts gpucloudd). The design is one: the caller
-# lookup reads user, quotas, usage and storage in one query. Background work
-# (scheduler ticks, the storage scanner) adds a little.
+# lookup reads the session, the user and the version of /me's quotas, usage
+# and storage (0041) in one query; those are read again, in a second one,
+# only after something they read changed, which nothing does here: this
+# measures the steady case. Background work (scheduler ticks, the storage
+# scanner) adds a little.
 set -euo pipefail
 BENCH=me
 # shellcheck source=tests/bench/lib.sh
