@@ -122,6 +122,11 @@ report=$(load_run --url="$URL" --header="$COOKIE" --rate="$RATE" --duration="$se
 say "fixed rate, ours: $report"
 me_p99=$(json_field "$report" p99_ms)
 ((  $(json_field "$report" errors) == 0 )) || say "warning: errors at the fixed rate: $report"
+# The client's own floor: the same load.mjs on /healthz (no database, no
+# session); Node's HTTP client is most of a p99 at this rate.
+floor=$(load_run --url="http://127.0.0.1:$GC_PORT/healthz" --rate="$RATE" --duration="$secs" \
+	--conns=20) || die "load.mjs failed: $floor"
+say "fixed rate, the client's floor (GET /healthz): $floor"
 pgbench_run "$TMP/pgbench-rate.txt" 20 -R "$RATE" -l --log-prefix="$TMP/pgbench-rate"
 # Per-transaction log: the third column is the latency in µs, counted from
 # the scheduled start when -R is given.
