@@ -496,58 +496,96 @@ static void logout(struct http_req *r)
 	" AND me_tb.reference = (SELECT COALESCE(me_st.value, me_st.config_value)" \
 	"  FROM site_settings me_st WHERE me_st.name = 'tensorboard_image'))"
 
-/* What the caller extension decodes: the usage column, the storage, then
- * the features. */
+/* What the caller extension decodes: everything of /me past the caller,
+ * serialised once per version (the part auth keeps), and whether the home
+ * has no area row yet. */
 struct me_ext {
-	char *usage_json;
-	json_t *storage;
+	char *tail; /* "\"quotas\":{...},\"usage\":{...},\"storage\":...,\"features\":{...}" */
 	int storage_missing;
-	int tensorboard;
 };
 
 static void me_ext_free(void *p)
 {
 	struct me_ext *m = p;
 
-	free(m->usage_json);
-	json_decref(m->storage);
+	free(m->tail);
 	free(m);
+}
+
+/* quotas and usage objects from the usage column's rows (per pool). */
+static void me_usage(const char *usage_json, json_t *quotas, json_t *usage)
+{
+	/* no pool at all (admins, new users) reads "[]": nothing to parse */
+	json_t *rows = usage_json && strcmp(usage_json, "[]") != 0 ? json_loads(usage_json, 0, NULL)
+	                                                           : NULL,
+	       *row;
+	size_t i;
+
+	json_array_foreach(rows, i, row)
+	{
+		const char *pool = json_string_value(json_object_get(row, "pool"));
+		json_t *q = json_object_get(row, "quota");
+		if (!pool)
+			continue;
+		if (json_is_object(q))
+			json_object_set(quotas, pool, q);
+		json_object_set_new(
+		        usage, pool,
+		        json_pack("{s:O, s:f}", "slices_in_use",
+		                  json_object_get(row, "slices_in_use"), "gpu_seconds_7d",
+		                  json_number_value(json_object_get(row, "gpu_seconds_7d"))));
+	}
+	json_decref(rows);
 }
 
 static void *me_ext_decode(const PGresult *res, int col)
 {
 	struct me_ext *m = calloc(1, sizeof(*m));
+	json_t *out = NULL, *quotas = json_object(), *usage = json_object();
+	json_t *storage = NULL;
+	const char *tb;
+	char *s = NULL;
+	size_t n;
 
 	if (!m)
-		return NULL;
-	if (db_val(res, 0, col) && !(m->usage_json = strdup(db_val(res, 0, col)))) {
-		free(m);
-		return NULL;
-	}
-	m->storage = areas_me_storage(res, col + 1, &m->storage_missing);
-	{
-		const char *tb = db_val(res, 0, col + 1 + AREAS_ME_NCOLS);
-		m->tensorboard = tb && tb[0] == 't';
-	}
+		goto fail;
+	me_usage(db_val(res, 0, col), quotas, usage);
+	storage = areas_me_storage(res, col + 1, &m->storage_missing);
+	tb = db_val(res, 0, col + 1 + AREAS_ME_NCOLS);
+	/* (read with the lookup too: no second round trip) */
+	out = json_pack("{s:o, s:o, s:o, s:{s:b}}", "quotas", quotas, "usage", usage, "storage",
+	                storage ? storage : json_null(), "features", "tensorboard",
+	                tb && tb[0] == 't');
+	quotas = usage = storage = NULL; /* handed off */
+	if (!out || !(s = json_dumps(out, JSON_COMPACT | JSON_ENSURE_ASCII)))
+		goto fail;
+	/* the members alone, to follow the caller's in /me's object */
+	n = strlen(s);
+	memmove(s, s + 1, n - 2);
+	s[n - 2] = '\0';
+	m->tail = s;
+	json_decref(out);
 	return m;
+fail:
+	json_decref(quotas);
+	json_decref(usage);
+	json_decref(storage);
+	json_decref(out);
+	free(m);
+	return NULL;
 }
 
-/* A copy for the next /me of the same credential (the storage object is
- * shared: nobody changes it once decoded). */
+/* A copy for the next /me of the same credential. */
 static void *me_ext_dup(const void *p)
 {
 	const struct me_ext *m = p;
 	struct me_ext *c = calloc(1, sizeof(*c));
 
-	if (!c)
-		return NULL;
-	*c = *m;
-	c->usage_json = NULL;
-	if (m->usage_json && !(c->usage_json = strdup(m->usage_json))) {
+	if (!c || !(c->tail = strdup(m->tail))) {
 		free(c);
 		return NULL;
 	}
-	json_incref(c->storage);
+	c->storage_missing = m->storage_missing;
 	return c;
 }
 
@@ -572,30 +610,12 @@ static void me(struct http_req *r)
 {
 	struct auth_info *a = r->auth;
 	const struct me_ext *m = a->ext;
-	json_t *quotas = json_object(), *usage = json_object(), *out, *rows, *row;
-	size_t i;
+	json_t *out;
+	char *head = NULL, *body = NULL;
+	int n = -1;
 
-	/* no pool at all (admins, new users) reads "[]": nothing to parse */
-	rows = m->usage_json && strcmp(m->usage_json, "[]") != 0
-	               ? json_loads(m->usage_json, 0, NULL)
-	               : NULL;
-	json_array_foreach(rows, i, row)
-	{
-		const char *pool = json_string_value(json_object_get(row, "pool"));
-		json_t *q = json_object_get(row, "quota");
-		if (!pool)
-			continue;
-		if (json_is_object(q))
-			json_object_set(quotas, pool, q);
-		json_object_set_new(
-		        usage, pool,
-		        json_pack("{s:O, s:f}", "slices_in_use",
-		                  json_object_get(row, "slices_in_use"), "gpu_seconds_7d",
-		                  json_number_value(json_object_get(row, "gpu_seconds_7d"))));
-	}
-	json_decref(rows);
-	out = json_pack("{s:o, s:s, s:o, s:o}", "user", auth_user_json(a), "auth",
-	                a->session_id ? "session" : "token", "quotas", quotas, "usage", usage);
+	out = json_pack("{s:o, s:s}", "user", auth_user_json(a), "auth",
+	                a->session_id ? "session" : "token");
 	if (out && a->session_id)
 		json_object_set_new(out, "csrf_token", json_string(a->csrf));
 	if (out && a->token_id) {
@@ -608,14 +628,18 @@ static void me(struct http_req *r)
 	}
 	if (m->storage_missing)
 		areas_home_create(a->user_id);
-	if (!out) {
+	/* the caller's members, then the kept ones */
+	if (out && (head = json_dumps(out, JSON_COMPACT | JSON_ENSURE_ASCII)))
+		n = asprintf(&body, "%.*s,%s}", (int)strlen(head) - 1, head, m->tail);
+	json_decref(out);
+	free(head);
+	if (n < 0) {
 		http_reply_error(r, RC_NOMEM, NULL, "out of memory");
 		return;
 	}
-	/* read with the lookup too: no second round trip */
-	json_object_set_new(out, "storage", m->storage ? json_incref(m->storage) : json_null());
-	json_object_set_new(out, "features", json_pack("{s:b}", "tensorboard", m->tensorboard));
-	http_reply_json(r, 200, out);
+	http_add_header(r, "Cache-Control", "no-store");
+	http_reply(r, 200, "application/json", body, (size_t)n);
+	free(body);
 }
 
 /* ---- password change ---- */

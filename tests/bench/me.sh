@@ -18,7 +18,8 @@
 #     connections (openloop.c: Debian's wrk has no rate option) vs pgbench -S
 #     -R 2000 -c 20 -j1 -T10; both measure from the scheduled start.
 #     me_p99_ms_at2000: p99 in ms, ratio ours/pgbench, lower is better; the
-#     goal is an absolute bound, p99 < 5 ms.
+#     goal is an absolute bound, p99 < 3 ms; measured at the best pool size
+#     and again at BENCH_LATENCY_POOL (default 2): me_p99_ms_at2000_pool2.
 #
 # Also said (not a BENCH line): PostgreSQL transactions per /me over the pool
 # sweep, from pg_stat_database (backends flush their counters when they exit,
@@ -132,6 +133,14 @@ me_p99=$(json_field "$report" p99_ms)
 # The same client on /healthz (no database, no session): what is not /me's.
 floor=$(openloop_run /healthz) || die "openloop failed: $floor"
 say "fixed rate, the client and HTTP alone (GET /healthz): $floor"
+# The tail depends on the pool: on a machine this small, bursts spread over
+# eight backends wake cold ones (p99 ~3 ms at 8, ~1.5 ms at 2 here), so the
+# fixed rate is also measured with a pool of LATENCY_POOL.
+LATENCY_POOL=${BENCH_LATENCY_POOL:-2}
+me_server "$LATENCY_POOL"
+report=$(openloop_run /api/v1/me) || die "openloop failed: $report"
+say "fixed rate, ours with --db-pool-size=$LATENCY_POOL: $report"
+me_p99_small=$(json_field "$report" p99_ms)
 pgbench_run "$TMP/pgbench-rate.txt" 20 -R "$RATE" -l --log-prefix="$TMP/pgbench-rate"
 # Per-transaction log: the third column is the latency in µs, counted from
 # the scheduled start when -R is given.
@@ -144,4 +153,5 @@ for pool in "${POOLS[@]}"; do
 done
 bench_line me_rps_c16 "${BEST_RPS[me_c16]}" "${best_tps[16]}" '>=0.5'
 bench_line me_rps_c50 "${BEST_RPS[me_c50]}" "${best_tps[50]}" '>=0.5'
-bench_line "me_p99_ms_at$RATE" "$me_p99" "$pg_p99" '<5'
+bench_line "me_p99_ms_at$RATE" "$me_p99" "$pg_p99" '<3'
+bench_line "me_p99_ms_at${RATE}_pool$LATENCY_POOL" "$me_p99_small" "$pg_p99" '<3'
