@@ -552,7 +552,6 @@ static void *me_ext_decode(const PGresult *res, int col)
 	me_usage(db_val(res, 0, col), quotas, usage);
 	storage = areas_me_storage(res, col + 1, &m->storage_missing);
 	tb = db_val(res, 0, col + 1 + AREAS_ME_NCOLS);
-	/* (read with the lookup too: no second round trip) */
 	out = json_pack("{s:o, s:o, s:o, s:{s:b}}", "quotas", quotas, "usage", usage, "storage",
 	                storage ? storage : json_null(), "features", "tensorboard",
 	                tb && tb[0] == 't');

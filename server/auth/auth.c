@@ -1,7 +1,8 @@
 /* auth.c — resolving the caller of a request.
  *
  * Owns: the authentication hook (session cookie or Bearer token, one
- * indexed query each), CSRF and Origin checks for cookie-authenticated
+ * indexed query each), the copies of versioned caller extensions (kept per
+ * credential while their version stands), CSRF and Origin checks for cookie-authenticated
  * mutations, scope and role checks, lazy last-seen updates, and audit
  * records, the client address of a request (X-Forwarded-For believed only
  * from trusted_proxies), and password hashing on its own worker lane.
