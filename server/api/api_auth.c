@@ -574,7 +574,7 @@ fail:
 	return NULL;
 }
 
-/* A copy for the next /me of the same credential. */
+/* A copy for the next /me of the same user. */
 static void *me_ext_dup(const void *p)
 {
 	const struct me_ext *m = p;

@@ -2,7 +2,7 @@
  *
  * Owns: the authentication hook (session cookie or Bearer token, one
  * indexed query each), the copies of versioned caller extensions (kept per
- * credential while their version stands), CSRF and Origin checks for cookie-authenticated
+ * user while their version stands), CSRF and Origin checks for cookie-authenticated
  * mutations, scope and role checks, lazy last-seen updates, and audit
  * records, the client address of a request (X-Forwarded-For believed only
  * from trusted_proxies), and password hashing on its own worker lane.
@@ -430,49 +430,45 @@ static int origin_ok(const struct http_req *r)
 
 /* ---- the versioned extensions' copies ----
  *
- * A versioned extension's decoded columns are kept per credential (the
- * session's or token's hash) with the version read with them.  The lookup
+ * A versioned extension's decoded columns are kept per user with the
+ * version read with them (every session and token of the user shares
+ * them).  The lookup
  * reads the caller's version; when it is the kept one, the request gets a
  * copy of the kept columns (ext->dup), else one more statement reads them
  * with their version in one snapshot, and they are kept.  The version moves
  * in the transaction of any write to what the extension reads, so a copy is
  * exactly what a fresh read would give, whichever replica wrote.  A slot
- * holds one credential: another that lands on it replaces it. */
+ * holds one user: another that lands on it replaces it. */
 #define EXT_CACHE_SLOTS 1024
 static struct ext_cached {
-	const struct auth_ext *ext;
-	char key[65];  /* the credential's hash; "" when the slot is free */
+	const struct auth_ext *ext; /* NULL when the slot is free */
+	int64_t user_id;
 	char *version; /* what ext->version read with data */
 	void *data;    /* owned: ext->free_fn frees it */
 } ext_cache[EXT_CACHE_SLOTS];
 
-static struct ext_cached *cache_slot(const char *key)
+static struct ext_cached *cache_slot(int64_t user_id)
 {
-	/* the key is SHA-256 hex: its first digits are as good as any hash */
-	char head[9];
-
-	memcpy(head, key, 8);
-	head[8] = '\0';
-	return &ext_cache[strtoul(head, NULL, 16) % EXT_CACHE_SLOTS];
+	return &ext_cache[(uint64_t)user_id % EXT_CACHE_SLOTS];
 }
 
-/* A copy of what is kept for key under version (new, for free_fn), or NULL
- * when nothing is or when out of memory. */
-static void *cache_get(const struct auth_ext *ext, const char *key, const char *version)
+/* A copy of what is kept for user_id under version (new, for free_fn), or
+ * NULL when nothing is or when out of memory. */
+static void *cache_get(const struct auth_ext *ext, int64_t user_id, const char *version)
 {
-	const struct ext_cached *c = cache_slot(key);
+	const struct ext_cached *c = cache_slot(user_id);
 
-	if (c->ext != ext || strcmp(c->key, key) != 0 || strcmp(c->version, version) != 0)
+	if (c->ext != ext || c->user_id != user_id || strcmp(c->version, version) != 0)
 		return NULL;
 	return ext->dup(c->data);
 }
 
-/* Keeps a copy of data under key and version (nothing when out of memory:
- * the next lookup reads the columns again). */
-static void cache_put(const struct auth_ext *ext, const char *key, const char *version,
+/* Keeps a copy of data under user_id and version (nothing when out of
+ * memory: the next lookup reads the columns again). */
+static void cache_put(const struct auth_ext *ext, int64_t user_id, const char *version,
                       const void *data)
 {
-	struct ext_cached *c = cache_slot(key);
+	struct ext_cached *c = cache_slot(user_id);
 	char *v = strdup(version);
 	void *d = v ? ext->dup(data) : NULL;
 
@@ -484,7 +480,7 @@ static void cache_put(const struct auth_ext *ext, const char *key, const char *v
 		c->ext->free_fn(c->data);
 	free(c->version);
 	c->ext = ext;
-	snprintf(c->key, sizeof(c->key), "%s", key);
+	c->user_id = user_id;
 	c->version = v;
 	c->data = d;
 }
@@ -570,8 +566,9 @@ static void authorize(struct http_req *r)
 	http_resume(r);
 }
 
-/* One caller lookup in flight: the request, the credential's hash and,
- * while a versioned extension's columns are read, the caller. */
+/* One caller lookup in flight: the request, the credential's hash (the
+ * lookup's key) and, while a versioned extension's columns are read, the
+ * caller. */
 struct lookup {
 	struct http_req *r;
 	int token; /* Bearer token, else session cookie */
@@ -608,7 +605,7 @@ static void ext_done(PGresult *res, enum rc rc, void *arg)
 		goto fail;
 	}
 	if ((version = db_val(res, 0, 0)))
-		cache_put(ext, l->key, version, l->a->ext);
+		cache_put(ext, l->a->user_id, version, l->a->ext);
 	lookup_finish(l);
 	return;
 fail:
@@ -665,7 +662,7 @@ static void lookup_done(PGresult *res, enum rc rc, void *arg)
 	if (ext && ext->version) {
 		const char *version = db_val(res, 0, LOOKUP_NCOLS);
 		a->ext_kind = ext;
-		if (!version || !(a->ext = cache_get(ext, l->key, version))) {
+		if (!version || !(a->ext = cache_get(ext, a->user_id, version))) {
 			char id[24];
 			const char *q[1] = { id };
 			if (!http_req_alive(r)) {

@@ -45,7 +45,7 @@ struct auth_info {
  *
  * With version, an SQL expression over the caller (alias u) that changes in
  * the same transaction as anything cols read, the lookup reads only the
- * version, and auth keeps what decode gave per credential: while the
+ * version, and auth keeps what decode gave per user: while the
  * caller's version is the kept one, the request gets dup(kept), a copy that
  * free_fn frees like decode's (NULL when out of memory); else cols are read
  * by a second statement, "SELECT version cols FROM users u join WHERE u.id =
