@@ -132,6 +132,30 @@ describe('/me keeps its data only while nothing it reads changed', () => {
     assert.equal((await me()).usage.mc2?.gpu_seconds_7d, 0);
   });
 
+  it('serves a kept copy only to its own user, even when two users share a slot', async () => {
+    // Copies are kept per user in 1,024 slots: ids 1,024 apart share one.
+    const made = await viaA.post('/api/v1/users', { username: 'mc-own', role: 'student', password: 'mc-own-pass-1' });
+    assert.equal(made.status, 201, made.text);
+    const own = made.json.user.id;
+    sql(a, `INSERT INTO users (id, username, role, password_hash)
+            SELECT ${own + 1024}, 'mc-twin', 'student', password_hash FROM users WHERE id = ${own}`);
+    sql(a, `INSERT INTO quotas (user_id, pool_id, max_slices)
+            SELECT ${own}, id, 2 FROM pools WHERE name = 'mc2'`);
+    const ownC = new Client(a.base), twinC = new Client(a.base);
+    assert.equal((await ownC.login('mc-own', 'mc-own-pass-1')).status, 200);
+    assert.equal((await twinC.login('mc-twin', 'mc-own-pass-1')).status, 200);
+    for (let i = 0; i < 3; i++) {
+      for (const [c, id, quotas] of [[ownC, own, { mc2: 2 }], [twinC, own + 1024, {}], [ownC, own, { mc2: 2 }]]) {
+        const m = await c.get('/api/v1/me');
+        assert.equal(m.status, 200, m.text);
+        assert.equal(m.json.user.id, id);
+        assert.deepEqual(Object.fromEntries(Object.entries(m.json.quotas).map(([k, q]) => [k, q.max_slices])),
+          quotas, `user ${id} sees its own quotas only`);
+        assert.equal(m.json.storage.bytes_hard, 10000);
+      }
+    }
+  });
+
   it('moves only the writer\'s users, once per statement', async () => {
     sql(a, `INSERT INTO users (username, role, password_hash)
             SELECT 'mc' || i, 'student', '$scrypt$none' FROM generate_series(1, 3) i`);
