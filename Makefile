@@ -35,7 +35,7 @@ LIBS    = -levent -levent_openssl -levent_pthreads -lpq -ljansson -lssl -lcrypto
 # One source list, folder by folder, lowest layer first (the folder rule:
 # tests/lint/layers.sh, run by `make check`).
 SRCS = $(addprefix server/base/,rc.c log.c config.c crypto.c worker.c csv.c clock.c cron.c \
-         events.c) \
+         events.c jsonw.c) \
        $(addprefix server/net/,router.c http.c static.c ws.c) \
        $(addprefix server/db/,db.c notify.c leader.c) \
        $(addprefix server/engine/,docker.c nodes.c nvsmi.c images.c registry.c) \

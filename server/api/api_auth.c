@@ -39,12 +39,14 @@
 #include <string.h>
 #include <time.h>
 
+#include <event2/buffer.h>
 #include <http_parser.h>
 
 #include "api/api.h"
 #include "auth/auth.h"
 #include "base/config.h"
 #include "base/crypto.h"
+#include "base/jsonw.h"
 #include "db/db.h"
 #include "storage/areas.h"
 #include "base/log.h"
@@ -609,36 +611,43 @@ static void me(struct http_req *r)
 {
 	struct auth_info *a = r->auth;
 	const struct me_ext *m = a->ext;
-	json_t *out;
-	char *head = NULL, *body = NULL;
-	int n = -1;
+	struct evbuffer *b = evbuffer_new();
+	int rc = -1;
 
-	out = json_pack("{s:o, s:s}", "user", auth_user_json(a), "auth",
-	                a->session_id ? "session" : "token");
-	if (out && a->session_id)
-		json_object_set_new(out, "csrf_token", json_string(a->csrf));
-	if (out && a->token_id) {
-		json_t *sc = json_array();
-		if (a->scopes & SCOPE_READ)
-			json_array_append_new(sc, json_string("read"));
-		if (a->scopes & SCOPE_WRITE)
-			json_array_append_new(sc, json_string("write"));
-		json_object_set_new(out, "scopes", sc);
-	}
 	if (m->storage_missing)
 		areas_home_create(a->user_id);
-	/* the caller's members, then the kept ones */
-	if (out && (head = json_dumps(out, JSON_COMPACT | JSON_ENSURE_ASCII)))
-		n = asprintf(&body, "%.*s,%s}", (int)strlen(head) - 1, head, m->tail);
-	json_decref(out);
-	free(head);
-	if (n < 0) {
+	/* written straight, not through jansson: building and dumping the tree
+	 * was a quarter of this request's instructions */
+	if (b) {
+		rc = jsonw_lit(b, "{\"user\":");
+		rc |= auth_user_write(a, b);
+		if (a->session_id) {
+			rc |= jsonw_lit(b, ",\"auth\":\"session\",\"csrf_token\":");
+			rc |= jsonw_str(b, a->csrf);
+		} else {
+			rc |= jsonw_lit(b, ",\"auth\":\"token\",\"scopes\":[");
+			if (a->scopes & SCOPE_READ)
+				rc |= jsonw_lit(b, "\"read\"");
+			if ((a->scopes & SCOPE_READ) && (a->scopes & SCOPE_WRITE))
+				rc |= jsonw_lit(b, ",");
+			if (a->scopes & SCOPE_WRITE)
+				rc |= jsonw_lit(b, "\"write\"");
+			rc |= jsonw_lit(b, "]");
+		}
+		/* then the kept members */
+		rc |= jsonw_lit(b, ",");
+		rc |= evbuffer_add(b, m->tail, strlen(m->tail));
+		rc |= jsonw_lit(b, "}");
+	}
+	if (rc != 0) {
+		if (b)
+			evbuffer_free(b);
 		http_reply_error(r, RC_NOMEM, NULL, "out of memory");
 		return;
 	}
 	http_add_header(r, "Cache-Control", "no-store");
-	http_reply(r, 200, "application/json", body, (size_t)n);
-	free(body);
+	http_reply_evbuffer(r, 200, "application/json", b);
+	evbuffer_free(b);
 }
 
 /* ---- password change ---- */

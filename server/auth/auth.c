@@ -16,12 +16,14 @@
 #include <string.h>
 #include <strings.h>
 
+#include <event2/buffer.h>
 #include <http_parser.h>
 
 #include "base/config.h"
 #include "base/crypto.h"
-#include "db/db.h"
+#include "base/jsonw.h"
 #include "base/log.h"
+#include "db/db.h"
 #include "base/worker.h"
 
 #include <openssl/crypto.h>
@@ -99,13 +101,36 @@ void auth_info_free(struct auth_info *a)
 	free(a);
 }
 
+int auth_user_write(const struct auth_info *a, struct evbuffer *b)
+{
+	int rc = evbuffer_add_printf(b, "{\"id\":%lld,\"username\":", (long long)a->user_id) < 0;
+
+	rc |= jsonw_str(b, a->username);
+	rc |= jsonw_lit(b, ",\"display_name\":");
+	rc |= jsonw_str(b, a->display_name ? a->display_name : "");
+	rc |= jsonw_lit(b, ",\"email\":");
+	rc |= jsonw_str(b, a->email ? a->email : "");
+	rc |= jsonw_lit(b, ",\"role\":");
+	rc |= jsonw_str(b, auth_role_name(a->role));
+	rc |= jsonw_lit(b, ",\"disabled\":false,\"created_at\":");
+	rc |= jsonw_str(b, a->created_at);
+	rc |= evbuffer_add_printf(b, ",\"must_change_password\":%s}",
+	                          a->must_change_password ? "true" : "false") < 0;
+	return rc ? -1 : 0;
+}
+
 json_t *auth_user_json(const struct auth_info *a)
 {
-	return json_pack("{s:I, s:s, s:s, s:s, s:s, s:b, s:s, s:b}", "id", (json_int_t)a->user_id,
-	                 "username", a->username, "display_name",
-	                 a->display_name ? a->display_name : "", "email", a->email ? a->email : "",
-	                 "role", auth_role_name(a->role), "disabled", 0, "created_at",
-	                 a->created_at, "must_change_password", a->must_change_password);
+	struct evbuffer *b = evbuffer_new();
+	json_t *j = NULL;
+
+	/* one writer for the object, so /me's and login's cannot drift apart */
+	if (b && auth_user_write(a, b) == 0)
+		j = json_loadb((const char *)evbuffer_pullup(b, -1), evbuffer_get_length(b), 0,
+		               NULL);
+	if (b)
+		evbuffer_free(b);
+	return j;
 }
 
 /* ---- the client's address ---- */
@@ -670,7 +695,7 @@ static void lookup_done(PGresult *res, enum rc rc, void *arg)
 				return;
 			}
 			snprintf(id, sizeof(id), "%lld", (long long)a->user_id);
-			db_query(ext->sql_ext, 1, q, ext_done, l);
+			db_query_kept(ext->sql_ext, 1, q, ext_done, l);
 			return; /* l handed on */
 		}
 	}
@@ -710,7 +735,7 @@ void auth_request(struct http_req *r)
 		l->token = 1;
 		crypto_sha256_hex(tok, strlen(tok), l->key);
 		params[0] = l->key;
-		db_query(ext ? ext->sql_token : lookup_token_sql, 1, params, lookup_done, l);
+		db_query_kept(ext ? ext->sql_token : lookup_token_sql, 1, params, lookup_done, l);
 		return;
 	}
 	if (auth_cookie_value(r, cookie, sizeof(cookie)) < 0 || !*cookie) {
@@ -721,7 +746,7 @@ void auth_request(struct http_req *r)
 	snprintf(idle, sizeof(idle), "%d", cfg.session_idle_timeout);
 	params[0] = l->key;
 	params[1] = idle;
-	db_query(ext ? ext->sql_session : lookup_session_sql, 2, params, lookup_done, l);
+	db_query_kept(ext ? ext->sql_session : lookup_session_sql, 2, params, lookup_done, l);
 	return;
 fail:
 	free(l);

@@ -82,7 +82,10 @@ const char *auth_cookie_name(int tls);
 /* Value of the session cookie in r's Cookie header into out; 0 or -1. */
 int auth_cookie_value(const struct http_req *r, char *out, size_t outlen);
 
-/* The browser-visible user object from auth info. New reference. */
+/* The browser-visible user object of the caller, written into b as JSON
+ * text.  Returns 0, or -1 when b could not grow. */
+int auth_user_write(const struct auth_info *a, struct evbuffer *b);
+/* The same object as a jansson value: new reference, NULL when out of memory. */
 json_t *auth_user_json(const struct auth_info *a);
 
 /* The client's address into out: the socket peer, or, when the peer is one

@@ -44,6 +44,7 @@
 #include "base/clock.h"
 #include "base/config.h"
 #include "base/crypto.h"
+#include "base/jsonw.h"
 #include "base/log.h"
 
 enum phase {
@@ -755,22 +756,8 @@ static void utf8_clean(const char *s, char *out, size_t outlen)
 	size_t o = 0;
 
 	while (*p && o + 5 < outlen) {
-		int n = 0;
-		if (*p < 0x80)
-			n = *p >= 0x20 && *p != 0x7f ? 1 : 0;
-		else if (*p >= 0xc2 && *p <= 0xdf)
-			n = 2;
-		else if (*p >= 0xe0 && *p <= 0xef)
-			n = 3;
-		else if (*p >= 0xf0 && *p <= 0xf4)
-			n = 4;
-		for (int k = 1; k < n; k++)
-			if ((p[k] & 0xc0) != 0x80)
-				n = 0;
-		if (n == 3 && ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] >= 0xa0)))
-			n = 0; /* overlong, surrogate */
-		if (n == 4 && ((p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] >= 0x90)))
-			n = 0;
+		int n = *p < 0x80 ? *p >= 0x20 && *p != 0x7f : jsonw_utf8_len(p);
+
 		if (n == 0) {
 			out[o++] = '?';
 			p++;

@@ -54,6 +54,7 @@ describe('/me keeps its data only while nothing it reads changed', () => {
     }
     return bodies[0];
   }
+  const pgLiteral = (v) => `'${v.replace(/'/g, "''")}'`;
   const uid = () => sql(a, "SELECT id FROM users WHERE username = 'admin'");
 
   it('shows each change to its sources in the next request', async () => {
@@ -153,6 +154,35 @@ describe('/me keeps its data only while nothing it reads changed', () => {
           quotas, `user ${id} sees its own quotas only`);
         assert.equal(m.json.storage.bytes_hard, 10000);
       }
+    }
+  });
+
+  // /me writes the caller's members itself (not through jansson): the
+  // object must read back exactly, and be the one login answers with.
+  it('writes the caller\'s own members exactly, per credential', async () => {
+    const name = 'Zhāng "三" \\ back\tslash\nline </script> 😀';
+    sql(a, `UPDATE users SET display_name = ${pgLiteral(name)}, email = 'q"e@example.org' WHERE username = 'admin'`);
+    const c = new Client(a.base);
+    const login = await c.login('admin', ADMIN_PASSWORD);
+    assert.equal(login.status, 200, login.text);
+    const s = await c.get('/api/v1/me');
+    assert.equal(s.status, 200, s.text);
+    assert.equal(s.json.user.display_name, name);
+    assert.equal(s.json.user.email, 'q"e@example.org');
+    assert.deepEqual(s.json.user, login.json.user, 'login and /me give one user object');
+    assert.equal(s.json.auth, 'session');
+    assert.equal(s.json.csrf_token, c.csrf);
+    assert.ok(!('scopes' in s.json));
+    const rw = await c.post('/api/v1/tokens', { name: 'me-cache-rw', scopes: ['read', 'write'] });
+    assert.equal(rw.status, 201, rw.text);
+    for (const [tok, scopes] of [[bearer, ['read']], [rw.json.token, ['read', 'write']]]) {
+      const t = await fetch(a.base + '/api/v1/me', { headers: { authorization: `Bearer ${tok}` } });
+      assert.equal(t.status, 200);
+      const j = await t.json();
+      assert.equal(j.auth, 'token');
+      assert.deepEqual(j.scopes, scopes);
+      assert.ok(!('csrf_token' in j));
+      assert.deepEqual(j.user, login.json.user);
     }
   });
 
