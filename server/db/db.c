@@ -68,6 +68,8 @@ struct job {
 	enum rc rc;
 	long long deadline; /* monotonic ms, while queued */
 	const char *sql;
+	int sql_kept;      /* sql is the caller's, kept unchanged (db_query_kept) */
+	int sql_hashed;    /* sql_hash is computed (on the first prep_find) */
 	unsigned sql_hash; /* to find its prepared statement quickly */
 	int nparams;
 	const char **params;
@@ -93,6 +95,7 @@ struct db_conn {
 	int preparing;        /* cur waits for the PREPARE of its statement */
 	char *prep[PREP_MAX]; /* statements prepared here; prep[i] is "gc<i>" */
 	unsigned prep_hash[PREP_MAX];
+	const char *prep_kept[PREP_MAX]; /* a kept text's address seen for prep[i] */
 	int nprep;
 	PGresult *res;       /* result of cur collected so far */
 	struct jobq pending; /* held: statements behind cur */
@@ -167,7 +170,8 @@ static size_t align_up(size_t n)
 
 /* One allocation holds the job, its completion event and copies of the SQL
  * and parameters (the caller's buffers may be gone before it runs). */
-static struct job *job_new(enum job_kind kind, const char *sql, int nparams,
+/* sql is copied into the job unless kept: then it is only pointed at. */
+static struct job *job_new(enum job_kind kind, const char *sql, int kept, int nparams,
                            const char *const *params)
 {
 	size_t off_ev = align_up(sizeof(struct job));
@@ -178,7 +182,7 @@ static struct job *job_new(enum job_kind kind, const char *sql, int nparams,
 	size_t n;
 	int i;
 
-	if (sql)
+	if (sql && !kept)
 		len += strlen(sql) + 1;
 	for (i = 0; i < nparams; i++)
 		if (params[i])
@@ -193,14 +197,14 @@ static struct job *job_new(enum job_kind kind, const char *sql, int nparams,
 	j->params = (const char **)((char *)j + off_params);
 	j->nparams = nparams;
 	p = (char *)(j->params + nparams);
-	if (sql) {
+	if (sql && kept) {
+		j->sql = sql;
+		j->sql_kept = 1;
+	} else if (sql) {
 		n = strlen(sql) + 1;
 		memcpy(p, sql, n);
 		j->sql = p;
 		p += n;
-		j->sql_hash = 2166136261u;
-		for (const char *q = sql; *q; q++)
-			j->sql_hash = (j->sql_hash ^ (unsigned char)*q) * 16777619u;
 	}
 	for (i = 0; i < nparams; i++) {
 		if (!params[i])
@@ -488,11 +492,28 @@ static void connect_step(struct db_conn *c)
 	conn_down(c, PQerrorMessage(c->pg));
 }
 
-static int prep_find(const struct db_conn *c, const struct job *j)
+/* The index of j's statement among those prepared on c, or -1.  A kept
+ * text is found by its address once it has been seen. */
+static int prep_find(struct db_conn *c, struct job *j)
 {
-	for (int i = 0; i < c->nprep; i++)
-		if (c->prep_hash[i] == j->sql_hash && strcmp(c->prep[i], j->sql) == 0)
+	int i;
+
+	if (j->sql_kept)
+		for (i = 0; i < c->nprep; i++)
+			if (c->prep_kept[i] == j->sql)
+				return i;
+	if (!j->sql_hashed) {
+		j->sql_hash = 2166136261u;
+		for (const char *q = j->sql; *q; q++)
+			j->sql_hash = (j->sql_hash ^ (unsigned char)*q) * 16777619u;
+		j->sql_hashed = 1;
+	}
+	for (i = 0; i < c->nprep; i++)
+		if (c->prep_hash[i] == j->sql_hash && strcmp(c->prep[i], j->sql) == 0) {
+			if (j->sql_kept)
+				c->prep_kept[i] = j->sql;
 			return i;
+		}
 	return -1;
 }
 
@@ -576,7 +597,7 @@ static void conn_next(struct db_conn *c)
 	}
 	ts = PQtransactionStatus(c->pg);
 	if (ts == PQTRANS_INTRANS || ts == PQTRANS_INERROR) {
-		conn_send(c, job_new(JOB_ROLLBACK, "ROLLBACK", 0, NULL));
+		conn_send(c, job_new(JOB_ROLLBACK, "ROLLBACK", 0, 0, NULL));
 		return;
 	}
 	if (ts != PQTRANS_IDLE) {
@@ -611,6 +632,7 @@ static void query_done(struct db_conn *c)
 		c->preparing = 0;
 		if (res && PQresultStatus(res) == PGRES_COMMAND_OK &&
 		    (c->prep[c->nprep] = strdup(j->sql))) {
+			c->prep_kept[c->nprep] = j->sql_kept ? j->sql : NULL;
 			c->prep_hash[c->nprep++] = j->sql_hash;
 			PQclear(res);
 			c->res = NULL;
@@ -824,15 +846,26 @@ out:
 	return ret;
 }
 
-void db_query(const char *sql, int nparams, const char *const *params, db_cb cb, void *arg)
+static void query(const char *sql, int kept, int nparams, const char *const *params, db_cb cb,
+                  void *arg)
 {
 	struct job *j;
 
 	assert(sql && nparams >= 0 && (nparams == 0 || params));
-	j = job_new(JOB_QUERY, sql, nparams, params);
+	j = job_new(JOB_QUERY, sql, kept, nparams, params);
 	j->cb = cb;
 	j->arg = arg;
 	submit(j);
+}
+
+void db_query(const char *sql, int nparams, const char *const *params, db_cb cb, void *arg)
+{
+	query(sql, 0, nparams, params, cb, arg);
+}
+
+void db_query_kept(const char *sql, int nparams, const char *const *params, db_cb cb, void *arg)
+{
+	query(sql, 1, nparams, params, cb, arg);
 }
 
 void db_query_args(const char *sql, const struct db_args *a, db_cb cb, void *arg)
@@ -890,7 +923,7 @@ void db_acquire(db_acquire_cb cb, void *arg)
 	struct job *j;
 
 	assert(cb);
-	j = job_new(JOB_ACQUIRE, NULL, 0, NULL);
+	j = job_new(JOB_ACQUIRE, NULL, 0, 0, NULL);
 	j->acb = cb;
 	j->arg = arg;
 	submit(j);
@@ -902,7 +935,7 @@ void db_conn_query(struct db_conn *c, const char *sql, int nparams, const char *
 	struct job *j;
 
 	assert(sql && nparams >= 0 && (nparams == 0 || params));
-	j = job_new(JOB_QUERY, sql, nparams, params);
+	j = job_new(JOB_QUERY, sql, 0, nparams, params);
 	j->cb = cb;
 	j->arg = arg;
 	if (!c || c->orphan || !c->held || c->releasing || c->state != CONN_UP) {

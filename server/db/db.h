@@ -48,6 +48,10 @@ int db_init(struct event_base *base, const char *url, int pool_size, int queue_m
 /* Runs one statement on any free connection.  params are copied before
  * db_query() returns, so they may live on the caller's stack. */
 void db_query(const char *sql, int nparams, const char *const *params, db_cb cb, void *arg);
+/* db_query() for a statement text that stays at its address, unchanged,
+ * while the pool lives (a literal, or text built once at start): it is not
+ * copied, and its prepared statement is found by that address. */
+void db_query_kept(const char *sql, int nparams, const char *const *params, db_cb cb, void *arg);
 
 /* Statement parameters without hand-formatted buffers: a fixed-capacity list
  * on the caller's stack, filled in $1, $2, ... order and handed to

@@ -207,6 +207,46 @@ TEST(test_params)
 	CHECK_STR(db_sqlstate(NULL), "");
 }
 
+/* A kept text is prepared once per connection and then found by its
+ * address; a copy of it, or an equal kept text elsewhere, still finds the
+ * same statement by content. */
+TEST(test_kept)
+{
+	static const char sql[] = "SELECT $1::int * 2";
+	char *copy = strdup(sql), *other = strdup(sql);
+	struct rec r[5] = {{0}};
+	const char *p[5] = {"1", "2", "3", "4", "5"};
+	struct db_conn *c;
+
+	done = 0;
+	CHECK(copy && other);
+	CHECK(db_init(tb, url, 1, 100) == 0);
+	for (int i = 0; i < 2; i++)
+		db_query_kept(sql, 1, &p[i], rec_cb, &r[i]);
+	CHECK(wait_for(&done, 2, 5000));
+	c = pool->conns[0];
+	CHECK(c->nprep == 1 && c->prep_kept[0] == sql);
+	db_query(copy, 1, &p[2], rec_cb, &r[2]);
+	free(copy); /* copied */
+	CHECK(wait_for(&done, 3, 5000));
+	CHECK(c->nprep == 1 && c->prep_kept[0] == sql);
+	db_query_kept(other, 1, &p[3], rec_cb, &r[3]);
+	CHECK(wait_for(&done, 4, 5000));
+	CHECK(c->nprep == 1 && c->prep_kept[0] == other);
+	db_query_kept(sql, 1, &p[4], rec_cb, &r[4]);
+	CHECK(wait_for(&done, 5, 5000));
+	CHECK(c->nprep == 1 && c->prep_kept[0] == sql);
+	for (int i = 0; i < 5; i++) {
+		char want[4];
+
+		snprintf(want, sizeof(want), "%d", 2 * (i + 1));
+		CHECK(r[i].calls == 1 && r[i].rc == RC_OK);
+		CHECK_STR(r[i].v[0], want);
+	}
+	stop_pool();
+	free(other);
+}
+
 #define NCONC 200
 
 TEST(test_concurrency)
@@ -857,6 +897,7 @@ int main(void)
 	}
 	RUN(test_bad_url);
 	RUN(test_params);
+	RUN(test_kept);
 	RUN(test_concurrency);
 	RUN(test_errors);
 	RUN(test_transactions);
