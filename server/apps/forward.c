@@ -11,23 +11,38 @@
 #include <string.h>
 #include <strings.h>
 
+void forward_put_header(struct evbuffer *out, const char *name, const char *value)
+{
+	size_t nl = strlen(name), vl = strlen(value);
+	char line[512];
+
+	/* one copy into the buffer, not printf's pass over a format */
+	if (nl + vl + 4 <= sizeof(line)) {
+		memcpy(line, name, nl);
+		memcpy(line + nl, ": ", 2);
+		memcpy(line + nl + 2, value, vl);
+		memcpy(line + nl + 2 + vl, "\r\n", 2);
+		evbuffer_add(out, line, nl + vl + 4);
+		return;
+	}
+	evbuffer_add(out, name, nl);
+	evbuffer_add(out, ": ", 2);
+	evbuffer_add(out, value, vl);
+	evbuffer_add(out, "\r\n", 2);
+}
+
 int forward_hop_by_hop(const char *name)
 {
-	static const char *const hop[] = { "Connection",
-		                           "Keep-Alive",
-		                           "Proxy-Connection",
-		                           "TE",
-		                           "Trailer",
-		                           "Transfer-Encoding",
-		                           "Upgrade",
-		                           "Proxy-Authenticate",
-		                           "Proxy-Authorization",
-		                           NULL };
+	size_t n = strlen(name);
 
-	for (int i = 0; hop[i]; i++)
-		if (strcasecmp(name, hop[i]) == 0)
-			return 1;
-	return 0;
+	/* lengths first: every header of every proxied message comes here */
+	return FORWARD_NAME_IS(name, n, "Connection") || FORWARD_NAME_IS(name, n, "Keep-Alive") ||
+	       FORWARD_NAME_IS(name, n, "Proxy-Connection") || FORWARD_NAME_IS(name, n, "TE") ||
+	       FORWARD_NAME_IS(name, n, "Trailer") ||
+	       FORWARD_NAME_IS(name, n, "Transfer-Encoding") ||
+	       FORWARD_NAME_IS(name, n, "Upgrade") ||
+	       FORWARD_NAME_IS(name, n, "Proxy-Authenticate") ||
+	       FORWARD_NAME_IS(name, n, "Proxy-Authorization");
 }
 
 /* Is name listed in a Connection header among hdrs? */
@@ -37,7 +52,13 @@ int forward_in_connection(const struct http_header *h, int n, const char *name)
 
 	for (int i = 0; i < n; i++) {
 		const char *v = h[i].value;
-		if (!h[i].name || !v || strcasecmp(h[i].name, "Connection") != 0)
+		const char *hn = h[i].name;
+		/* "conn" before the whole name: called for every header, with
+		 * every header, and many begin with "c" (each test stops at a
+		 * NUL, so a short name is never read past) */
+		if (!hn || !v || (hn[0] | 0x20) != 'c' || (hn[1] | 0x20) != 'o' ||
+		    (hn[2] | 0x20) != 'n' || (hn[3] | 0x20) != 'n' ||
+		    strcasecmp(hn, "Connection") != 0)
 			continue;
 		while (*v) {
 			size_t len;
@@ -135,7 +156,7 @@ void forward_app_cookies(const struct http_req *r, struct evbuffer *out)
 				nlen--;
 			if (len && !is_our_cookie(v, nlen)) {
 				if (first)
-					evbuffer_add_printf(out, "Cookie: ");
+					evbuffer_add(out, "Cookie: ", 8);
 				else
 					evbuffer_add(out, "; ", 2);
 				evbuffer_add(out, v, len);

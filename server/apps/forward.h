@@ -7,8 +7,17 @@
 #define GPUCLOUD_FORWARD_H
 
 #include <event2/buffer.h>
+#include <strings.h>
 
 #include "net/http.h"
+
+/* 1 when header name (len bytes) is the literal lit, case-insensitively;
+ * the lengths are compared first, so a chain of these is cheap. */
+#define FORWARD_NAME_IS(name, len, lit) \
+	((len) == sizeof(lit) - 1 && strncasecmp((name), "" lit, sizeof(lit) - 1) == 0)
+
+/* Appends "name: value\r\n" to out in one piece. */
+void forward_put_header(struct evbuffer *out, const char *name, const char *value);
 
 /* 1 when name is a hop-by-hop header (RFC 9110 §7.6.1, plus
  * Proxy-Connection and Proxy-Authenticate/-Authorization): never forwarded. */

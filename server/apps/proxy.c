@@ -176,6 +176,25 @@ static void finish_gone_cb(evutil_socket_t fd, short what, void *arg)
 
 /* ---- the upstream response ---- */
 
+/* 1 when the app's response header i goes on to the client.  own_head:
+ * our reply's head carries its own Date and X-Request-Id (not a 101, which
+ * is written as the app sent it). */
+static int resp_header_passes(const struct preq *p, int i, int own_head)
+{
+	const char *n = p->rh[i].name, *v = p->rh[i].value;
+	size_t len;
+
+	if (!n || !forward_value_ok(v) || forward_hop_by_hop(n) ||
+	    forward_in_connection(p->rh, p->nrh, n))
+		return 0;
+	len = strlen(n);
+	if (FORWARD_NAME_IS(n, len, "Content-Length") ||
+	    (own_head &&
+	     (FORWARD_NAME_IS(n, len, "Date") || FORWARD_NAME_IS(n, len, "X-Request-Id"))))
+		return 0;
+	return !FORWARD_NAME_IS(n, len, "Set-Cookie") || forward_set_cookie_ok(v);
+}
+
 static int up_header_field(http_parser *hp, const char *at, size_t len)
 {
 	struct upstream *u = hp->data;
@@ -250,16 +269,9 @@ static int up_headers_complete(http_parser *hp)
 	p->status = hp->status_code;
 	if (p->status < 200)
 		return 0; /* 1xx: 101 is handled at message end, others are dropped */
-	for (int i = 0; i < p->nrh; i++) {
-		const char *n = p->rh[i].name, *v = p->rh[i].value;
-		if (!n || !forward_value_ok(v) || forward_hop_by_hop(n) ||
-		    forward_in_connection(p->rh, p->nrh, n) ||
-		    strcasecmp(n, "Content-Length") == 0 || strcasecmp(n, "Date") == 0 ||
-		    strcasecmp(n, "X-Request-Id") == 0 ||
-		    (strcasecmp(n, "Set-Cookie") == 0 && !forward_set_cookie_ok(v)))
-			continue;
-		http_add_header(r, n, v);
-	}
+	for (int i = 0; i < p->nrh; i++)
+		if (resp_header_passes(p, i, 1))
+			http_add_header(r, p->rh[i].name, p->rh[i].value);
 	if (p->status == 204 || p->status == 304)
 		length = -2;
 	else if (hp->flags & F_CHUNKED)
@@ -595,44 +607,73 @@ static void connect_upstream(struct preq *p)
 
 /* ---- the request head for the app ---- */
 
+/* 1 when the client's request header i goes on to the app: not
+ * hop-by-hop, not what the proxy sets itself (length, credentials, the
+ * forwarding headers), not a value with a line break (a folded one). */
+static int req_header_passes(const struct http_req *r, int i)
+{
+	const char *n = r->hdr[i].name;
+	size_t len = strlen(n);
+
+	if (forward_hop_by_hop(n) || forward_in_connection(r->hdr, r->nhdr, n) ||
+	    !forward_value_ok(r->hdr[i].value))
+		return 0;
+	return !(FORWARD_NAME_IS(n, len, "Content-Length") ||
+	         FORWARD_NAME_IS(n, len, "Authorization") || FORWARD_NAME_IS(n, len, "Cookie") ||
+	         FORWARD_NAME_IS(n, len, "Expect") || FORWARD_NAME_IS(n, len, "Forwarded") ||
+	         FORWARD_NAME_IS(n, len, "X-Real-IP") ||
+	         (len >= 12 && strncasecmp(n, "X-Forwarded-", 12) == 0) ||
+	         (len >= 6 && strncasecmp(n, "Proxy-", 6) == 0));
+}
+
+/* The head written in pieces, not through printf: it is built for every
+ * proxied request. */
+#define ADD_LIT(b, lit) evbuffer_add((b), "" lit, sizeof(lit) - 1)
+#define ADD_STR(b, s)   evbuffer_add((b), (s), strlen(s))
+
 static int build_head(struct preq *p)
 {
 	struct http_req *r = p->r;
 	struct evbuffer *h = evbuffer_new();
 	const char *host = http_header(r, "Host");
+	char num[24];
 
 	if (!h)
 		return -1;
-	evbuffer_add_printf(h, "%s %s HTTP/1.1\r\n", http_method_str((enum http_method)r->method),
-	                    r->url);
-	for (int i = 0; i < r->nhdr; i++) {
-		const char *n = r->hdr[i].name;
-		if (forward_hop_by_hop(n) || forward_in_connection(r->hdr, r->nhdr, n) ||
-		    strcasecmp(n, "Content-Length") == 0 || strcasecmp(n, "Authorization") == 0 ||
-		    strcasecmp(n, "Cookie") == 0 || strcasecmp(n, "Expect") == 0 ||
-		    strcasecmp(n, "Forwarded") == 0 || strncasecmp(n, "X-Forwarded-", 12) == 0 ||
-		    strcasecmp(n, "X-Real-IP") == 0 || strncasecmp(n, "Proxy-", 6) == 0 ||
-		    !forward_value_ok(r->hdr[i].value))
-			continue; /* (a folded value with a line break is never passed on) */
-		evbuffer_add_printf(h, "%s: %s\r\n", n, r->hdr[i].value);
+	ADD_STR(h, http_method_str((enum http_method)r->method));
+	ADD_LIT(h, " ");
+	ADD_STR(h, r->url);
+	ADD_LIT(h, " HTTP/1.1\r\n");
+	for (int i = 0; i < r->nhdr; i++)
+		if (req_header_passes(r, i))
+			forward_put_header(h, r->hdr[i].name, r->hdr[i].value);
+	if (!host) {
+		ADD_LIT(h, "Host: ");
+		ADD_STR(h, p->route);
+		ADD_LIT(h, ".");
+		ADD_STR(h, cfg.apps_domain);
+		ADD_LIT(h, "\r\n");
 	}
-	if (!host)
-		evbuffer_add_printf(h, "Host: %s.%s\r\n", p->route, cfg.apps_domain);
 	forward_app_cookies(r, h);
-	evbuffer_add_printf(h,
-	                    "Authorization: token %s\r\nX-Forwarded-For: %s\r\n"
-	                    "X-Forwarded-Proto: %s\r\nX-Forwarded-Host: %s\r\n",
-	                    p->ck.token, r->peer, r->tls ? "https" : "http", host ? host : "");
+	ADD_LIT(h, "Authorization: token ");
+	ADD_STR(h, p->ck.token);
+	ADD_LIT(h, "\r\nX-Forwarded-For: ");
+	ADD_STR(h, r->peer);
+	ADD_STR(h, r->tls ? "\r\nX-Forwarded-Proto: https\r\nX-Forwarded-Host: "
+	                  : "\r\nX-Forwarded-Proto: http\r\nX-Forwarded-Host: ");
+	ADD_STR(h, host ? host : "");
+	ADD_LIT(h, "\r\n");
 	if (p->websocket)
-		evbuffer_add_printf(h, "Connection: Upgrade\r\nUpgrade: websocket\r\n");
+		ADD_LIT(h, "Connection: Upgrade\r\nUpgrade: websocket\r\n");
 	if (r->content_length >= 0) {
-		evbuffer_add_printf(h, "Content-Length: %lld\r\n", (long long)r->content_length);
+		snprintf(num, sizeof(num), "%lld", (long long)r->content_length);
+		forward_put_header(h, "Content-Length", num);
 		p->has_body = r->content_length > 0;
 	} else if (p->chunked) {
-		evbuffer_add_printf(h, "Transfer-Encoding: chunked\r\n");
+		ADD_LIT(h, "Transfer-Encoding: chunked\r\n");
 		p->has_body = 1;
 	}
-	evbuffer_add(h, "\r\n", 2);
+	ADD_LIT(h, "\r\n");
 	p->head = h;
 	return 0;
 }
@@ -674,15 +715,9 @@ static void start_tunnel(struct preq *p)
 	}
 	out = bufferevent_get_output(client);
 	evbuffer_add_printf(out, "HTTP/1.1 101 Switching Protocols\r\n");
-	for (int i = 0; i < p->nrh; i++) {
-		const char *n = p->rh[i].name, *v = p->rh[i].value;
-		if (!n || !forward_value_ok(v) || forward_hop_by_hop(n) ||
-		    forward_in_connection(p->rh, p->nrh, n) ||
-		    strcasecmp(n, "Content-Length") == 0 ||
-		    (strcasecmp(n, "Set-Cookie") == 0 && !forward_set_cookie_ok(v)))
-			continue;
-		evbuffer_add_printf(out, "%s: %s\r\n", n, v);
-	}
+	for (int i = 0; i < p->nrh; i++)
+		if (resp_header_passes(p, i, 0))
+			forward_put_header(out, p->rh[i].name, p->rh[i].value);
 	evbuffer_add_printf(out, "Connection: Upgrade\r\nUpgrade: websocket\r\n\r\n");
 	/* frames the app sent right behind its 101 */
 	evbuffer_add_buffer(out, bufferevent_get_input(u->bev));

@@ -338,8 +338,12 @@ static void req_release(struct http_server *srv, struct http_req *r)
 
 const char *http_header(const struct http_req *r, const char *name)
 {
+	int first = name[0] | 0x20; /* equal names have equal first bytes after this */
+
+	/* the first letter before the whole name: handlers look up headers
+	 * most requests do not carry */
 	for (int i = 0; i < r->nhdr; i++)
-		if (strcasecmp(r->hdr[i].name, name) == 0)
+		if ((r->hdr[i].name[0] | 0x20) == first && strcasecmp(r->hdr[i].name, name) == 0)
 			return r->hdr[i].value;
 	return NULL;
 }

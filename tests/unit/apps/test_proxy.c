@@ -73,6 +73,32 @@ TEST(hop_headers)
 	CHECK(forward_in_connection(h, 2, "upgrade"));
 	CHECK(!forward_in_connection(h, 2, "x-sec"));
 	CHECK(!forward_in_connection(h, 2, "Cookie"));
+	/* every hop-by-hop name in any case; names of the same lengths that
+	 * are not (the check goes by length first) */
+	{
+		static const char *const hop[] = { "Connection",         "KEEP-ALIVE",
+			                           "proxy-connection",   "te",
+			                           "TRAILER",            "Transfer-Encoding",
+			                           "upgrade",            "Proxy-Authenticate",
+			                           "PROXY-AUTHORIZATION" },
+			                 *not[] = { "TF",         "Trailers", "Upgradf",
+			                            "Connexion",  "Keep-Alivf",
+			                            "Proxy-Connectiom", "Transfer-Encodinf",
+			                            "Proxy-Authenticatf", "Proxy-Authorizatiom",
+			                            "", "Content-Type", "Date" };
+		for (size_t i = 0; i < sizeof(hop) / sizeof(hop[0]); i++)
+			CHECK(forward_hop_by_hop(hop[i]));
+		for (size_t i = 0; i < sizeof(not) / sizeof(not[0]); i++)
+			CHECK(!forward_hop_by_hop(not[i]));
+	}
+	/* the Connection header is found in any case, past other c-headers */
+	{
+		struct http_header c[3] = { { (char *)"Content-Type", (char *)"text/plain" },
+			                    { (char *)"cOnNeCtIoN", (char *)"x-hop" },
+			                    { (char *)"X-Hop", (char *)"1" } };
+		CHECK(forward_in_connection(c, 3, "X-HOP"));
+		CHECK(!forward_in_connection(c, 3, "Content-Type"));
+	}
 }
 
 TEST(cookie_filter)
