@@ -202,6 +202,49 @@ gc_login() {
 	printf '%s\n' "$cookie"
 }
 
+# gc_route PORT DB_URL UPSTREAM_PORT: an app route on gpucloudd (PORT) to a
+# server on 127.0.0.1:UPSTREAM_PORT (a running instance's port, as rows),
+# opened by the admin through the real handshake.  Sets inst (the
+# instance's id), route, rhost (its Host) and rcookie (its gc_route cookie);
+# route_cookie opens more routes with the same login.
+gc_route() {
+	local port=$1 dbu=$2 up=$3 img login
+	local -a psql=("$PG_BIN/psql" -qAtX -v ON_ERROR_STOP=1 "$dbu")
+	img=$("${psql[@]}" -c "INSERT INTO images (reference, app_ports) VALUES ('bench/static:1', '[{\"name\":\"web\",\"port\":80}]') RETURNING id" | head -1)
+	inst=$("${psql[@]}" -c "INSERT INTO instances (user_id, name, image_id, state) SELECT id, 'bench', $img, 'running' FROM users WHERE username = 'admin' RETURNING id" | head -1)
+	"${psql[@]}" -c "INSERT INTO instance_ports VALUES ($inst, 'web', 80, '127.0.0.1', $up)" >/dev/null
+	route=$("${psql[@]}" -c "SELECT id FROM routes WHERE instance_id = $inst")
+	# The admin signs in, mints a ticket bound to a state secret (POST with
+	# the CSRF token) and redeems it on the route's origin with that secret.
+	login=$(curl -fsS -m 30 -D "$TMP/login.h" -H 'Content-Type: application/json' \
+		-H "Origin: http://127.0.0.1:$port" \
+		--data "{\"username\":\"admin\",\"password\":\"$ADMIN_PASSWORD\"}" \
+		"http://127.0.0.1:$port/api/v1/auth/login")
+	ROUTE_SESSION=$(sed -n 's/^[Ss]et-[Cc]ookie: gc_session=\([^;]*\).*/\1/p' "$TMP/login.h" | tr -d '\r')
+	ROUTE_CSRF=$(printf '%s' "$login" | sed -n 's/.*"csrf_token":"\([^"]*\)".*/\1/p')
+	[[ -n $ROUTE_SESSION && -n $ROUTE_CSRF ]] || die "login as admin failed"
+	# shellcheck disable=SC2034 # read by the benchmarks that source this
+	rhost="$route.localhost:$port"
+	rcookie=$(route_cookie "$port" "$route")
+	[[ -n $rcookie ]] || die "the handshake gave no route cookie"
+}
+
+# route_cookie PORT ROUTE: prints a gc_route cookie ("gc_route=...") for
+# that route, opened with gc_route's login.
+route_cookie() {
+	local port=$1 r=$2 state hash url rh
+	state=$(openssl rand -hex 32)
+	hash=$(printf '%s' "$state" | sha256sum | cut -d' ' -f1)
+	url=$(curl -fsS -m 10 -H "Cookie: gc_session=$ROUTE_SESSION" -H "X-CSRF-Token: $ROUTE_CSRF" \
+		-H "Origin: http://127.0.0.1:$port" -H 'Content-Type: application/json' \
+		--data "{\"path\":\"/\",\"state\":\"$hash\"}" \
+		"http://127.0.0.1:$port/api/v1/routes/$r/open" | sed -n 's/.*"url":"\([^"]*\)".*/\1/p')
+	rh="$r.localhost:$port"
+	curl -sS -m 10 -o /dev/null -D - -H "Host: $rh" -H "Cookie: gc_state=$state" \
+		"http://127.0.0.1:$port${url#*"$rh"}" |
+		sed -n 's/^[Ss]et-[Cc]ookie: \(gc_route=[^;]*\).*/\1/p' | tr -d '\r'
+}
+
 # ---------------------------------------------------------------------------
 # nginx, as a private instance: its own prefix, configuration and pid file.
 

@@ -6,6 +6,9 @@
 #   PATH      healthz   GET /healthz
 #             static    GET /bench.txt, a 1 KiB file from the web root
 #             me        GET /api/v1/me with the admin's session cookie
+#             proxy     GET /bench.txt through an app route (proxy.sh's
+#                       setup: an instance row whose port is a private
+#                       nginx serving the web root, its route cookie)
 #   REQUESTS  how many requests are counted (default 2000), after 200 of
 #             warm-up that are not
 #
@@ -51,7 +54,8 @@ exec valgrind --tool=callgrind --callgrind-out-file=$OUT --dump-instr=no --compr
 	--collect-atstart=yes $REAL_BIN "\$@"
 SH
 chmod 0755 "$BIN"
-gc_start "$db" "$TMP/gpucloudd.log" --web-root="$WEB" --log-level=warn --scrypt-ln=10
+gc_start "$db" "$TMP/gpucloudd.log" --web-root="$WEB" --log-level=warn --scrypt-ln=10 \
+	--proxy-cache-ms=1000
 url=http://127.0.0.1:$GC_PORT
 declare -a hdr=()
 case $what in
@@ -61,7 +65,14 @@ me)
 	url+=/api/v1/me
 	hdr=(--header="Cookie: gc_session=$(gc_login "$GC_PORT")")
 	;;
-*) die "usage: profile.sh healthz|static|me [REQUESTS]" ;;
+proxy)
+	up=$(free_port)
+	nginx_start "$TMP/upstream" "$up" "$WEB" off
+	gc_route "$GC_PORT" "$(db_url "$db")" "$up"
+	url+=/bench.txt
+	hdr=(--header="Host: $rhost" --header="Cookie: $rcookie")
+	;;
+*) die "usage: profile.sh healthz|static|me|proxy [REQUESTS]" ;;
 esac
 
 load_run --url="$url" "${hdr[@]}" --rate=500 --count=200 --conns=10 >/dev/null ||

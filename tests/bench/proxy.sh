@@ -118,40 +118,12 @@ db_new
 gc_start "$DB_NAME" "$TMP/gpucloudd.log" --log-level=warn --proxy-cache-ms=1000
 gc=$GC_PORT
 dbu=$(db_url "$DB_NAME")
-img=$("${PSQL[@]}" "$dbu" -c "INSERT INTO images (reference, app_ports) VALUES ('bench/static:1', '[{\"name\":\"web\",\"port\":80}]') RETURNING id" | head -1)
-inst=$("${PSQL[@]}" "$dbu" -c "INSERT INTO instances (user_id, name, image_id, state) SELECT id, 'bench', $img, 'running' FROM users WHERE username = 'admin' RETURNING id" | head -1)
-"${PSQL[@]}" "$dbu" -c "INSERT INTO instance_ports VALUES ($inst, 'web', 80, '127.0.0.1', $up)" >/dev/null
-route=$("${PSQL[@]}" "$dbu" -c "SELECT id FROM routes WHERE instance_id = $inst")
-# The admin signs in, mints a ticket bound to a state secret (POST with the
-# CSRF token) and redeems it on the route's origin with that secret.
-login=$(curl -fsS -m 30 -D "$TMP/login.h" -H 'Content-Type: application/json' \
-	-H "Origin: http://127.0.0.1:$gc" \
-	--data "{\"username\":\"admin\",\"password\":\"$ADMIN_PASSWORD\"}" \
-	"http://127.0.0.1:$gc/api/v1/auth/login")
-cookie=$(sed -n 's/^[Ss]et-[Cc]ookie: gc_session=\([^;]*\).*/\1/p' "$TMP/login.h" | tr -d '\r')
-csrf=$(printf '%s' "$login" | sed -n 's/.*"csrf_token":"\([^"]*\)".*/\1/p')
-[[ -n $cookie && -n $csrf ]] || die "login as admin failed"
-route_cookie() {
-	local r=$1 state hash url rh
-	state=$(openssl rand -hex 32)
-	hash=$(printf '%s' "$state" | sha256sum | cut -d' ' -f1)
-	url=$(curl -fsS -m 10 -H "Cookie: gc_session=$cookie" -H "X-CSRF-Token: $csrf" \
-		-H "Origin: http://127.0.0.1:$gc" -H 'Content-Type: application/json' \
-		--data "{\"path\":\"/\",\"state\":\"$hash\"}" \
-		"http://127.0.0.1:$gc/api/v1/routes/$r/open" | sed -n 's/.*"url":"\([^"]*\)".*/\1/p')
-	rh="$r.localhost:$gc"
-	curl -sS -m 10 -o /dev/null -D - -H "Host: $rh" -H "Cookie: gc_state=$state" \
-		"http://127.0.0.1:$gc${url#*"$rh"}" |
-		sed -n 's/^[Ss]et-[Cc]ookie: \(gc_route=[^;]*\).*/\1/p' | tr -d '\r'
-}
-rhost="$route.localhost:$gc"
-rcookie=$(route_cookie "$route")
-[[ -n $rcookie ]] || die "the handshake gave no route cookie"
+gc_route "$gc" "$dbu" "$up"
 # the route websocket goes to the echo upstream too: a second port of the instance
 "${PSQL[@]}" "$dbu" -c "INSERT INTO instance_ports VALUES ($inst, 'ws', 81, '127.0.0.1', $ws_up)" >/dev/null
 wsroute=$("${PSQL[@]}" "$dbu" -c "SELECT id FROM routes WHERE instance_id = $inst AND port_name = 'ws'")
 wshost="$wsroute.localhost:$gc"
-wscookie=$(route_cookie "$wsroute")
+wscookie=$(route_cookie "$gc" "$wsroute")
 [[ -n $wscookie ]] || die "the handshake gave no route cookie for the websocket route"
 
 H=(-H "Host: $rhost" -H "Cookie: $rcookie")
