@@ -86,8 +86,17 @@ struct preq {
 	int head_only; /* HEAD: the response has no body */
 	int status;
 	uint64_t body_left; /* a Content-Length body still to move (not parsed) */
+	/* The app's response headers: their bytes go into one buffer as the
+	 * parser hands them over ("name\0value\0..."), at offsets; rh points
+	 * into it once the head is complete (rh_final). */
 	struct http_header rh[MAX_RESP_HDRS];
+	struct {
+		uint32_t name, value; /* offsets into rh_buf */
+		int has_value;
+	} rh_at[MAX_RESP_HDRS];
 	int nrh;
+	char *rh_buf;
+	size_t rh_len, rh_cap;
 	size_t rh_bytes;
 	int rh_last_value;
 	int rh_overflow;
@@ -97,10 +106,7 @@ static void preq_free(struct preq *p)
 {
 	if (!p)
 		return;
-	for (int i = 0; i < p->nrh; i++) {
-		free(p->rh[i].name);
-		free(p->rh[i].value);
-	}
+	free(p->rh_buf);
 	if (p->head)
 		evbuffer_free(p->head);
 	free(p);
@@ -108,10 +114,7 @@ static void preq_free(struct preq *p)
 
 static void resp_headers_clear(struct preq *p)
 {
-	for (int i = 0; i < p->nrh; i++) {
-		free(p->rh[i].name);
-		free(p->rh[i].value);
-	}
+	p->rh_len = 0;
 	p->nrh = 0;
 	p->rh_bytes = 0;
 	p->rh_last_value = 0;
@@ -195,12 +198,46 @@ static int resp_header_passes(const struct preq *p, int i, int own_head)
 	return !FORWARD_NAME_IS(n, len, "Set-Cookie") || forward_set_cookie_ok(v);
 }
 
+/* Appends len bytes of at to the header buffer, after a NUL ending the
+ * piece before when nul; 0 or -1 (out of memory). */
+static int rh_add(struct preq *p, int nul, const char *at, size_t len)
+{
+	size_t need = p->rh_len + (size_t)nul + len + 1; /* + rh_final's NUL */
+
+	if (need > p->rh_cap) {
+		size_t cap = p->rh_cap ? p->rh_cap : 1024;
+		char *b;
+
+		while (cap < need)
+			cap *= 2;
+		if (!(b = realloc(p->rh_buf, cap)))
+			return -1;
+		p->rh_buf = b;
+		p->rh_cap = cap;
+	}
+	if (nul)
+		p->rh_buf[p->rh_len++] = '\0';
+	memcpy(p->rh_buf + p->rh_len, at, len);
+	p->rh_len += len;
+	return 0;
+}
+
+/* The head is complete: rh points into the buffer, which grows no more. */
+static void rh_final(struct preq *p)
+{
+	if (p->nrh > 0)
+		p->rh_buf[p->rh_len++] = '\0'; /* rh_add kept room for it */
+	for (int i = 0; i < p->nrh; i++) {
+		p->rh[i].name = p->rh_buf + p->rh_at[i].name;
+		p->rh[i].value = p->rh_at[i].has_value ? p->rh_buf + p->rh_at[i].value : NULL;
+	}
+}
+
 static int up_header_field(http_parser *hp, const char *at, size_t len)
 {
 	struct upstream *u = hp->data;
 	struct preq *p = u->p;
-	char **dst;
-	size_t old;
+	int nul = 0;
 
 	if (!p)
 		return 1;
@@ -212,48 +249,33 @@ static int up_header_field(http_parser *hp, const char *at, size_t len)
 			p->rh_overflow = 1;
 			return 1;
 		}
-		p->rh[p->nrh].name = NULL;
-		p->rh[p->nrh].value = NULL;
+		nul = p->nrh > 0; /* ends the value (or name) before */
+		p->rh_at[p->nrh].name = (uint32_t)(p->rh_len + (size_t)nul);
+		p->rh_at[p->nrh].has_value = 0;
 		p->nrh++;
 		p->rh_last_value = 0;
 	}
-	dst = &p->rh[p->nrh - 1].name;
-	old = *dst ? strlen(*dst) : 0;
-	{
-		char *n = realloc(*dst, old + len + 1);
-		if (!n)
-			return 1;
-		memcpy(n + old, at, len);
-		n[old + len] = '\0';
-		*dst = n;
-	}
-	return 0;
+	return rh_add(p, nul, at, len) < 0;
 }
 
 static int up_header_value(http_parser *hp, const char *at, size_t len)
 {
 	struct upstream *u = hp->data;
 	struct preq *p = u->p;
-	char **dst;
-	size_t old;
+	int nul = 0;
 
 	if (!p || p->nrh == 0)
 		return 1;
 	p->rh_bytes += len;
 	if (p->rh_bytes > MAX_RESP_BYTES)
 		return 1;
-	p->rh_last_value = 1;
-	dst = &p->rh[p->nrh - 1].value;
-	old = *dst ? strlen(*dst) : 0;
-	{
-		char *n = realloc(*dst, old + len + 1);
-		if (!n)
-			return 1;
-		memcpy(n + old, at, len);
-		n[old + len] = '\0';
-		*dst = n;
+	if (!p->rh_last_value) {
+		nul = 1; /* ends the name */
+		p->rh_at[p->nrh - 1].value = (uint32_t)(p->rh_len + 1);
+		p->rh_at[p->nrh - 1].has_value = 1;
+		p->rh_last_value = 1;
 	}
-	return 0;
+	return rh_add(p, nul, at, len) < 0;
 }
 
 static int up_headers_complete(http_parser *hp)
@@ -267,6 +289,7 @@ static int up_headers_complete(http_parser *hp)
 		return -1;
 	r = p->r;
 	p->status = hp->status_code;
+	rh_final(p);
 	if (p->status < 200)
 		return 0; /* 1xx: 101 is handled at message end, others are dropped */
 	for (int i = 0; i < p->nrh; i++)

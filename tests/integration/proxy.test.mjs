@@ -34,6 +34,26 @@ const app = http.createServer((req, res) => {
     pump();
     return;
   }
+  if (req.url === '/dribble') {
+    // the head one byte per write, so the proxy's parser gets every name
+    // and value in pieces; an Early Hints first, whose header must not
+    // reach the answer; then the socket is done
+    const sock = req.socket;
+    sock.setNoDelay(true);
+    const head = Buffer.from('HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n' +
+      'HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nX-Split-Name-Long: alpha beta\r\n' +
+      'X-Empty:\r\nX-Two: 1\r\nX-Two: 2\r\nSet-Cookie: gc_route=forged\r\nContent-Length: 5\r\n\r\nhello');
+    let i = 0;
+    const drip = () => {
+      if (i >= head.length) { sock.end(); return; }
+      sock.write(head.subarray(i, i + 1));
+      i++;
+      setTimeout(drip, i < 60 ? 1 : 0);
+    };
+    req.resume();
+    req.on('end', drip);
+    return;
+  }
   const h = createHash('sha256');
   let n = 0;
   req.on('data', (d) => { h.update(d); n += d.length; });
@@ -275,6 +295,7 @@ describe('app proxy', () => {
       'x-forwarded-for': '6.6.6.6', 'x-forwarded-host': 'evil', 'x-forwarded-proto': 'https', forwarded: 'for=6.6.6.6',
       te: 'trailers', connection: 'keep-alive, x-hop', 'x-hop': 'secret', 'keep-alive': 'timeout=1',
       'x-custom': 'kept', 'content-type': 'text/plain',
+      'X-Real-IP': '6.6.6.6', 'PROXY-Foo': 'x', 'X-FORWARDED-Port': '1',
     } });
     assert.equal(r.status, 200, r.text);
     const h = r.json.headers;
@@ -286,7 +307,7 @@ describe('app proxy', () => {
     assert.equal(h['x-forwarded-host'], host(aRoute));
     assert.equal(h.host, host(aRoute));
     assert.equal(h['x-custom'], 'kept');
-    for (const gone of ['proxy-authorization', 'forwarded', 'te', 'x-hop', 'keep-alive'])
+    for (const gone of ['proxy-authorization', 'forwarded', 'te', 'x-hop', 'keep-alive', 'x-real-ip', 'proxy-foo', 'x-forwarded-port'])
       assert.ok(!(gone in h), `${gone} reached the app`);
     assert.equal(r.json.method, 'POST');
     assert.equal(r.json.url, '/echo?q=1');
@@ -336,6 +357,18 @@ describe('app proxy', () => {
     // the API is not served on app origins, even with the API cookie
     const apiOnApp = await appReq(aRoute, '/api/v1/me', { headers: { cookie: alice.cookieHeader() } });
     assert.equal(apiOnApp.status, 401);
+  });
+
+  it('passes on an app\'s head that arrives a byte at a time', async () => {
+    const r = await appReq(aRoute, '/dribble', { headers: { cookie: aliceCookie } });
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.text, 'hello');
+    assert.equal(r.headers['content-type'], 'text/plain');
+    assert.equal(r.headers['x-split-name-long'], 'alpha beta');
+    assert.equal(r.headers['x-two'], '1, 2');
+    assert.ok(!('link' in r.headers), 'the 103\'s header stayed with it');
+    assert.ok(!(r.headers['set-cookie'] || []).some((c) => c.startsWith('gc_route=forged')), 'an app set gpucloud\'s cookie');
+    assert.ok(r.headers['x-empty'] === undefined || r.headers['x-empty'] === '');
   });
 
   it('tunnels websockets after the app\'s 101', async () => {
