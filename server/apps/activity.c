@@ -50,9 +50,19 @@ static void activity_written(PGresult *res, enum rc rc, void *arg)
 		log_msg(LOG_WARN, "proxy", NULL, "cannot record app activity: %s", rc_code(rc));
 }
 
+unsigned activity_key(const char *route)
+{
+	return hash_str(route);
+}
+
 void activity_note(const char *route, long long instance_id, size_t bytes)
 {
-	unsigned b = hash_str(route) % RSTATS_MAX;
+	activity_note_key(route, hash_str(route), instance_id, bytes);
+}
+
+void activity_note_key(const char *route, unsigned key, long long instance_id, size_t bytes)
+{
+	unsigned b = key % RSTATS_MAX;
 	struct rstat *s = NULL;
 	double t = clock_now_s();
 

@@ -13,6 +13,11 @@
  * the per-route table is full, only the total counts. */
 void activity_note(const char *route, long long instance_id, size_t bytes);
 
+/* The same with route's key from activity_key(route), for a caller that
+ * notes one route often (a tunnel, per read). */
+unsigned activity_key(const char *route);
+void activity_note_key(const char *route, unsigned key, long long instance_id, size_t bytes);
+
 /* Bytes moved through the proxy since start, all routes, both ways. */
 unsigned long long activity_bytes(void);
 

@@ -15,7 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent_ssl.h>
@@ -37,7 +39,9 @@ struct tunnel {
 	 * through the input buffer: a syscall and a copy per message).  NULL
 	 * for a TLS side, which its bufferevent reads. */
 	struct event *rc, *ru;
+	evutil_socket_t fdc, fdu; /* the sockets, taken once */
 	char route[64];
+	unsigned akey; /* activity_key(route) */
 	char cookie_hash[65];
 	long long instance_id;
 	int closing; /* one side closed: flush the other, then close */
@@ -134,7 +138,7 @@ static void tun_read(struct bufferevent *bev, void *arg)
 	}
 	evbuffer_add_buffer(bufferevent_get_output(dst), in);
 	if (n)
-		activity_note(t->route, t->instance_id, n);
+		activity_note_key(t->route, t->akey, t->instance_id, n);
 	tun_flush(dst);
 	if (evbuffer_get_length(bufferevent_get_output(dst)) >= TUN_HIGH)
 		tun_pause(t, bev); /* resumed when dst drains */
@@ -142,14 +146,26 @@ static void tun_read(struct bufferevent *bev, void *arg)
 
 static void tun_event(struct bufferevent *bev, short what, void *arg);
 
-/* A plain side is readable: read into the other side's output (up to
- * TUN_HIGH a wakeup), then write that out at once. */
-static void tun_raw_read(struct tunnel *t, struct bufferevent *bev)
+/* dst may be written straight from the stack: a plain socket with nothing
+ * queued for it (what is queued must go first). */
+static int tun_direct_ok(struct bufferevent *dst, struct evbuffer *out)
+{
+	return evbuffer_get_length(out) == 0 && !(bufferevent_get_enabled(dst) & EV_WRITE) &&
+	       !bufferevent_openssl_get_ssl(dst);
+}
+
+/* A plain side is readable: read up to TUN_HIGH a wakeup and pass it to the
+ * other side.  While that side has nothing queued, a read goes from a stack
+ * buffer straight to its socket, and only what the socket does not take is
+ * queued: a message costs a read and a send, and no buffer is allocated and
+ * freed for it.  Otherwise reads go into its output, written at the end. */
+static void tun_raw_read(struct tunnel *t, struct bufferevent *bev, evutil_socket_t fd)
 {
 	struct bufferevent *dst = tun_other(t, bev);
-	evutil_socket_t fd = bufferevent_getfd(bev);
+	evutil_socket_t dfd = dst == t->c ? t->fdc : t->fdu;
 	struct evbuffer *out;
 	size_t got = 0;
+	char buf[TUN_READ];
 
 	if (!dst) {
 		tun_pause(t, bev);
@@ -158,20 +174,26 @@ static void tun_raw_read(struct tunnel *t, struct bufferevent *bev)
 	out = bufferevent_get_output(dst);
 	while (got < TUN_HIGH) {
 		struct evbuffer_iovec v[2];
-		int nv = evbuffer_reserve_space(out, TUN_READ, v, 2), used = 0;
+		int direct = tun_direct_ok(dst, out), nv = 0, used = 0;
 		ssize_t n;
 		size_t left;
 
-		if (nv <= 0)
-			break;
-		n = readv(fd, (struct iovec *)v, nv);
+		if (direct) {
+			n = read(fd, buf, sizeof(buf));
+		} else {
+			nv = evbuffer_reserve_space(out, TUN_READ, v, 2);
+			if (nv <= 0)
+				break;
+			n = readv(fd, (struct iovec *)v, nv);
+		}
 		if (n <= 0) {
 			int err = n < 0 ? errno : 0;
-			evbuffer_commit_space(out, v, 0);
+			if (!direct)
+				evbuffer_commit_space(out, v, 0);
 			if (n < 0 && (err == EAGAIN || err == EWOULDBLOCK || err == EINTR))
 				break;
 			if (got) {
-				activity_note(t->route, t->instance_id, got);
+				activity_note_key(t->route, t->akey, t->instance_id, got);
 				tun_flush(dst);
 			}
 			tun_event(bev,
@@ -180,18 +202,30 @@ static void tun_raw_read(struct tunnel *t, struct bufferevent *bev)
 			          t);
 			return;
 		}
-		for (left = (size_t)n; used < nv && left; used++) {
-			if (v[used].iov_len > left)
-				v[used].iov_len = left;
-			left -= v[used].iov_len;
+		if (direct) {
+			ssize_t w;
+
+			w = send(dfd, buf, (size_t)n, MSG_NOSIGNAL);
+			/* the rest is queued; a send error surfaces when the
+			 * bufferevent writes it */
+			if (w < 0)
+				w = 0;
+			if (w < n)
+				evbuffer_add(out, buf + w, (size_t)(n - w));
+		} else {
+			for (left = (size_t)n; used < nv && left; used++) {
+				if (v[used].iov_len > left)
+					v[used].iov_len = left;
+				left -= v[used].iov_len;
+			}
+			evbuffer_commit_space(out, v, used);
 		}
-		evbuffer_commit_space(out, v, used);
 		got += (size_t)n;
 		if ((size_t)n < TUN_READ)
 			break; /* drained */
 	}
 	if (got)
-		activity_note(t->route, t->instance_id, got);
+		activity_note_key(t->route, t->akey, t->instance_id, got);
 	tun_flush(dst);
 	if (evbuffer_get_length(out) >= TUN_HIGH)
 		tun_pause(t, bev); /* resumed when dst drains */
@@ -201,18 +235,16 @@ static void tun_raw_c(evutil_socket_t fd, short what, void *arg)
 {
 	struct tunnel *t = arg;
 
-	(void)fd;
 	(void)what;
-	tun_raw_read(t, t->c);
+	tun_raw_read(t, t->c, fd);
 }
 
 static void tun_raw_u(evutil_socket_t fd, short what, void *arg)
 {
 	struct tunnel *t = arg;
 
-	(void)fd;
 	(void)what;
-	tun_raw_read(t, t->u);
+	tun_raw_read(t, t->u, fd);
 }
 
 static void tun_write(struct bufferevent *bev, void *arg)
@@ -273,7 +305,10 @@ void tunnel_start(struct tunnel *t, struct bufferevent *client, struct buffereve
 
 	t->c = client;
 	t->u = app;
+	t->fdc = bufferevent_getfd(client);
+	t->fdu = bufferevent_getfd(app);
 	snprintf(t->route, sizeof(t->route), "%s", route);
+	t->akey = activity_key(t->route);
 	snprintf(t->cookie_hash, sizeof(t->cookie_hash), "%s", cookie_hash);
 	t->instance_id = instance_id;
 	t->next = tunnels;

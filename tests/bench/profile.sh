@@ -9,6 +9,10 @@
 #             proxy     GET /bench.txt through an app route (proxy.sh's
 #                       setup: an instance row whose port is a private
 #                       nginx serving the web root, its route cookie)
+#             ws        1 KiB websocket messages echoed through an app
+#                       route (proxy_ws.mjs's echo upstream) over 50
+#                       sockets; REQUESTS is then the seconds of load, and
+#                       the figure is instructions per message
 #   REQUESTS  how many requests are counted (default 2000), after 200 of
 #             warm-up that are not
 #
@@ -72,21 +76,40 @@ proxy)
 	url+=/bench.txt
 	hdr=(--header="Host: $rhost" --header="Cookie: $rcookie")
 	;;
-*) die "usage: profile.sh healthz|static|me|proxy [REQUESTS]" ;;
+ws)
+	up=$(free_port)
+	node "$ROOT/tests/bench/proxy_ws.mjs" echo "$up" &
+	PIDS+=("$!")
+	gc_route "$GC_PORT" "$(db_url "$db")" "$up"
+	;;
+*) die "usage: profile.sh healthz|static|me|proxy|ws [REQUESTS]" ;;
 esac
 
-load_run --url="$url" "${hdr[@]}" --rate=500 --count=200 --conns=10 >/dev/null ||
-	die "the warm-up against $url failed"
-callgrind_control -z "$GC_PID" >/dev/null
-report=$(load_run --url="$url" "${hdr[@]}" --rate=500 --count="$count" --conns=10) ||
-	die "the counted requests against $url failed: $report"
-callgrind_control -d "$GC_PID" >/dev/null
-(($(json_field "$report" errors) == 0)) || die "errors in the counted requests: $report"
+if [[ $what == ws ]]; then
+	ws_run() { node "$ROOT/tests/bench/proxy_ws.mjs" load "$GC_PORT" "$rhost" "$rcookie" 50 "$1" 1024; }
+	ws_run 2 >/dev/null || die "the warm-up websockets failed"
+	callgrind_control -z "$GC_PID" >/dev/null
+	report=$(ws_run "$count") || die "the counted websockets failed: $report"
+	callgrind_control -d "$GC_PID" >/dev/null
+	(($(json_field "$report" failed) == 0)) || die "websockets failed: $report"
+	# per message, and the sockets' opening is in the count too (50 of them)
+	count=$(json_field "$report" msgs)
+else
+	load_run --url="$url" "${hdr[@]}" --rate=500 --count=200 --conns=10 >/dev/null ||
+		die "the warm-up against $url failed"
+	callgrind_control -z "$GC_PID" >/dev/null
+	report=$(load_run --url="$url" "${hdr[@]}" --rate=500 --count="$count" --conns=10) ||
+		die "the counted requests against $url failed: $report"
+	callgrind_control -d "$GC_PID" >/dev/null
+	(($(json_field "$report" errors) == 0)) || die "errors in the counted requests: $report"
+fi
 # the dump made on request is the newest file next to OUT
 dump=$(find "$TMP" -maxdepth 1 -name 'callgrind.out*' -newer "$TMP/gpucloudd.log" -printf '%T@ %p\n' |
 	sort -n | tail -n 1 | cut -d' ' -f2-)
 [[ -n $dump && -s $dump ]] || die "callgrind wrote no dump"
 ir=$(awk '/^summary:/ { print $2 } /^totals:/ { t = $2 } END { if (t) print t }' "$dump" | head -n 1)
-say "$what: $(awk -v i="$ir" -v n="$count" 'BEGIN { printf "%.0f", i / n }') instructions per request ($ir over $count)"
+unit=request
+[[ $what == ws ]] && unit=message
+say "$what: $(awk -v i="$ir" -v n="$count" 'BEGIN { printf "%.0f", i / n }') instructions per $unit ($ir over $count)"
 callgrind_annotate --auto=no "$dump" 2>/dev/null | sed -n "/file:function/,\$p" | head -n 28
 say "profile: $dump"

@@ -382,6 +382,15 @@ describe('app proxy', () => {
     assert.equal(up.upgrade, 'websocket');
     assert.match(up.connection, /upgrade/i);
     assert.ok(!/gc_route/.test(up.cookie || ''), 'no route cookie upstream');
+    // traffic through the tunnel alone keeps the instance active (written
+    // at most every 5 s per route)
+    sql(srv, `UPDATE instances SET last_activity_at = now() - interval '1 hour' WHERE id = ${aInst}`);
+    const fresh = () => sql(srv, `SELECT last_activity_at > now() - interval '1 minute' FROM instances WHERE id = ${aInst}`) === 't';
+    for (let i = 0; i < 20 && !fresh(); i++) {
+      assert.equal(await echoOver(c, `tick-${i}`), `tick-${i}`);
+      await sleep(500);
+    }
+    assert.ok(fresh(), 'websocket traffic did not mark the instance active');
     c.destroy();
   });
 
