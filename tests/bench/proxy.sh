@@ -251,14 +251,14 @@ fd1=$(fds)
 say "after soak: RSS $rss1 kB, $fd1 fds"
 
 bench_line small_rps "${BEST_RPS[gc_small]}" "${BEST_RPS[ng_small]}" '>=0.9'
-bench_line big_rps "${BEST_RPS[gc_big]}" "${BEST_RPS[ng_big]}" '>=0.9'
+bench_line big_rps "${BEST_RPS[gc_big]}" "${BEST_RPS[ng_big]}" '>=1.0'
 if [[ -n $chp ]]; then
 	bench_line small_rps_vs_chp "${BEST_RPS[gc_small]}" "${BEST_RPS[chp_small]}" '>=3'
 	bench_line big_rps_vs_chp "${BEST_RPS[gc_big]}" "${BEST_RPS[chp_big]}" '>=3'
 fi
 syscall_line
 bench_line added_p50_ms "$(added "$gc_lat")" "$(added "$ng_lat")" '<=0.2ms'
-bench_line ws_msgs_per_s "$best_gc_ws" "$best_ng_ws" '>=0.9'
-bench_line ws_cpu_us_per_msg "$gc_ws_us" "$ng_ws_us" '<=1.1'
+bench_line ws_msgs_per_s "$best_gc_ws" "$best_ng_ws" '>=1.0'
+bench_line ws_cpu_us_per_msg "$gc_ws_us" "$ng_ws_us" '<=1.0'
 bench_line soak_rss_growth_pct "$(awk -v a="$rss1" -v b="$rss0" 'BEGIN { printf "%.1f", 100 * (a - b) / b }')" 5 '<5'
 bench_line soak_fds_growth "$((fd1 - fd0))" "$fd0" 'flat'
