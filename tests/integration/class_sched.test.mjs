@@ -189,6 +189,37 @@ describe('classes in the scheduler', () => {
     await stopAll();
   });
 
+  // the pass writes every reason as JSON text of its own making: a class
+  // name a teacher chose (quotes, a backslash, CJK, an emoji) must come
+  // back byte for byte, and must not break the pass's write for others
+  it('writes a queued request\'s reason with the class\'s name exactly as it is', async () => {
+    const name = 'Deep "Learning" \\ 深度学习 🚀 101';
+    sql(w.srv, `UPDATE classes SET name = $n$${name}$n$ WHERE id = ${cls}`);
+    setClass('alloc_slices = 1');
+    const first = await inst(s2.c, { name: 'first', class: cls });
+    assert.equal(first.status, 202, first.text);
+    await waitCode(s2.c, first.json.id, 'none');
+    const a = await inst(s1.c, { name: 'named', class: cls });
+    assert.equal(a.status, 202, a.text);
+    await waitCode(s1.c, a.json.id, 'class_full');
+    sql(w.srv, `UPDATE class_members SET state = 'suspended' WHERE class_id = ${cls} AND user_id = ${s1.id}`);
+    let last;
+    assert.ok(await eventually(async () => {
+      last = reqOf(w.srv, 'instance', a.json.id);
+      return last.reason === `you are no longer in class '${name}'`;
+    }, 8000, 100), JSON.stringify(last));
+    assert.equal(last.state, 'queued');
+    // another user's work is placed by the passes that write that reason
+    const o = await inst(s3.c, { name: 'other' });
+    assert.equal(o.status, 202, o.text);
+    await waitCode(s3.c, o.json.id, 'none');
+    assert.equal(reqOf(w.srv, 'instance', a.json.id).reason, `you are no longer in class '${name}'`);
+    sql(w.srv, `UPDATE class_members SET state = 'active' WHERE class_id = ${cls} AND user_id = ${s1.id}`);
+    setClass("alloc_slices = 3, name = 'Deep Learning 101'");
+    await waitCode(s1.c, a.json.id, 'none');
+    await stopAll();
+  });
+
   it('submits a job in the class\'s context', async () => {
     const j = await s1.c.post('/api/v1/jobs', {
       name: 'train', image_id: w.image.id, command: ['sleep', '3600'], class: cls, cpu_millis: 100, mem_mib: 32,
