@@ -808,7 +808,7 @@ static void next(void)
 		      /* its own maximum runtime (eta.h), and the estimate it has */
 		      " LEAST(jj.max_runtime_s, r.lease_s),"
 		      " COALESCE(extract(epoch FROM r.eta_at)::bigint, 0), r.eta_reason, r.class_id"
-		      " FROM alloc_requests r JOIN users us ON us.id = r.user_id"
+		      " FROM alloc_requests r"
 		      " LEFT JOIN jobs jj ON r.owner_kind = 'job'"
 		      "  AND jj.id = CASE WHEN r.owner_kind = 'job' THEN r.owner_id::bigint END"
 		      " WHERE r.state = 'queued' ORDER BY r.id",
