@@ -214,6 +214,18 @@ describe('classes in the scheduler', () => {
     assert.equal(o.status, 202, o.text);
     await waitCode(s3.c, o.json.id, 'none');
     assert.equal(reqOf(w.srv, 'instance', a.json.id).reason, `you are no longer in class '${name}'`);
+    // a name of 100 CJK characters outgrows the reason's 240 bytes: it is
+    // cut inside a character, whose stray byte must not refuse the write
+    const long = '深'.repeat(100);
+    setClass(`name = '${long}'`);
+    const cut = `you are no longer in class '${'深'.repeat(70)}\ufffd`;
+    assert.ok(await eventually(async () => {
+      last = reqOf(w.srv, 'instance', a.json.id);
+      return last.reason === cut;
+    }, 8000, 100), JSON.stringify(last));
+    const o2 = await inst(teacher.c, { name: 'other2' });
+    assert.equal(o2.status, 202, o2.text);
+    await waitCode(teacher.c, o2.json.id, 'none');
     sql(w.srv, `UPDATE class_members SET state = 'active' WHERE class_id = ${cls} AND user_id = ${s1.id}`);
     setClass("alloc_slices = 3, name = 'Deep Learning 101'");
     await waitCode(s1.c, a.json.id, 'none');
