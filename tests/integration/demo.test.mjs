@@ -35,7 +35,13 @@ function demo(extraEnv, args = ['up'], ms = 600000, script = join(ROOT, 'deploy/
     child.stdout.on('data', (d) => { out += d; });
     child.stderr.on('data', (d) => { out += d; });
     const t = setTimeout(() => child.kill('SIGKILL'), ms);
-    child.on('exit', (code, sig) => { clearTimeout(t); resolve({ code: code ?? sig, out }); });
+    // 'exit' can come before the last of its output has been read (a quick
+    // failure then read as ''): answer on 'close', when the pipes are
+    // drained, or 2 s after 'exit' should a process it left hold them
+    let code;
+    const done = () => { clearTimeout(t); resolve({ code, out }); };
+    child.on('exit', (c, sig) => { code = c ?? sig; setTimeout(done, 2000); });
+    child.on('close', done);
   });
 }
 
