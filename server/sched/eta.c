@@ -27,17 +27,32 @@ struct idx {
 	int i;
 };
 
+/* A pool's slices per node, and what the holds so far use of them: made
+ * the first time a request of the pool is estimated, then kept up to date
+ * as holds are added, so an estimate starts from a copy rather than from a
+ * walk over every slice and hold (128 estimates x 8,000 slices and 5,000
+ * holds were most of the estimates' 7 ms on a full cluster). */
+struct pool_room {
+	int64_t pool_id;
+	int *cap, *used;
+};
+
 struct sim {
 	const struct eta_input *e;
 	struct hold *holds;
 	int nholds, cap;
 	struct idx *qidx, *sidx; /* queue and slices by id */
 	/* per node, for the request being estimated */
-	int *slices_cap, *slices_used;
+	const int *slices_cap;
+	int *slices_used;
 	int64_t *cpu_used, *mem_used;
 	unsigned char *fits; /* node has room for the request now */
 	int nfit;            /* how many do */
 	int *order;          /* holds by end, kept sorted as they are added */
+	/* per node, what all holds so far use (any pool) */
+	int64_t *cpu_held, *mem_held;
+	struct pool_room *rooms;
+	int nrooms;
 };
 
 static int idx_cmp(const void *a, const void *b)
@@ -83,7 +98,47 @@ static int add_hold(struct sim *s, struct hold h)
 		s->order[lo] = s->nholds;
 	}
 	s->holds[s->nholds++] = h;
+	s->cpu_held[h.node] += h.cpu;
+	s->mem_held[h.node] += h.mem;
+	for (int i = 0; i < s->nrooms; i++)
+		if (s->rooms[i].pool_id == h.pool_id)
+			s->rooms[i].used[h.node] += h.slices;
 	return 0;
+}
+
+/* The room of pool_id's slices (pool 0: none), made on first use; NULL when
+ * out of memory. */
+static struct pool_room *pool_room(struct sim *s, int64_t pool_id)
+{
+	const struct place_input *in = s->e->in;
+	size_t nn = (size_t)in->nnodes + 1;
+	struct pool_room *r, *nr;
+
+	for (int i = 0; i < s->nrooms; i++)
+		if (s->rooms[i].pool_id == pool_id)
+			return &s->rooms[i];
+	nr = realloc(s->rooms, (size_t)(s->nrooms + 1) * sizeof(*nr));
+	if (!nr)
+		return NULL;
+	s->rooms = nr;
+	r = &s->rooms[s->nrooms];
+	r->pool_id = pool_id;
+	r->cap = calloc(nn, sizeof(int));
+	r->used = calloc(nn, sizeof(int));
+	if (!r->cap || !r->used) {
+		free(r->cap);
+		free(r->used);
+		return NULL;
+	}
+	s->nrooms++;
+	if (pool_id)
+		for (int i = 0; i < in->nslices; i++)
+			if (in->slices[i].pool_id == pool_id)
+				r->cap[in->slices[i].node]++;
+	for (int i = 0; i < s->nholds; i++)
+		if (s->holds[i].pool_id == pool_id)
+			r->used[s->holds[i].node] += s->holds[i].slices;
+	return r;
 }
 
 static int64_t lim(int64_t total)
@@ -138,7 +193,7 @@ static void use(struct sim *s, const struct place_request *q, const struct hold 
 }
 
 /* Estimates q (queue index qi); adds its holds when it gets a start.
- * Costs O(slices + holds + nodes). */
+ * Costs O(holds + nodes), and O(slices) once per pool (pool_room). */
 static int simulate(struct sim *s, int qi, struct eta_out *o)
 {
 	const struct eta_input *e = s->e;
@@ -146,15 +201,14 @@ static int simulate(struct sim *s, int qi, struct eta_out *o)
 	const struct place_request *q = &in->queue[qi];
 	int nn = in->nnodes, need = q->nodes > 0 ? q->nodes : 1, i, k, n, nholds = s->nholds;
 	int64_t u[3] = { 0, 0, 0 }, dur = e->queue_dur ? e->queue_dur[qi] : 0;
+	struct pool_room *room = pool_room(s, q->pool_id);
 
-	memset(s->slices_cap, 0, (size_t)nn * sizeof(int));
+	if (!room)
+		return -1;
+	s->slices_cap = room->cap;
 	memset(s->slices_used, 0, (size_t)nn * sizeof(int));
 	memset(s->cpu_used, 0, (size_t)nn * sizeof(int64_t));
 	memset(s->mem_used, 0, (size_t)nn * sizeof(int64_t));
-	if (q->pool_id)
-		for (i = 0; i < in->nslices; i++)
-			if (in->slices[i].pool_id == q->pool_id)
-				s->slices_cap[in->slices[i].node]++;
 	/* nothing held: could it start at all? */
 	s->nfit = 0;
 	for (n = 0; n < nn; n++) {
@@ -166,8 +220,18 @@ static int simulate(struct sim *s, int qi, struct eta_out *o)
 		         "no node that takes work now could hold it, or its quota could not");
 		return 0;
 	}
-	for (i = 0; i < nholds; i++)
-		use(s, q, &s->holds[i], 1, u);
+	/* what every hold uses now: the kept sums, and the user's own */
+	memcpy(s->slices_used, room->used, (size_t)nn * sizeof(int));
+	memcpy(s->cpu_used, s->cpu_held, (size_t)nn * sizeof(int64_t));
+	memcpy(s->mem_used, s->mem_held, (size_t)nn * sizeof(int64_t));
+	for (i = 0; i < nholds; i++) {
+		const struct hold *h = &s->holds[i];
+		if (h->user_id == q->user_id && h->pool_id == q->pool_id) {
+			u[0] += h->slices;
+			u[1] += h->cpu;
+			u[2] += h->mem;
+		}
+	}
 	for (n = 0; n < nn; n++)
 		refit(s, q, n);
 	/* now, then each end time in turn */
@@ -221,13 +285,14 @@ int eta_run(const struct eta_input *e, struct eta_out *out)
 	memset(out, 0, (size_t)in->nqueue * sizeof(*out));
 	s.qidx = calloc((size_t)in->nqueue + 1, sizeof(*s.qidx));
 	s.sidx = calloc((size_t)in->nslices + 1, sizeof(*s.sidx));
-	s.slices_cap = calloc(nn, sizeof(int));
 	s.slices_used = calloc(nn, sizeof(int));
 	s.cpu_used = calloc(nn, sizeof(int64_t));
 	s.mem_used = calloc(nn, sizeof(int64_t));
+	s.cpu_held = calloc(nn, sizeof(int64_t));
+	s.mem_held = calloc(nn, sizeof(int64_t));
 	s.fits = calloc(nn, 1);
-	if (!s.qidx || !s.sidx || !s.slices_cap || !s.slices_used || !s.cpu_used || !s.mem_used ||
-	    !s.fits)
+	if (!s.qidx || !s.sidx || !s.slices_used || !s.cpu_used || !s.mem_used || !s.cpu_held ||
+	    !s.mem_held || !s.fits)
 		goto out;
 	for (i = 0; i < in->nqueue; i++)
 		s.qidx[i] = (struct idx){ in->queue[i].id, i };
@@ -327,10 +392,16 @@ out:
 	free(s.order);
 	free(s.qidx);
 	free(s.sidx);
-	free(s.slices_cap);
+	for (i = 0; i < s.nrooms; i++) {
+		free(s.rooms[i].cap);
+		free(s.rooms[i].used);
+	}
+	free(s.rooms);
 	free(s.slices_used);
 	free(s.cpu_used);
 	free(s.mem_used);
+	free(s.cpu_held);
+	free(s.mem_held);
 	free(s.fits);
 	return rc;
 }
