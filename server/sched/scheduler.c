@@ -38,6 +38,7 @@
 enum step {
 	S_IDLE,
 	S_BEGIN,
+	S_RUNTIME,
 	S_PREEMPT,
 	S_NODES,
 	S_SLICES,
@@ -60,6 +61,11 @@ static int kicked;
 /* the snapshot of one pass */
 static struct place_input in;
 static char *victims_doc;
+/* the maximum runtime each user's quota allows in each pool they hold work
+ * in (only where there is one): three array literals, user ids, pool ids
+ * (0: CPU-only) and seconds, read once and used by the release and the
+ * running reads, which each computed it (3 ms apiece on a full cluster) */
+static char *rt[3];
 static double t_begin, t_engine; /* monotonic seconds: pass start, engine time */
 /* milliseconds each step's statement took (from its send to its result),
  * for the pass's debug line: where a slow pass spends its time */
@@ -109,6 +115,25 @@ static char *shape_text; /* the shapes' sentences */
 
 static void next(void);
 
+/* Ends s before a character that a fixed buffer cut short (a class name of
+ * 100 CJK characters outgrows a 240-byte reason).  The stored reason then
+ * equals what the next pass makes, so it is not written again every pass;
+ * put_text() would have stored the stray bytes as U+FFFD. */
+static void cut_utf8(char *s)
+{
+	unsigned char *p = (unsigned char *)s;
+
+	while (*p) {
+		int n = jsonw_utf8_len(p);
+		if (n == 0) {
+			if (*p >= 0xc0 && strlen((char *)p) < 4)
+				*p = '\0';
+			return;
+		}
+		p += n;
+	}
+}
+
 static void snapshot_free(void)
 {
 	for (int i = 0; prev && i < in.nqueue; i++)
@@ -136,6 +161,10 @@ static void snapshot_free(void)
 	memset(&in, 0, sizeof(in));
 	free(victims_doc);
 	victims_doc = NULL;
+	for (int i = 0; i < 3; i++) {
+		free(rt[i]);
+		rt[i] = NULL;
+	}
 }
 
 /* The pinned connection broke (or the database is down): leadership is gone
@@ -364,15 +393,18 @@ static void read_queue(const PGresult *res)
 			q->student_cpu = h->student_cpu;
 			q->student_mem = h->student_mem;
 			q->class_block = h->class_block;
-			if (h->class_why)
+			if (h->class_why) {
 				snprintf(prev[i].budget, sizeof(prev[i].budget), "%s",
 				         h->class_why);
+				cut_utf8(prev[i].budget);
+			}
 		} else if (h->forbidden || h->exceeds) {
 			/* no quota at all, or the pool is closed to the role; or
 			 * more than the limit allows by itself (0020) */
 			q->quota_block = h->forbidden ? 1 : 2;
 			snprintf(prev[i].budget, sizeof(prev[i].budget), "%s",
 			         h->forbidden ? h->forbidden : h->exceeds);
+			cut_utf8(prev[i].budget);
 		} else if (q->pool_id && h->hours_cap >= 0 && h->hours_used >= h->hours_cap) {
 			/* the GPU-hour budget is spent: wait like a full quota */
 			q->quota_slices = 0;
@@ -406,6 +438,11 @@ static void done_generic(PGresult *res, enum rc rc, void *arg)
 		return;
 	}
 	switch (step) {
+	case S_RUNTIME:
+		for (int i = 0; i < 3; i++)
+			if (!(rt[i] = strdup(PQntuples(res) == 1 ? db_val(res, 0, i) : "{}")))
+				break;
+		break;
 	case S_NODES:
 		in.nnodes = PQntuples(res);
 		in.nodes = calloc((size_t)in.nnodes + 1, sizeof(*in.nodes));
@@ -509,9 +546,9 @@ static void done_generic(PGresult *res, enum rc rc, void *arg)
 		query("ROLLBACK", 0, NULL, done_generic);
 		return;
 	}
-	if ((step == S_NODES && !in.nodes) || (step == S_SLICES && !in.slices) ||
-	    (step == S_SHAPES && !shapes) || (step == S_QUEUE && !in.queue) ||
-	    (step == S_RUNNING && !in.running)) {
+	if ((step == S_RUNTIME && !rt[2]) || (step == S_NODES && !in.nodes) ||
+	    (step == S_SLICES && !in.slices) || (step == S_SHAPES && !shapes) ||
+	    (step == S_QUEUE && !in.queue) || (step == S_RUNNING && !in.running)) {
 		log_msg(LOG_ERROR, "sched", NULL, "out of memory for the scheduling snapshot");
 		step = S_ROLLBACK;
 		query("ROLLBACK", 0, NULL, done_generic);
@@ -730,30 +767,42 @@ static int decisions_cols(const struct place_result *res, int *placed, char *col
 static void next(void)
 {
 	char grace[24];
-	const char *p[1];
+	const char *p[4];
 
 	switch (step) {
 	case S_BEGIN:
 		t_begin = clock_now_s();
 		n_placed = 0;
+		step = S_RUNTIME;
+		query("SELECT COALESCE(array_agg(k.user_id), '{}'), COALESCE(array_agg(k.pk), "
+		      "'{}'),"
+		      " COALESCE(array_agg(x.max_runtime_s), '{}') FROM"
+		      " (SELECT DISTINCT user_id, COALESCE(pool_id, 0) AS pk, pool_id"
+		      "  FROM alloc_requests WHERE state = 'allocated') k"
+		      " CROSS JOIN LATERAL gc_quota_for(k.user_id, k.pool_id) x"
+		      " WHERE x.max_runtime_s IS NOT NULL",
+		      0, NULL, done_generic);
+		return;
+	case S_RUNTIME:
 		step = S_PREEMPT;
 		snprintf(grace, sizeof(grace), "%d", cfg.preempt_grace);
 		p[0] = grace;
+		p[1] = rt[0];
+		p[2] = rt[1];
+		p[3] = rt[2];
 		/* scavenger work asked to stop whose grace is over: its owner (the
 		 * API here) lets the scheduler end it */
 		/* ... and allocations past their owner's maximum runtime; each
 		 * release is audited as the system's action (0035) */
-		query("WITH q AS MATERIALIZED (SELECT k.user_id, k.pk, x.max_runtime_s FROM"
-		      "  (SELECT DISTINCT user_id, COALESCE(pool_id, 0) AS pk, pool_id"
-		      "  FROM alloc_requests WHERE state = 'allocated') k"
-		      "  CROSS JOIN LATERAL gc_quota_for(k.user_id, k.pool_id) x"
-		      "  WHERE x.max_runtime_s IS NOT NULL)"
+		query("WITH q AS (SELECT * FROM unnest($2::bigint[], $3::bigint[], $4::bigint[])"
+		      "  AS q(user_id, pk, max_runtime_s))"
 		      " SELECT gc_release_audited(id, 'preempted by higher-priority work',"
 		      " 'allocation.preempt')"
 		      " FROM alloc_requests WHERE state = 'allocated' AND owner_kind = 'api'"
 		      " AND preempt_requested_at < now() - make_interval(secs => $1::int)"
 		      /* (the quota once per user and pool, not per allocation:
-		       * 4,800 calls were 7 ms of every pass with a full pool) */
+		       * 4,800 calls were 7 ms of every pass with a full pool;
+		       * S_RUNTIME read it) */
 		      " UNION ALL"
 		      " SELECT gc_release_audited(r.id, 'reached the maximum runtime of ' ||"
 		      "  q.max_runtime_s || ' s', 'allocation.max_runtime') FROM alloc_requests r"
@@ -778,7 +827,7 @@ static void next(void)
 		      " 'allocation.lease_end')"
 		      " FROM alloc_requests WHERE state = 'allocated' AND lease_s IS NOT NULL"
 		      " AND allocated_at < now() - make_interval(secs => lease_s)",
-		      1, p, done_generic);
+		      4, p, done_generic);
 		return;
 	case S_PREEMPT:
 		step = S_NODES;
@@ -847,13 +896,15 @@ static void next(void)
 		return;
 	case S_SHAPES:
 		step = S_QUEUE;
+		/* (date_part, not extract: extract's numeric cost ~0.8 ms per
+		 * 5,000 rows and column; a double holds today's microseconds
+		 * exactly until the year 2255) */
 		query("SELECT r.id, r.user_id, r.pool_id, r.priority, r.slices, r.nodes,"
-		      " r.cpu_millis, r.mem_mib, (extract(epoch FROM r.created_at) * "
-		      "1000000)::bigint,"
+		      " r.cpu_millis, r.mem_mib, (date_part('epoch', r.created_at) * 1e6)::bigint,"
 		      " r.reason_code, r.reason, COALESCE(r.position, 0), r.cuda_min,"
 		      /* its own maximum runtime (eta.h), and the estimate it has */
 		      " LEAST(jj.max_runtime_s, r.lease_s),"
-		      " COALESCE(extract(epoch FROM r.eta_at)::bigint, 0), r.eta_reason, r.class_id"
+		      " COALESCE(date_part('epoch', r.eta_at)::bigint, 0), r.eta_reason, r.class_id"
 		      " FROM alloc_requests r"
 		      " LEFT JOIN jobs jj ON r.owner_kind = 'job'"
 		      "  AND jj.id = CASE WHEN r.owner_kind = 'job' THEN r.owner_id::bigint END"
@@ -862,18 +913,19 @@ static void next(void)
 		return;
 	case S_QUEUE:
 		step = S_RUNNING;
-		/* per request and node: its slices there; the quota once per
-		 * user and pool (as in the queue's snapshot) */
-		query("WITH q AS (SELECT k.*, x.max_runtime_s FROM (SELECT DISTINCT user_id,"
-		      "  COALESCE(pool_id, 0) AS pk, pool_id FROM alloc_requests"
-		      "  WHERE state = 'allocated') k"
-		      "  CROSS JOIN LATERAL gc_quota_for(k.user_id, k.pool_id) x)"
+		/* per request and node: its slices there; the quota's runtime
+		 * once per user and pool (S_RUNTIME) */
+		p[0] = rt[0];
+		p[1] = rt[1];
+		p[2] = rt[2];
+		query("WITH q AS (SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[])"
+		      "  AS q(user_id, pk, max_runtime_s))"
 		      " SELECT r.id, r.user_id, r.pool_id, r.priority, a.node_id, a.n,"
-		      " r.cpu_millis, r.mem_mib, (extract(epoch FROM r.allocated_at) * "
-		      "1000000)::bigint,"
+		      " r.cpu_millis, r.mem_mib, (date_part('epoch', r.allocated_at) * "
+		      "1e6)::bigint,"
 		      /* its latest end (eta.h): a job's start + its runtime, the
 		       * quota's runtime, a lease; 0 when none limits it */
-		      " COALESCE(extract(epoch FROM LEAST(COALESCE(jj.started_at, now())"
+		      " COALESCE(date_part('epoch', LEAST(COALESCE(jj.started_at, now())"
 		      "  + make_interval(secs => jj.max_runtime_s), r.allocated_at"
 		      "  + make_interval(secs => q.max_runtime_s), r.allocated_at"
 		      "  + make_interval(secs => r.lease_s)))::bigint, 0),"
@@ -885,7 +937,7 @@ static void next(void)
 		      "  AND jj.id = CASE WHEN r.owner_kind = 'job' THEN r.owner_id::bigint END"
 		      " LEFT JOIN q ON q.user_id = r.user_id AND q.pk = COALESCE(r.pool_id, 0)"
 		      " WHERE r.state = 'allocated'",
-		      0, NULL, done_generic);
+		      3, p, done_generic);
 		return;
 	case S_RUNNING:
 		if (in.nqueue == 0) {
@@ -915,6 +967,8 @@ static void next(void)
 		t_engine = clock_now_s();
 		res = place_run(&in);
 		t_engine = clock_now_s() - t_engine;
+		for (int i = 0; res && i < res->ndecisions; i++)
+			cut_utf8(res->decisions[i].message);
 		t_eta = clock_now_s();
 		etas = res ? calloc((size_t)in.nqueue + 1, sizeof(*etas)) : NULL;
 		if (etas) {
@@ -1002,14 +1056,15 @@ static void next(void)
 	case S_ANALYZE:
 		if (in.nqueue)
 			log_msg(LOG_DEBUG, "sched", NULL,
-			        "pass steps (ms): release %.1f, nodes %.1f, slices %.1f, shapes "
+			        "pass steps (ms): runtime %.1f, release %.1f, nodes %.1f, slices "
+			        "%.1f, shapes "
 			        "%.1f, queue %.1f,"
 			        " running %.1f, classes %.1f, estimates %.1f, decisions %.1f,"
 			        " write %.1f, victims %.1f, commit %.1f (then analyze %.1f)",
-			        t_step[S_PREEMPT], t_step[S_NODES], t_step[S_SLICES],
-			        t_step[S_SHAPES], t_step[S_QUEUE], t_step[S_RUNNING],
-			        t_step[S_CLASSES], t_eta, t_doc, t_step[S_WRITE], t_step[S_VICTIMS],
-			        t_step[S_COMMIT], t_step[S_ANALYZE]);
+			        t_step[S_RUNTIME], t_step[S_PREEMPT], t_step[S_NODES],
+			        t_step[S_SLICES], t_step[S_SHAPES], t_step[S_QUEUE],
+			        t_step[S_RUNNING], t_step[S_CLASSES], t_eta, t_doc, t_step[S_WRITE],
+			        t_step[S_VICTIMS], t_step[S_COMMIT], t_step[S_ANALYZE]);
 		memset(t_step, 0, sizeof(t_step));
 		t_eta = t_doc = 0;
 		pass_over();

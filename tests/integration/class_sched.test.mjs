@@ -215,14 +215,21 @@ describe('classes in the scheduler', () => {
     await waitCode(s3.c, o.json.id, 'none');
     assert.equal(reqOf(w.srv, 'instance', a.json.id).reason, `you are no longer in class '${name}'`);
     // a name of 100 CJK characters outgrows the reason's 240 bytes: it is
-    // cut inside a character, whose stray byte must not refuse the write
+    // cut before the character that does not fit whole (a stray byte of it
+    // must not refuse the write), and, equal to what the next pass makes,
+    // the reason is not written again pass after pass
     const long = '深'.repeat(100);
     setClass(`name = '${long}'`);
-    const cut = `you are no longer in class '${'深'.repeat(70)}\ufffd`;
+    const cut = `you are no longer in class '${'深'.repeat(70)}`;
     assert.ok(await eventually(async () => {
       last = reqOf(w.srv, 'instance', a.json.id);
       return last.reason === cut;
     }, 8000, 100), JSON.stringify(last));
+    const version = () => sql(w.srv, `SELECT xmin FROM alloc_requests WHERE owner_kind = 'instance'
+      AND owner_id = '${a.json.id}' ORDER BY id DESC LIMIT 1`);
+    const v1 = version();
+    await new Promise((res) => setTimeout(res, 1500)); // passes every 200 ms
+    assert.equal(version(), v1, 'the cut reason was written again by a later pass');
     const o2 = await inst(teacher.c, { name: 'other2' });
     assert.equal(o2.status, 202, o2.text);
     await waitCode(teacher.c, o2.json.id, 'none');
