@@ -196,11 +196,15 @@ static void refresh(void)
 	         "      AND a.released_at IS NULL WHERE sl.gpu_id = g.id)))"
 	         "   ORDER BY p.name), '[]')"
 	         "   FROM pools p),"
+	         /* (the GPUs counted in one aggregate: two counts per node were
+	          * 2,000 index scans, 23 of this statement's ms at 1,000 nodes) */
 	         " 'nodes', (SELECT COALESCE(json_agg(json_build_array(n.name, n.health::text,"
 	         "   n.admin_state::text, n.degraded_since IS NOT NULL,"
-	         "   (SELECT count(*) FROM gpus g WHERE g.node_id = n.id AND g.simulated),"
-	         "   (SELECT count(*) FROM gpus g WHERE g.node_id = n.id AND NOT g.simulated))"
-	         "   ORDER BY n.name), '[]') FROM nodes n),"
+	         "   COALESCE(g.declared, 0), COALESCE(g.measured, 0))"
+	         "   ORDER BY n.name), '[]') FROM nodes n"
+	         "   LEFT JOIN (SELECT node_id, count(*) FILTER (WHERE simulated) AS declared,"
+	         "    count(*) FILTER (WHERE NOT simulated) AS measured FROM gpus"
+	         "    GROUP BY node_id) g ON g.node_id = n.id),"
 	         " 'gpus', (SELECT COALESCE(json_agg(json_build_array(n.name, g.idx, g.uuid,"
 	         "   s.util_pct, s.mem_used_mib) ORDER BY n.name, g.idx), '[]')"
 	         "   FROM gpus g JOIN nodes n ON n.id = g.node_id"
