@@ -350,6 +350,33 @@ describe('scheduler: GPUs in use stay put', () => {
     const old = await getAlloc(st.c, a.id);
     assert.equal(old.state, 'released');
   });
+
+  // the leader keeps the pool's slices between passes and reads them again
+  // only when they change (0043): it must place on slices a pool gains, and
+  // on the ones it moved to, at once
+  it('places on the slices a pool gains or moves to after passes have run', async () => {
+    // the pool is node1's first GPU (the test before left it so)
+    const a = await askOk(st.c, { pool: 'a100', slices: 1 });
+    const ga = await allocated(st.c, a.id);
+    assert.equal(ga.grants[0].gpu_uuid, w.n1.gpus[0].uuid);
+    const b = await askOk(st.c, { pool: 'a100', slices: 1 });
+    await until(st.c, b.id, (x) => x.state === 'queued' && x.reason_code !== 'new', 5000, 'a pass said why it waits');
+    await sleep(600); // passes with the pool as it is
+    let r = await w.admin.req('PUT', `/api/v1/pools/${pool.id}/gpus`, { gpu_ids: [w.n1.gpus[0].id, w.n1.gpus[1].id] });
+    assert.equal(r.status, 200, r.text);
+    const gb = await allocated(st.c, b.id);
+    assert.equal(gb.grants[0].gpu_uuid, w.n1.gpus[1].uuid);
+    for (const x of [a, b]) assert.equal((await st.c.del(`/api/v1/allocations/${x.id}`)).json.state, 'released');
+    await sleep(600);
+    // moved: node2's first GPU only; node1's slices are gone
+    r = await w.admin.req('PUT', `/api/v1/pools/${pool.id}/gpus`, { gpu_ids: [w.n2.gpus[0].id] });
+    assert.equal(r.status, 200, r.text);
+    const c = await askOk(st.c, { pool: 'a100', slices: 1 });
+    const gc = await allocated(st.c, c.id);
+    assert.equal(gc.grants[0].node, 'node2');
+    assert.equal(gc.grants[0].gpu_uuid, w.n2.gpus[0].uuid);
+    assert.equal((await st.c.del(`/api/v1/allocations/${c.id}`)).json.state, 'released');
+  });
 });
 
 describe('scheduler: 200 concurrent requests for 12 slices', () => {
