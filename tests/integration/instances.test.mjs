@@ -39,8 +39,15 @@ describe('instances', () => {
     assert.equal(run.ports[0].port, 8080);
     assert.equal(run.ports[0].host, '127.0.0.1');
     assert.ok(run.ports[0].host_port > 0);
-    // the app answers on the published port (busybox httpd: 404 for /)
-    const res = await fetch(`http://127.0.0.1:${run.ports[0].host_port}/nothing`);
+    // the app answers on the published port (busybox httpd: 404 for /);
+    // 'running' means its container started, not that httpd has bound its
+    // port yet: a first connection may be refused
+    let res = null;
+    for (let i = 0; i < 50 && !res; i++) {
+      res = await fetch(`http://127.0.0.1:${run.ports[0].host_port}/nothing`).catch(() => null);
+      if (!res) await sleep(100);
+    }
+    assert.ok(res, 'the app answered on its published port within 5 s');
     assert.equal(res.status, 404);
     assert.equal(liveAllocations(w.srv), 1);
     // logs: tail
