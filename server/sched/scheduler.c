@@ -3,8 +3,11 @@
  * Owns: the pass, run on the leader's pinned connection (db/leader.h: the
  * session that holds the lock, so a pass never commits after losing it) in
  * one REPEATABLE READ transaction:
- * release preempted scavenger requests whose grace is over, read nodes,
- * slices, the queue and the running allocations, ask place.c, write the
+ * read the quotas' maximum runtimes and the cluster shape's version,
+ * release preempted scavenger requests whose grace is over and work past
+ * its runtime, read nodes, slices (the shape only when its version moved:
+ * the leader keeps it between passes), the queue and the running
+ * allocations, ask place.c, write the
  * allocations and every request's state, reason and position (and the
  * start estimate of each waiting one, sched/eta.c), mark preemption
  * victims, commit.  The unique index on live allocations makes a
