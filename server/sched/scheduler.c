@@ -612,7 +612,8 @@ static void done_generic(PGresult *res, enum rc rc, void *arg)
 		for (int i = 0; i < 3; i++)
 			if (!(rt[i] = strdup(PQntuples(res) == 1 ? db_val(res, 0, i) : "{}")))
 				break;
-		pass_topo_version = PQntuples(res) == 1 ? ll(res, 0, 3) : -2;
+		/* (no version row: the shape is read every pass) */
+		pass_topo_version = db_val(res, 0, 3) ? ll(res, 0, 3) : -2;
 		break;
 	case S_NODES:
 		in.nnodes = PQntuples(res);
@@ -969,7 +970,7 @@ static void next(void)
 		return;
 	case S_NODES:
 		step = S_SLICES;
-		slices_full = !topo || topo_version != pass_topo_version;
+		slices_full = !topo || pass_topo_version < 0 || topo_version != pass_topo_version;
 		if (slices_full)
 			query("SELECT s.id, g.node_id, s.pool_id, g.idx, COALESCE(a.request_id, 0)"
 			      " FROM slices s JOIN gpus g ON g.id = s.gpu_id"

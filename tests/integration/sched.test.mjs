@@ -376,6 +376,16 @@ describe('scheduler: GPUs in use stay put', () => {
     assert.equal(gc.grants[0].node, 'node2');
     assert.equal(gc.grants[0].gpu_uuid, w.n2.gpus[0].uuid);
     assert.equal((await st.c.del(`/api/v1/allocations/${c.id}`)).json.state, 'released');
+    // without the version's row nothing says the shape stands: it is read
+    // every pass
+    sql(w.srv, 'DELETE FROM sched_topology');
+    await sleep(600);
+    r = await w.admin.req('PUT', `/api/v1/pools/${pool.id}/gpus`, { gpu_ids: [w.n2.gpus[1].id] });
+    assert.equal(r.status, 200, r.text);
+    const d = await askOk(st.c, { pool: 'a100', slices: 1 });
+    assert.equal((await allocated(st.c, d.id)).grants[0].gpu_uuid, w.n2.gpus[1].uuid);
+    assert.equal((await st.c.del(`/api/v1/allocations/${d.id}`)).json.state, 'released');
+    sql(w.srv, 'INSERT INTO sched_topology DEFAULT VALUES');
   });
 });
 
